@@ -1,0 +1,57 @@
+# etcd-warden: the two commands a user needs are `make demo` and `make test`.
+# Both install what they need first (`make deps`, idempotent, apt-get).
+
+SHELL := /bin/bash
+CARGO ?= cargo
+APT_PACKAGES := pacemaker pacemaker-cli-utils corosync crmsh resource-agents \
+	fence-agents etcd-server etcd-client protobuf-compiler libxml2-utils \
+	iproute2 util-linux procps dbus
+# Prefer nextest (one process per test: a panicking cluster test cannot take
+# its neighbours down, and cluster tests are grouped so they do not overload
+# two cores); fall back to cargo test where it is missing.
+NEXTEST := $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo yes)
+
+.PHONY: all deps build lint fmt test test-fast test-cluster demo clean
+
+all: build
+
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make deps: installing$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -q && apt-get install -y -q --no-install-recommends $$missing; \
+	else echo "make deps: all packages present"; fi
+
+build: deps
+	$(CARGO) build --workspace --all-targets
+
+lint: deps
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+ifeq ($(NEXTEST),yes)
+test-fast: deps
+	$(CARGO) nextest run --workspace --no-fail-fast -E 'not binary(/^cluster_/)'
+test-all:
+	$(CARGO) nextest run --workspace --no-fail-fast
+else
+test-fast: deps
+	$(CARGO) test --workspace --no-fail-fast -- --skip cluster_
+test-all:
+	$(CARGO) test --workspace --no-fail-fast
+endif
+
+# Everything: lints, unit tests, and the integration tests on real etcd,
+# Corosync and Pacemaker clusters in network namespaces (needs root).
+test: deps lint
+	$(MAKE) test-all
+
+demo: deps
+	$(CARGO) build -p warden-harness --bin warden-demo
+	./target/debug/warden-demo
+
+clean:
+	$(CARGO) clean
