@@ -69,7 +69,11 @@ impl Client {
     }
 
     /// GET `path` and decode the JSON answer.
-    pub fn get<T: DeserializeOwned>(&self, path: &str, timeout: Duration) -> Result<T, ClientError> {
+    pub fn get<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<T, ClientError> {
         let body = self.request("GET", path, None, timeout)?;
         decode(&body)
     }
@@ -86,8 +90,7 @@ impl Client {
         body: &B,
         timeout: Duration,
     ) -> Result<T, ClientError> {
-        let payload =
-            serde_json::to_vec(body).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let payload = serde_json::to_vec(body).map_err(|e| ClientError::Protocol(e.to_string()))?;
         let answer = self.request("POST", path, Some(&payload), timeout)?;
         decode(&answer)
     }
@@ -101,10 +104,11 @@ impl Client {
         timeout: Duration,
     ) -> Result<Vec<u8>, ClientError> {
         let deadline = Instant::now() + timeout;
-        let mut stream = UnixStream::connect(&self.socket).map_err(|source| ClientError::Connect {
-            path: self.socket.clone(),
-            source,
-        })?;
+        let mut stream =
+            UnixStream::connect(&self.socket).map_err(|source| ClientError::Connect {
+                path: self.socket.clone(),
+                source,
+            })?;
         let body = body.unwrap_or_default();
         let mut req = format!(
             "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n",
@@ -161,7 +165,11 @@ fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, ClientError> {
     serde_json::from_slice(body).map_err(|e| ClientError::Protocol(e.to_string()))
 }
 
-fn set_deadline(stream: &UnixStream, deadline: Instant, timeout: Duration) -> Result<(), ClientError> {
+fn set_deadline(
+    stream: &UnixStream,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<(), ClientError> {
     let left = deadline.saturating_duration_since(Instant::now());
     if left.is_zero() {
         return Err(ClientError::Timeout(timeout));
@@ -203,9 +211,11 @@ fn complete_response(buf: &[u8]) -> Result<Option<(u16, Vec<u8>)>, ClientError> 
         };
         let value = value.trim();
         if name.eq_ignore_ascii_case("content-length") {
-            length = Some(value.parse::<usize>().map_err(|_| {
-                ClientError::Protocol(format!("bad Content-Length {value:?}"))
-            })?);
+            length = Some(
+                value
+                    .parse::<usize>()
+                    .map_err(|_| ClientError::Protocol(format!("bad Content-Length {value:?}")))?,
+            );
         } else if name.eq_ignore_ascii_case("transfer-encoding")
             && value.eq_ignore_ascii_case("chunked")
         {
@@ -266,7 +276,9 @@ mod tests {
     #[test]
     fn missing_socket_is_a_connect_error() {
         let c = Client::new("/nonexistent/etcd-warden.sock");
-        let e = c.get_raw("/v1/status", Duration::from_millis(100)).unwrap_err();
+        let e = c
+            .get_raw("/v1/status", Duration::from_millis(100))
+            .unwrap_err();
         assert!(matches!(e, ClientError::Connect { .. }), "{e}");
     }
 }

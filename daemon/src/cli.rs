@@ -19,10 +19,30 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the host daemon (supervises etcd, serves the local API).
+    Daemon(cmd::daemon::DaemonArgs),
+    /// Show this node's state and etcd's live view.
+    Status(cmd::status::StatusArgs),
+    /// List etcd's members, live.
+    Members(cmd::members::MembersArgs),
+    /// Save a verified etcd snapshot.
+    Snapshot(cmd::snapshot::SnapshotArgs),
+    /// Ask the daemon to start etcd on this node.
+    Start(cmd::control::StartArgs),
+    /// Ask the daemon to stop etcd on this node.
+    Stop(cmd::control::StopArgs),
     /// Build the PacemakerCluster report from crm_mon and write it.
     Collect(cmd::collect::CollectArgs),
     /// Evaluate a report into Healthy, Warning or Degraded.
     Health(cmd::health::HealthArgs),
+    /// Print the pcs commands that configure a cluster for this agent.
+    PcsConfig(cmd::pcs_config::PcsConfigArgs),
+    /// Print the crmsh configuration (or CIB XML) for this agent.
+    CrmConfig(cmd::pcs_config::CrmConfigArgs),
+    /// Pacemaker alert agent: forward CRM_alert_* events to the daemon.
+    Alert(cmd::alert::AlertArgs),
+    /// Resolve a state the daemon refuses to fix on its own.
+    Recover(cmd::recover::RecoverArgs),
 }
 
 /// Parse the command line, run the subcommand, and turn its result into the
@@ -30,8 +50,18 @@ pub enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Collect(a) => cmd::collect::run(a),
-        Command::Health(a) => cmd::health::run(a),
+        Command::Daemon(a) => cmd::daemon::run_daemon(a),
+        Command::Status(a) => cmd::status::run_status(a),
+        Command::Members(a) => cmd::members::run_members(a),
+        Command::Snapshot(a) => cmd::snapshot::run_snapshot(a),
+        Command::Start(a) => cmd::control::run_start(a),
+        Command::Stop(a) => cmd::control::run_stop(a),
+        Command::Collect(a) => cmd::collect::run_collect(a),
+        Command::Health(a) => cmd::health::run_health(a),
+        Command::PcsConfig(a) => cmd::pcs_config::run_pcsconfig(a),
+        Command::CrmConfig(a) => cmd::pcs_config::run_crmconfig(a),
+        Command::Alert(a) => cmd::alert::run_alert(a),
+        Command::Recover(a) => cmd::recover::run_recover(a),
     };
     match result {
         Ok(code) => code,

@@ -1,12 +1,12 @@
-//! `etcd-warden collect`.
+//! `etcd-warden` subcommand(s): Collect.
 
 use std::process::ExitCode;
 
-/// Arguments of `etcd-warden collect`.
+/// Arguments: Build the PacemakerCluster report from crm_mon and write it.
 #[derive(Debug, clap::Args)]
 pub struct CollectArgs {}
 
-/// Runs `etcd-warden collect`.
-pub fn run(_args: CollectArgs) -> anyhow::Result<ExitCode> {
+/// Build the PacemakerCluster report from crm_mon and write it.
+pub fn run_collect(_args: CollectArgs) -> anyhow::Result<ExitCode> {
     anyhow::bail!("not implemented yet")
 }

@@ -1,12 +1,12 @@
-//! `etcd-warden health`.
+//! `etcd-warden` subcommand(s): Health.
 
 use std::process::ExitCode;
 
-/// Arguments of `etcd-warden health`.
+/// Arguments: Evaluate a report into Healthy, Warning or Degraded.
 #[derive(Debug, clap::Args)]
 pub struct HealthArgs {}
 
-/// Runs `etcd-warden health`.
-pub fn run(_args: HealthArgs) -> anyhow::Result<ExitCode> {
+/// Evaluate a report into Healthy, Warning or Degraded.
+pub fn run_health(_args: HealthArgs) -> anyhow::Result<ExitCode> {
     anyhow::bail!("not implemented yet")
 }
