@@ -11,7 +11,7 @@ APT_PACKAGES := pacemaker pacemaker-cli-utils corosync crmsh resource-agents \
 # two cores); fall back to cargo test where it is missing.
 NEXTEST := $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo yes)
 
-.PHONY: all deps build lint fmt test test-fast test-cluster demo clean
+.PHONY: all deps build release lint fmt test test-fast test-all demo install clean
 
 all: build
 
@@ -52,6 +52,21 @@ test: deps lint
 demo: deps
 	$(CARGO) build -p warden-harness --bin warden-demo
 	./target/debug/warden-demo
+
+release: deps
+	$(CARGO) build --release -p etcd-warden -p etcd-warden-agent
+
+# Installs into DESTDIR (default: the running system). The OCF agent's path is
+# what makes Pacemaker call it ocf:etcd-warden:etcd.
+DESTDIR ?=
+install: release
+	install -D -m 0755 target/release/etcd-warden $(DESTDIR)/usr/bin/etcd-warden
+	install -D -m 0755 target/release/etcd-warden-agent $(DESTDIR)/usr/lib/ocf/resource.d/etcd-warden/etcd
+	for u in systemd/*.service systemd/*.timer; do [ -e "$$u" ] && install -D -m 0644 "$$u" $(DESTDIR)/usr/lib/systemd/system/$$(basename "$$u"); done; true
+	install -d -m 0755 $(DESTDIR)/etc/etcd-warden/config.d
+
+fmt:
+	$(CARGO) fmt --all
 
 clean:
 	$(CARGO) clean
