@@ -1,0 +1,230 @@
+//! A small element tree built with quick-xml's streaming reader. crm_mon
+//! documents are small (kilobytes to a few megabytes), so a tree costs little
+//! and lets the typed parser report an element path plus line:column for every
+//! error, which serde deserialisation cannot do.
+
+use quick_xml::XmlVersion;
+use quick_xml::events::{BytesStart, Event};
+use quick_xml::reader::Reader;
+
+use crate::error::{Location, ParseError, line_column};
+
+/// crm_mon nests at most bundle/replica/resource/node inside a few sections;
+/// anything deeper is not a crm_mon document and is refused before recursion
+/// (here, in the typed parser, and in `Drop`) can exhaust the stack.
+pub(crate) const MAX_DEPTH: usize = 64;
+
+/// One element: its name, its attributes in document order, its child
+/// elements, and the byte offset of its start tag (for error positions).
+#[derive(Debug)]
+pub(crate) struct Element {
+    pub name: String,
+    pub attrs: Vec<(String, String)>,
+    pub children: Vec<Element>,
+    pub text: String,
+    pub offset: usize,
+}
+
+impl Element {
+    pub fn attr(&self, name: &str) -> Option<&str> {
+        self.attrs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn child(&self, name: &str) -> Option<&Element> {
+        self.children.iter().find(|c| c.name == name)
+    }
+
+    pub fn children_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Element> + 'a {
+        self.children.iter().filter(move |c| c.name == name)
+    }
+}
+
+/// Parse `input` into a tree of elements. Text is kept only as a convenience
+/// (crm_mon carries its error messages as text); comments, processing
+/// instructions and the declaration are skipped.
+pub(crate) fn parse_tree(input: &str) -> Result<Element, ParseError> {
+    let mut reader = Reader::from_str(input);
+    reader.config_mut().trim_text(true);
+    let mut stack: Vec<Element> = Vec::new();
+    let mut root: Option<Element> = None;
+    let syntax = |offset: u64, message: String, stack: &[Element]| {
+        let offset = usize::try_from(offset).unwrap_or(usize::MAX);
+        let (line, column) = line_column(input, offset);
+        ParseError::Syntax {
+            location: Location {
+                path: path_of(stack),
+                line,
+                column,
+            },
+            message,
+        }
+    };
+    loop {
+        let before = reader.buffer_position();
+        let event = match reader.read_event() {
+            Ok(e) => e,
+            Err(e) => return Err(syntax(reader.error_position(), e.to_string(), &stack)),
+        };
+        let offset = usize::try_from(before).unwrap_or(usize::MAX);
+        match event {
+            Event::Start(start) | Event::Empty(start) if root.is_some() => {
+                let _ = start;
+                return Err(syntax(before, "content after the root element".into(), &stack));
+            }
+            Event::Start(start) => {
+                if stack.len() >= MAX_DEPTH {
+                    let (line, column) = line_column(input, offset);
+                    return Err(ParseError::TooDeep {
+                        limit: MAX_DEPTH,
+                        location: Location {
+                            path: path_of(&stack),
+                            line,
+                            column,
+                        },
+                    });
+                }
+                let el = element(&start, offset, input, &stack)?;
+                stack.push(el);
+            }
+            Event::Empty(start) => {
+                let el = element(&start, offset, input, &stack)?;
+                match stack.last_mut() {
+                    Some(parent) => parent.children.push(el),
+                    None => root = Some(el),
+                }
+            }
+            Event::End(_) => {
+                // quick-xml checks that end names match start names.
+                let Some(el) = stack.pop() else {
+                    return Err(syntax(before, "unexpected end tag".into(), &stack));
+                };
+                match stack.last_mut() {
+                    Some(parent) => parent.children.push(el),
+                    None => root = Some(el),
+                }
+            }
+            Event::Text(t) => {
+                let raw = AsRef::<str>::as_ref(&t).to_owned();
+                match stack.last_mut() {
+                    Some(el) => el.text.push_str(&raw),
+                    None if raw.trim().is_empty() => {}
+                    None => {
+                        return Err(syntax(
+                            before,
+                            "text outside the root element".into(),
+                            &stack,
+                        ));
+                    }
+                }
+            }
+            Event::CData(t) => {
+                if let Some(el) = stack.last_mut() {
+                    el.text.push_str(&AsRef::<str>::as_ref(&t).to_owned());
+                } else {
+                    return Err(syntax(before, "CDATA outside the root element".into(), &stack));
+                }
+            }
+            Event::GeneralRef(r) => {
+                if stack.is_empty() {
+                    return Err(syntax(before, "entity reference outside the root element".into(), &stack));
+                }
+                let _ = r;
+            }
+            Event::Comment(_) | Event::Decl(_) | Event::PI(_) | Event::DocType(_) => {}
+            Event::Eof => break,
+        }
+    }
+    if !stack.is_empty() {
+        return Err(syntax(
+            u64::try_from(input.len()).unwrap_or(u64::MAX),
+            format!(
+                "document ends inside <{}> (truncated?)",
+                stack.last().map_or("", |e| e.name.as_str())
+            ),
+            &stack,
+        ));
+    }
+    root.ok_or(ParseError::Empty)
+}
+
+fn element(
+    start: &BytesStart<'_>,
+    offset: usize,
+    input: &str,
+    stack: &[Element],
+) -> Result<Element, ParseError> {
+    let name = AsRef::<str>::as_ref(&start.name()).to_owned();
+    let mut attrs = Vec::new();
+    for attr in start.attributes() {
+        let bad = |message: String| {
+            let (line, column) = line_column(input, offset);
+            let mut path = path_of(stack);
+            path.push('/');
+            path.push_str(&name);
+            ParseError::Syntax {
+                location: Location { path, line, column },
+                message,
+            }
+        };
+        let attr = attr.map_err(|e| bad(format!("bad attribute: {e}")))?;
+        let key = AsRef::<str>::as_ref(&attr.key).to_owned();
+        let value = attr
+            .normalized_value(XmlVersion::Implicit1_0)
+            .map_err(|e| bad(format!("bad value of attribute `{key}`: {e}")))?
+            .into_owned();
+        attrs.push((key, value));
+    }
+    Ok(Element {
+        name,
+        attrs,
+        children: Vec::new(),
+        text: String::new(),
+        offset,
+    })
+}
+
+fn path_of(stack: &[Element]) -> String {
+    if stack.is_empty() {
+        return "/".to_owned();
+    }
+    let mut p = String::new();
+    for el in stack {
+        p.push('/');
+        p.push_str(&el.name);
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builds_a_tree() {
+        let t = parse_tree("<?xml version=\"1.0\"?>\n<a x=\"1&amp;2\"><b/><c>hi</c></a>").unwrap();
+        assert_eq!(t.name, "a");
+        assert_eq!(t.attr("x"), Some("1&2"));
+        assert_eq!(t.children.len(), 2);
+        assert_eq!(t.child("c").unwrap().text, "hi");
+    }
+
+    #[test]
+    fn rejects_truncated_and_garbage() {
+        assert!(matches!(parse_tree(""), Err(ParseError::Empty)));
+        assert!(matches!(parse_tree("   \n"), Err(ParseError::Empty)));
+        assert!(matches!(parse_tree("<a><b>"), Err(ParseError::Syntax { .. })));
+        assert!(matches!(parse_tree("hello"), Err(ParseError::Syntax { .. })));
+        assert!(matches!(parse_tree("<a></b>"), Err(ParseError::Syntax { .. })));
+        assert!(matches!(parse_tree("<a/><b/>"), Err(ParseError::Syntax { .. })));
+        assert!(matches!(parse_tree("<a x=\"1></a>"), Err(ParseError::Syntax { .. })));
+    }
+
+    #[test]
+    fn refuses_deep_nesting() {
+        let doc = "<a>".repeat(MAX_DEPTH + 1);
+        assert!(matches!(parse_tree(&doc), Err(ParseError::TooDeep { .. })));
+    }
+}
