@@ -1,0 +1,279 @@
+//! The operator-side health check of a report: Healthy, Warning or Degraded
+//! with one finding per problem. It finds what the incumbent operator
+//! degrades on and what it misses (quorum, fencing disabled, recent failed
+//! fences and actions, a learner never promoted). Staleness is computed from
+//! the report's own `lastUpdated`, so restarting the checker cannot hide it.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use time::OffsetDateTime;
+
+use crate::report::{Condition, ConditionStatus, EtcdRole, Report};
+use crate::timefmt::parse_k8s;
+
+/// The overall verdict. Ordered: a worse verdict compares greater.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum Verdict {
+    /// Nothing to report.
+    Healthy,
+    /// Something an operator should look at.
+    Warning,
+    /// The cluster cannot be trusted to survive a failure.
+    Degraded,
+    /// The report could not be read.
+    Unknown,
+}
+
+impl Verdict {
+    /// Process exit code: 0 healthy, 1 warning, 2 degraded, 3 unknown.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Self::Healthy => 0,
+            Self::Warning => 1,
+            Self::Degraded => 2,
+            Self::Unknown => 3,
+        }
+    }
+}
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum Severity {
+    /// Worth a look.
+    Warning,
+    /// Degrades the cluster.
+    Degraded,
+}
+
+/// One problem.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// How bad.
+    pub severity: Severity,
+    /// Stable machine-readable code, e.g. `NodeOffline` (never derived from
+    /// the message text, unlike the incumbent's event reasons).
+    pub code: &'static str,
+    /// What is wrong, for humans.
+    pub message: String,
+}
+
+/// The evaluation of one report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Evaluation {
+    /// Worst severity, or Healthy.
+    pub verdict: Verdict,
+    /// The report's `lastUpdated`.
+    pub last_updated: String,
+    /// Seconds between `lastUpdated` and the evaluation time (negative if the
+    /// report is from the future).
+    pub age_seconds: i64,
+    /// Findings, most severe first.
+    pub findings: Vec<Finding>,
+}
+
+/// Thresholds.
+#[derive(Debug, Clone)]
+pub struct Thresholds {
+    /// A report older than this is stale (degrades).
+    pub stale_after: Duration,
+    /// Failed fences within this window are reported.
+    pub failed_fence_window: Duration,
+    /// Failed actions within this window are reported.
+    pub failed_action_window: Duration,
+    /// A learner not promoted within this is reported.
+    pub learner_grace: Duration,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Self {
+            stale_after: Duration::from_secs(5 * 60),
+            failed_fence_window: Duration::from_secs(24 * 3600),
+            failed_action_window: Duration::from_secs(5 * 60),
+            learner_grace: Duration::from_secs(5 * 60),
+        }
+    }
+}
+
+fn cond<'a>(conds: &'a [Condition], kind: &str) -> Option<&'a Condition> {
+    conds.iter().find(|c| c.kind == kind)
+}
+
+fn not_true(conds: &[Condition], kind: &str) -> bool {
+    cond(conds, kind).is_none_or(|c| c.status != ConditionStatus::True)
+}
+
+fn within(t: Option<&str>, now: OffsetDateTime, window: Duration) -> bool {
+    // A time slightly in the future (clock skew between hosts) counts as recent.
+    t.and_then(parse_k8s).is_some_and(|t| now - t <= window)
+}
+
+/// Evaluate a report at time `now`.
+pub fn evaluate(report: &Report, now: OffsetDateTime, th: &Thresholds) -> Evaluation {
+    let mut f = Vec::new();
+    let mut push = |severity, code, message: String| f.push(Finding { severity, code, message });
+    use Severity::{Degraded, Warning};
+
+    let status = &report.status;
+    let last = parse_k8s(&status.last_updated);
+    let age_seconds = last.map_or(i64::MAX, |t| (now - t).whole_seconds());
+    match last {
+        None => push(Degraded, "StatusUnreadable", format!("lastUpdated {:?} is not a time", status.last_updated)),
+        Some(t) if now - t > th.stale_after => push(
+            Degraded,
+            "StatusStale",
+            format!("report is stale: last updated {} ({}s ago, limit {}s)", status.last_updated, age_seconds, th.stale_after.as_secs()),
+        ),
+        Some(_) => {}
+    }
+
+    // What the incumbent checks.
+    if status.conditions.is_empty() {
+        push(Degraded, "NoConditions", "report has no cluster conditions".into());
+    }
+    if let Some(c) = cond(&status.conditions, "NodeCountAsExpected")
+        && c.status != ConditionStatus::True
+    {
+        push(Degraded, "NodeCount", format!("{}: {}", c.reason, c.message));
+    } else if cond(&status.conditions, "NodeCountAsExpected").is_none() {
+        push(Degraded, "NodeCount", "NodeCountAsExpected condition missing".into());
+    }
+    if not_true(&status.conditions, "InService") {
+        push(Degraded, "ClusterInMaintenance", "cluster is in maintenance mode".into());
+    }
+    if status.nodes.is_empty() {
+        push(Degraded, "NoNodes", "report lists no nodes".into());
+    }
+    for o in &report.pacemaker.omitted_nodes {
+        push(Degraded, "NodeNotReported", format!("node {} is not in the status: {}", o.name, o.reason));
+    }
+    for n in &status.nodes {
+        let name = &n.node_name;
+        if not_true(&n.conditions, "Online") {
+            push(Degraded, "NodeOffline", format!("node {name} is offline"));
+            // The rest follows from being offline.
+            continue;
+        }
+        for (kind, code, what) in [
+            ("InService", "NodeInMaintenance", "is in maintenance mode"),
+            ("Active", "NodeStandby", "is in standby mode"),
+            ("Clean", "NodeUnclean", "is unclean (fencing/communication issue)"),
+            ("Member", "NodeNotMember", "is not a cluster member"),
+            ("FencingAvailable", "FencingUnavailable", "has no running fence device"),
+        ] {
+            if not_true(&n.conditions, kind) {
+                let detail = cond(&n.conditions, kind).map(|c| c.message.as_str()).unwrap_or("condition missing");
+                push(Degraded, code, format!("node {name} {what} ({detail})"));
+            }
+        }
+        if !not_true(&n.conditions, "FencingAvailable") && not_true(&n.conditions, "FencingHealthy") {
+            push(Warning, "FencingAtRisk", format!("node {name}: fencing at risk (a device runs but not every device is healthy)"));
+        }
+        if not_true(&n.conditions, "Ready") {
+            push(Warning, "NodePending", format!("node {name} is pending"));
+        }
+        for r in &n.resources {
+            if !not_true(&r.conditions, "Healthy") {
+                continue;
+            }
+            let why = if not_true(&r.conditions, "Operational") {
+                "has failed"
+            } else if not_true(&r.conditions, "Started") {
+                "is stopped"
+            } else if not_true(&r.conditions, "Active") {
+                "is not active"
+            } else if not_true(&r.conditions, "Managed") {
+                "is unmanaged"
+            } else {
+                "is unhealthy"
+            };
+            push(Degraded, "ResourceUnhealthy", format!("node {name}: {:?} {why}", r.name));
+        }
+    }
+
+    // What the incumbent misses.
+    let pm = &report.pacemaker;
+    if !pm.quorate {
+        push(Degraded, "NoQuorum", "the reporting partition has no quorum".into());
+    }
+    if !pm.fencing_enabled {
+        push(Degraded, "FencingDisabled", "fencing is disabled (stonith-enabled/fencing-enabled=false): a lost node is assumed down, which risks split brain".into());
+    }
+    for e in &pm.fence_history {
+        match e.status.as_str() {
+            "failed" if within(e.completed.as_deref(), now, th.failed_fence_window) => push(
+                Warning,
+                "FenceFailed",
+                format!(
+                    "fencing ({}) of {} failed at {}{}",
+                    e.action,
+                    e.target,
+                    e.completed.as_deref().unwrap_or("?"),
+                    e.exit_reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
+                ),
+            ),
+            "pending" => push(Warning, "FencePending", format!("fencing ({}) of {} is in progress", e.action, e.target)),
+            _ => {}
+        }
+    }
+    for a in &pm.failed_actions {
+        if within(a.last_rc_change.as_deref(), now, th.failed_action_window) {
+            push(
+                Warning,
+                "FailedAction",
+                format!(
+                    "{} {} failed on {} at {} (rc {}{})",
+                    a.resource,
+                    a.operation,
+                    a.node,
+                    a.last_rc_change.as_deref().unwrap_or("?"),
+                    a.rc.map_or_else(|| "?".into(), |r| r.to_string()),
+                    a.rc_text.as_deref().map(|t| format!(" {t}")).unwrap_or_default()
+                ),
+            );
+        }
+    }
+    if let Some(etcd) = &report.etcd {
+        for m in &etcd.members {
+            if m.role == EtcdRole::Learner {
+                let since = m.learner_since.as_deref().and_then(parse_k8s);
+                match since {
+                    Some(s) if now - s > th.learner_grace => push(
+                        Degraded,
+                        "LearnerNotPromoted",
+                        format!("etcd member {} ({}) has been a learner since {} ({}s)", m.name, m.id, m.learner_since.as_deref().unwrap_or("?"), (now - s).whole_seconds()),
+                    ),
+                    Some(_) => {}
+                    None => push(Warning, "Learner", format!("etcd member {} ({}) is a learner", m.name, m.id)),
+                }
+            }
+        }
+        if etcd.leader.is_none() && !etcd.members.is_empty() {
+            push(Degraded, "EtcdNoLeader", "etcd reports no leader".into());
+        }
+    }
+
+    f.sort_by(|a, b| b.severity.cmp(&a.severity));
+    let verdict = match f.first().map(|x| x.severity) {
+        None => Verdict::Healthy,
+        Some(Severity::Warning) => Verdict::Warning,
+        Some(Severity::Degraded) => Verdict::Degraded,
+    };
+    Evaluation {
+        verdict,
+        last_updated: status.last_updated.clone(),
+        age_seconds,
+        findings: f,
+    }
+}
+
+/// Render an evaluation as text, one line per finding.
+pub fn to_text(e: &Evaluation) -> String {
+    let mut s = format!("{:?} (report updated {}, {}s ago)\n", e.verdict, e.last_updated, e.age_seconds);
+    for f in &e.findings {
+        s.push_str(&format!("{:?}: {}: {}\n", f.severity, f.code, f.message));
+    }
+    s
+}
