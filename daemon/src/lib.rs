@@ -3,3 +3,13 @@
 
 pub mod cli;
 pub mod cmd;
+pub mod config;
+pub mod core;
+pub mod etcd;
+pub mod etcd_conf;
+pub mod metrics;
+pub mod ops;
+pub mod run;
+pub mod server;
+pub mod standalone;
+pub mod supervise;

@@ -1,0 +1,1109 @@
+//! Configuration: TOML in `/etc/etcd-warden/config.toml` plus drop-ins in
+//! `config.d/*.toml`, merged in that order (drop-ins sorted by file name, a
+//! later file wins key by key), then validated into typed [`Settings`].
+//!
+//! Fragments keep every value's origin (file and line) so that a validation
+//! error long after parsing can still say where the bad value was written.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::net::SocketAddr;
+use std::num::NonZeroU64;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// Default location of the main configuration file.
+pub const DEFAULT_CONFIG: &str = "/etc/etcd-warden/config.toml";
+
+/// Where a value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// The file.
+    pub file: Arc<PathBuf>,
+    /// 1-based line number.
+    pub line: usize,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.file.display(), self.line)
+    }
+}
+
+/// A configuration error. Every variant names the file (and, where there is
+/// one, the line and key) so that an operator can fix it without guessing.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read configuration file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML, or a key has the wrong type or is unknown.
+    #[error("{file}:{line}: key `{key}`: {message}")]
+    Parse {
+        /// The file.
+        file: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// Dotted key path (`etcd.data_dir`, `nodes[1].peer_urls`).
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A value parsed but makes no sense.
+    #[error("{origin}: key `{key}`: {message}")]
+    Invalid {
+        /// Where it was written.
+        origin: Origin,
+        /// Dotted key path.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A required key is set nowhere.
+    #[error("key `{key}` is required but set in none of: {files}")]
+    Missing {
+        /// Dotted key path.
+        key: String,
+        /// The files that were read.
+        files: String,
+    },
+}
+
+// ---------------------------------------------------------------------------
+// Fragments: what one file says. Every field is optional.
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Fragment {
+    node_name: Option<Spanned<String>>,
+    topology: Option<Spanned<String>>,
+    autostart: Option<Spanned<bool>>,
+    nodes: Option<Spanned<Vec<NodeFragment>>>,
+    #[serde(default)]
+    etcd: EtcdFragment,
+    #[serde(default)]
+    tls: TlsFragment,
+    #[serde(default)]
+    api: ApiFragment,
+    #[serde(default)]
+    paths: PathsFragment,
+    #[serde(default)]
+    timeouts: TimeoutsFragment,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NodeFragment {
+    name: Spanned<String>,
+    peer_urls: Spanned<Vec<String>>,
+    client_urls: Spanned<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EtcdFragment {
+    binary: Option<Spanned<PathBuf>>,
+    data_dir: Option<Spanned<PathBuf>>,
+    backend: Option<Spanned<String>>,
+    unit_name: Option<Spanned<String>>,
+    initial_cluster_token: Option<Spanned<String>>,
+    quota_backend_bytes: Option<Spanned<u64>>,
+    auto_compaction_mode: Option<Spanned<String>>,
+    auto_compaction_retention: Option<Spanned<String>>,
+    snapshot_count: Option<Spanned<u64>>,
+    heartbeat_interval_ms: Option<Spanned<u64>>,
+    election_timeout_ms: Option<Spanned<u64>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TlsFragment {
+    #[serde(default)]
+    client: TlsFilesFragment,
+    #[serde(default)]
+    peer: TlsFilesFragment,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TlsFilesFragment {
+    cert_file: Option<Spanned<PathBuf>>,
+    key_file: Option<Spanned<PathBuf>>,
+    trusted_ca_file: Option<Spanned<PathBuf>>,
+    client_cert_auth: Option<Spanned<bool>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApiFragment {
+    socket: Option<Spanned<PathBuf>>,
+    socket_group: Option<Spanned<String>>,
+    allowed_users: Option<Spanned<Vec<String>>>,
+    http_addr: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PathsFragment {
+    state_dir: Option<Spanned<PathBuf>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TimeoutsFragment {
+    probe_interval_ms: Option<Spanned<u64>>,
+    probe_timeout_ms: Option<Spanned<u64>>,
+    start_timeout_ms: Option<Spanned<u64>>,
+    stop_grace_ms: Option<Spanned<u64>>,
+    restart_delay_ms: Option<Spanned<u64>>,
+}
+
+// ---------------------------------------------------------------------------
+// Typed settings.
+
+/// The cluster's shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Topology {
+    /// Two nodes with fencing: the survivor may force a new cluster once
+    /// Pacemaker confirms the peer is fenced.
+    TwoNode,
+    /// Three or more nodes (or a single one): plain etcd quorum.
+    Ha,
+}
+
+impl Topology {
+    /// The name used in configuration and in the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Topology::TwoNode => "two-node",
+            Topology::Ha => "ha",
+        }
+    }
+}
+
+/// How etcd is supervised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    /// etcd is the daemon's child process.
+    Process,
+    /// etcd is a transient systemd unit (survives daemon restarts).
+    Systemd,
+}
+
+/// etcd's auto-compaction mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompactionMode {
+    /// Retention is a duration (`1h`, `30m`).
+    Periodic,
+    /// Retention is a number of revisions.
+    Revision,
+}
+
+/// One node of the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSettings {
+    /// The node's name (also its etcd member name).
+    pub name: String,
+    /// etcd peer URLs.
+    pub peer_urls: Vec<String>,
+    /// etcd client URLs.
+    pub client_urls: Vec<String>,
+}
+
+/// TLS files for one side (clients or peers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// Certificate.
+    pub cert_file: PathBuf,
+    /// Private key.
+    pub key_file: PathBuf,
+    /// CA bundle to verify the other side.
+    pub trusted_ca_file: PathBuf,
+    /// Whether the other side must present a certificate.
+    pub client_cert_auth: bool,
+}
+
+/// The closed set of etcd settings an operator may tune. Deliberately not a
+/// free-form flag map: flags such as `--initial-cluster-state` or
+/// `--force-new-cluster` belong to the failover logic alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdTuning {
+    /// `quota-backend-bytes`.
+    pub quota_backend_bytes: Option<u64>,
+    /// `auto-compaction-mode` and `auto-compaction-retention`.
+    pub auto_compaction: Option<(CompactionMode, String)>,
+    /// `snapshot-count`.
+    pub snapshot_count: Option<u64>,
+    /// `heartbeat-interval` in ms.
+    pub heartbeat_interval_ms: Option<u64>,
+    /// `election-timeout` in ms.
+    pub election_timeout_ms: Option<u64>,
+}
+
+/// etcd settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdSettings {
+    /// The etcd binary.
+    pub binary: PathBuf,
+    /// The data directory.
+    pub data_dir: PathBuf,
+    /// How etcd is supervised.
+    pub backend: BackendKind,
+    /// systemd unit name (systemd backend).
+    pub unit_name: String,
+    /// `initial-cluster-token`.
+    pub initial_cluster_token: String,
+    /// The tunable extras.
+    pub tuning: EtcdTuning,
+    /// TLS for clients.
+    pub client_tls: Option<TlsFiles>,
+    /// TLS for peers.
+    pub peer_tls: Option<TlsFiles>,
+}
+
+/// The local API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiSettings {
+    /// The Unix socket.
+    pub socket: PathBuf,
+    /// Group owning the socket (mode 0660).
+    pub socket_group: String,
+    /// User names allowed to talk to the socket (checked with SO_PEERCRED).
+    pub allowed_users: Vec<String>,
+    /// Localhost TCP listener for /healthz, /readyz, /metrics, /status.
+    pub http_addr: Option<SocketAddr>,
+}
+
+/// Timeouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// How often the daemon probes etcd.
+    pub probe_interval: Duration,
+    /// Deadline of one live etcd call.
+    pub probe_timeout: Duration,
+    /// How long a start may take until etcd answers.
+    pub start_timeout: Duration,
+    /// How long a graceful stop may take before SIGKILL.
+    pub stop_grace: Duration,
+    /// Delay before the daemon restarts an etcd that died (autostart only).
+    pub restart_delay: Duration,
+}
+
+/// Validated settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// This node's name.
+    pub node_name: String,
+    /// The topology.
+    pub topology: Topology,
+    /// Start etcd without waiting for Pacemaker (standalone, development).
+    pub autostart: bool,
+    /// All nodes, this one included.
+    pub nodes: Vec<NodeSettings>,
+    /// etcd.
+    pub etcd: EtcdSettings,
+    /// The local API.
+    pub api: ApiSettings,
+    /// Daemon state (generated etcd config, PID files).
+    pub state_dir: PathBuf,
+    /// Timeouts.
+    pub timeouts: Timeouts,
+    /// The files that were read, in order.
+    pub sources: Vec<PathBuf>,
+}
+
+impl Settings {
+    /// This node's entry in [`Settings::nodes`].
+    pub fn local_node(&self) -> &NodeSettings {
+        // validate() guarantees the entry exists; fall back to the first
+        // node rather than panicking should that ever be broken.
+        self.nodes
+            .iter()
+            .find(|n| n.name == self.node_name)
+            .unwrap_or(&self.nodes[0])
+    }
+
+    /// The URL the daemon uses to reach its local etcd.
+    pub fn local_client_url(&self) -> &str {
+        self.local_node()
+            .client_urls
+            .first()
+            .map(String::as_str)
+            .unwrap_or("http://127.0.0.1:2379")
+    }
+
+    /// Where the generated etcd configuration is written.
+    pub fn etcd_config_path(&self) -> PathBuf {
+        self.state_dir.join("etcd.conf.json")
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Loading.
+
+/// The files that make up the configuration rooted at `main`: the main file
+/// (when present) and `config.d/*.toml` next to it, sorted by name.
+pub fn config_files(main: &Path) -> Result<Vec<PathBuf>, ConfigError> {
+    let mut files = Vec::new();
+    if main.exists() {
+        files.push(main.to_path_buf());
+    }
+    let dir = main.parent().unwrap_or(Path::new(".")).join("config.d");
+    match std::fs::read_dir(&dir) {
+        Ok(entries) => {
+            let mut dropins: Vec<PathBuf> = entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+                .collect();
+            dropins.sort();
+            files.extend(dropins);
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => return Err(ConfigError::Read { path: dir, source }),
+    }
+    if files.is_empty() {
+        return Err(ConfigError::Read {
+            path: main.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
+        });
+    }
+    Ok(files)
+}
+
+/// Load and validate the configuration rooted at `main`.
+pub fn load(main: &Path) -> Result<Settings, ConfigError> {
+    let files = config_files(main)?;
+    let mut texts = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).map_err(|source| ConfigError::Read {
+            path: f.clone(),
+            source,
+        })?;
+        texts.push((f.clone(), text));
+    }
+    from_texts(&texts)
+}
+
+/// Validate configuration given as `(file name, text)` pairs, merged in order.
+pub fn from_texts(texts: &[(PathBuf, String)]) -> Result<Settings, ConfigError> {
+    let mut merged = Inputs::default();
+    for (path, text) in texts {
+        let frag = parse_fragment(path, text)?;
+        let ctx = FileCtx {
+            file: Arc::new(path.clone()),
+            text,
+        };
+        merged.absorb(frag, &ctx);
+    }
+    merged.validate(texts.iter().map(|(p, _)| p.clone()).collect())
+}
+
+fn parse_fragment(path: &Path, text: &str) -> Result<Fragment, ConfigError> {
+    let line_of = |span: Option<std::ops::Range<usize>>| {
+        span.map(|s| line_at(text, s.start)).unwrap_or(1)
+    };
+    let de = toml::Deserializer::parse(text).map_err(|e| ConfigError::Parse {
+        file: path.to_path_buf(),
+        line: line_of(e.span()),
+        key: "-".into(),
+        message: e.message().trim().to_string(),
+    })?;
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let key = e.path().to_string();
+        let inner = e.into_inner();
+        ConfigError::Parse {
+            file: path.to_path_buf(),
+            line: line_of(inner.span()),
+            key,
+            message: inner.message().trim().to_string(),
+        }
+    })
+}
+
+fn line_at(text: &str, offset: usize) -> usize {
+    text.as_bytes()
+        .iter()
+        .take(offset.min(text.len()))
+        .filter(|b| **b == b'\n')
+        .count()
+        + 1
+}
+
+struct FileCtx<'a> {
+    file: Arc<PathBuf>,
+    text: &'a str,
+}
+
+impl FileCtx<'_> {
+    fn locate<T>(&self, s: Spanned<T>) -> Located<T> {
+        let origin = Origin {
+            file: self.file.clone(),
+            line: line_at(self.text, s.span().start),
+        };
+        Located {
+            value: s.into_inner(),
+            origin,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Located<T> {
+    value: T,
+    origin: Origin,
+}
+
+impl<T> Located<T> {
+    fn invalid(&self, key: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid {
+            origin: self.origin.clone(),
+            key: key.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Merged, unvalidated values with their origins.
+#[derive(Debug, Default)]
+struct Inputs {
+    node_name: Option<Located<String>>,
+    topology: Option<Located<String>>,
+    autostart: Option<Located<bool>>,
+    nodes: Option<Located<Vec<LocatedNode>>>,
+    binary: Option<Located<PathBuf>>,
+    data_dir: Option<Located<PathBuf>>,
+    backend: Option<Located<String>>,
+    unit_name: Option<Located<String>>,
+    initial_cluster_token: Option<Located<String>>,
+    quota_backend_bytes: Option<Located<u64>>,
+    auto_compaction_mode: Option<Located<String>>,
+    auto_compaction_retention: Option<Located<String>>,
+    snapshot_count: Option<Located<u64>>,
+    heartbeat_interval_ms: Option<Located<u64>>,
+    election_timeout_ms: Option<Located<u64>>,
+    client_tls: TlsInputs,
+    peer_tls: TlsInputs,
+    socket: Option<Located<PathBuf>>,
+    socket_group: Option<Located<String>>,
+    allowed_users: Option<Located<Vec<String>>>,
+    http_addr: Option<Located<String>>,
+    state_dir: Option<Located<PathBuf>>,
+    probe_interval_ms: Option<Located<u64>>,
+    probe_timeout_ms: Option<Located<u64>>,
+    start_timeout_ms: Option<Located<u64>>,
+    stop_grace_ms: Option<Located<u64>>,
+    restart_delay_ms: Option<Located<u64>>,
+}
+
+#[derive(Debug, Default)]
+struct TlsInputs {
+    cert_file: Option<Located<PathBuf>>,
+    key_file: Option<Located<PathBuf>>,
+    trusted_ca_file: Option<Located<PathBuf>>,
+    client_cert_auth: Option<Located<bool>>,
+}
+
+#[derive(Debug, Clone)]
+struct LocatedNode {
+    name: Located<String>,
+    peer_urls: Located<Vec<String>>,
+    client_urls: Located<Vec<String>>,
+}
+
+/// A later file's value replaces an earlier one.
+fn set<T>(dst: &mut Option<Located<T>>, src: Option<Spanned<T>>, ctx: &FileCtx<'_>) {
+    if let Some(v) = src {
+        *dst = Some(ctx.locate(v));
+    }
+}
+
+impl TlsInputs {
+    fn absorb(&mut self, f: TlsFilesFragment, ctx: &FileCtx<'_>) {
+        set(&mut self.cert_file, f.cert_file, ctx);
+        set(&mut self.key_file, f.key_file, ctx);
+        set(&mut self.trusted_ca_file, f.trusted_ca_file, ctx);
+        set(&mut self.client_cert_auth, f.client_cert_auth, ctx);
+    }
+
+    fn validate(self, side: &str) -> Result<Option<TlsFiles>, ConfigError> {
+        let any = self.cert_file.is_some()
+            || self.key_file.is_some()
+            || self.trusted_ca_file.is_some()
+            || self.client_cert_auth.is_some();
+        if !any {
+            return Ok(None);
+        }
+        let need = |v: Option<Located<PathBuf>>, name: &str| {
+            v.map(|l| l.value).ok_or_else(|| ConfigError::Missing {
+                key: format!("tls.{side}.{name}"),
+                files: format!("(needed because another tls.{side} key is set)"),
+            })
+        };
+        Ok(Some(TlsFiles {
+            cert_file: need(self.cert_file, "cert_file")?,
+            key_file: need(self.key_file, "key_file")?,
+            trusted_ca_file: need(self.trusted_ca_file, "trusted_ca_file")?,
+            client_cert_auth: self.client_cert_auth.map(|l| l.value).unwrap_or(true),
+        }))
+    }
+}
+
+impl Inputs {
+    fn absorb(&mut self, f: Fragment, ctx: &FileCtx<'_>) {
+        set(&mut self.node_name, f.node_name, ctx);
+        set(&mut self.topology, f.topology, ctx);
+        set(&mut self.autostart, f.autostart, ctx);
+        if let Some(nodes) = f.nodes {
+            let located = ctx.locate(nodes);
+            self.nodes = Some(Located {
+                origin: located.origin,
+                value: located
+                    .value
+                    .into_iter()
+                    .map(|n| LocatedNode {
+                        name: ctx.locate(n.name),
+                        peer_urls: ctx.locate(n.peer_urls),
+                        client_urls: ctx.locate(n.client_urls),
+                    })
+                    .collect(),
+            });
+        }
+        let e = f.etcd;
+        set(&mut self.binary, e.binary, ctx);
+        set(&mut self.data_dir, e.data_dir, ctx);
+        set(&mut self.backend, e.backend, ctx);
+        set(&mut self.unit_name, e.unit_name, ctx);
+        set(&mut self.initial_cluster_token, e.initial_cluster_token, ctx);
+        set(&mut self.quota_backend_bytes, e.quota_backend_bytes, ctx);
+        set(&mut self.auto_compaction_mode, e.auto_compaction_mode, ctx);
+        set(
+            &mut self.auto_compaction_retention,
+            e.auto_compaction_retention,
+            ctx,
+        );
+        set(&mut self.snapshot_count, e.snapshot_count, ctx);
+        set(&mut self.heartbeat_interval_ms, e.heartbeat_interval_ms, ctx);
+        set(&mut self.election_timeout_ms, e.election_timeout_ms, ctx);
+        self.client_tls.absorb(f.tls.client, ctx);
+        self.peer_tls.absorb(f.tls.peer, ctx);
+        set(&mut self.socket, f.api.socket, ctx);
+        set(&mut self.socket_group, f.api.socket_group, ctx);
+        set(&mut self.allowed_users, f.api.allowed_users, ctx);
+        set(&mut self.http_addr, f.api.http_addr, ctx);
+        set(&mut self.state_dir, f.paths.state_dir, ctx);
+        let t = f.timeouts;
+        set(&mut self.probe_interval_ms, t.probe_interval_ms, ctx);
+        set(&mut self.probe_timeout_ms, t.probe_timeout_ms, ctx);
+        set(&mut self.start_timeout_ms, t.start_timeout_ms, ctx);
+        set(&mut self.stop_grace_ms, t.stop_grace_ms, ctx);
+        set(&mut self.restart_delay_ms, t.restart_delay_ms, ctx);
+    }
+
+    fn validate(self, sources: Vec<PathBuf>) -> Result<Settings, ConfigError> {
+        let files = sources
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let missing = |key: &str| ConfigError::Missing {
+            key: key.into(),
+            files: files.clone(),
+        };
+
+        let node_name = self.node_name.ok_or_else(|| missing("node_name"))?;
+        let topology_l = self.topology.ok_or_else(|| missing("topology"))?;
+        let topology = match topology_l.value.as_str() {
+            "two-node" => Topology::TwoNode,
+            "ha" => Topology::Ha,
+            other => {
+                return Err(topology_l.invalid(
+                    "topology",
+                    format!("unknown topology {other:?}, expected \"two-node\" or \"ha\""),
+                ));
+            }
+        };
+        let nodes_l = self.nodes.ok_or_else(|| missing("nodes"))?;
+        let mut nodes = Vec::new();
+        let mut names = BTreeSet::new();
+        for (i, n) in nodes_l.value.iter().enumerate() {
+            let key = |k: &str| format!("nodes[{i}].{k}");
+            if n.name.value.is_empty() || !valid_member_name(&n.name.value) {
+                return Err(n.name.invalid(
+                    &key("name"),
+                    format!(
+                        "invalid node name {:?}: use letters, digits, '-', '_' and '.'",
+                        n.name.value
+                    ),
+                ));
+            }
+            if !names.insert(n.name.value.clone()) {
+                return Err(n
+                    .name
+                    .invalid(&key("name"), format!("duplicate node {:?}", n.name.value)));
+            }
+            for (field, urls) in [("peer_urls", &n.peer_urls), ("client_urls", &n.client_urls)] {
+                if urls.value.is_empty() {
+                    return Err(urls.invalid(&key(field), "at least one URL is required"));
+                }
+                for u in &urls.value {
+                    check_url(u).map_err(|m| urls.invalid(&key(field), m))?;
+                }
+            }
+            nodes.push(NodeSettings {
+                name: n.name.value.clone(),
+                peer_urls: n.peer_urls.value.clone(),
+                client_urls: n.client_urls.value.clone(),
+            });
+        }
+        match topology {
+            Topology::TwoNode if nodes.len() != 2 => {
+                return Err(nodes_l.invalid(
+                    "nodes",
+                    format!(
+                        "topology \"two-node\" needs exactly 2 nodes, {} given",
+                        nodes.len()
+                    ),
+                ));
+            }
+            Topology::Ha if nodes.is_empty() => {
+                return Err(nodes_l.invalid("nodes", "at least one node is required"));
+            }
+            _ => {}
+        }
+        if !names.contains(&node_name.value) {
+            return Err(node_name.invalid(
+                "node_name",
+                format!(
+                    "node {:?} is not among the configured nodes ({})",
+                    node_name.value,
+                    names.iter().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+
+        let backend = match self.backend {
+            None => BackendKind::Process,
+            Some(b) => match b.value.as_str() {
+                "process" => BackendKind::Process,
+                "systemd" => BackendKind::Systemd,
+                other => {
+                    return Err(b.invalid(
+                        "etcd.backend",
+                        format!("unknown backend {other:?}, expected \"process\" or \"systemd\""),
+                    ));
+                }
+            },
+        };
+        let unit_name = match self.unit_name {
+            None => "etcd-warden-etcd.service".to_string(),
+            Some(u) if u.value.ends_with(".service") && !u.value.contains('/') => u.value,
+            Some(u) => {
+                return Err(u.invalid(
+                    "etcd.unit_name",
+                    "a unit name ending in \".service\" is required",
+                ));
+            }
+        };
+        let auto_compaction = match (self.auto_compaction_mode, self.auto_compaction_retention) {
+            (None, None) => None,
+            (Some(m), r) => {
+                let mode = match m.value.as_str() {
+                    "periodic" => CompactionMode::Periodic,
+                    "revision" => CompactionMode::Revision,
+                    other => {
+                        return Err(m.invalid(
+                            "etcd.auto_compaction_mode",
+                            format!("unknown mode {other:?}, expected \"periodic\" or \"revision\""),
+                        ));
+                    }
+                };
+                let r = r.ok_or_else(|| missing("etcd.auto_compaction_retention"))?;
+                check_retention(mode, &r.value)
+                    .map_err(|m| r.invalid("etcd.auto_compaction_retention", m))?;
+                Some((mode, r.value))
+            }
+            (None, Some(r)) => {
+                return Err(r.invalid(
+                    "etcd.auto_compaction_retention",
+                    "needs etcd.auto_compaction_mode as well",
+                ));
+            }
+        };
+        let positive = |v: Option<Located<u64>>, key: &str| -> Result<Option<u64>, ConfigError> {
+            match v {
+                Some(l) if l.value == 0 => Err(l.invalid(key, "must be greater than 0")),
+                Some(l) => Ok(Some(l.value)),
+                None => Ok(None),
+            }
+        };
+        let heartbeat = positive(self.heartbeat_interval_ms, "etcd.heartbeat_interval_ms")?;
+        let election_l = self.election_timeout_ms.clone();
+        let election = positive(self.election_timeout_ms, "etcd.election_timeout_ms")?;
+        // etcd refuses to start unless election timeout >= 5 x heartbeat;
+        // say so here rather than in etcd's log.
+        if let Some(l) = election_l {
+            let hb = heartbeat.unwrap_or(100);
+            if l.value < 5 * hb {
+                return Err(l.invalid(
+                    "etcd.election_timeout_ms",
+                    format!("must be at least 5 x heartbeat interval ({hb} ms)"),
+                ));
+            }
+        }
+        let tuning = EtcdTuning {
+            quota_backend_bytes: positive(self.quota_backend_bytes, "etcd.quota_backend_bytes")?,
+            auto_compaction,
+            snapshot_count: positive(self.snapshot_count, "etcd.snapshot_count")?,
+            heartbeat_interval_ms: heartbeat,
+            election_timeout_ms: election,
+        };
+
+        let http_addr = match self.http_addr {
+            None => None,
+            Some(a) => {
+                let addr: SocketAddr = a.value.parse().map_err(|_| {
+                    a.invalid(
+                        "api.http_addr",
+                        format!("{:?} is not an address like 127.0.0.1:9481", a.value),
+                    )
+                })?;
+                // The TCP listener carries no authentication: it must never
+                // be reachable from another host.
+                if !addr.ip().is_loopback() {
+                    return Err(a.invalid(
+                        "api.http_addr",
+                        format!("{addr} is not a loopback address (127.0.0.0/8 or ::1)"),
+                    ));
+                }
+                Some(addr)
+            }
+        };
+        let allowed_users = match self.allowed_users {
+            None => vec!["root".into(), "hacluster".into()],
+            Some(l) if l.value.is_empty() => {
+                return Err(l.invalid("api.allowed_users", "the list must not be empty"));
+            }
+            Some(l) => l.value,
+        };
+
+        let ms = |v: Option<Located<u64>>, key: &str, default: u64| -> Result<Duration, ConfigError> {
+            let v = match v {
+                Some(l) => NonZeroU64::new(l.value)
+                    .ok_or_else(|| l.invalid(key, "must be greater than 0"))?
+                    .get(),
+                None => default,
+            };
+            Ok(Duration::from_millis(v))
+        };
+        let timeouts = Timeouts {
+            probe_interval: ms(self.probe_interval_ms, "timeouts.probe_interval_ms", 2000)?,
+            probe_timeout: ms(self.probe_timeout_ms, "timeouts.probe_timeout_ms", 1000)?,
+            start_timeout: ms(self.start_timeout_ms, "timeouts.start_timeout_ms", 60_000)?,
+            stop_grace: ms(self.stop_grace_ms, "timeouts.stop_grace_ms", 20_000)?,
+            restart_delay: ms(self.restart_delay_ms, "timeouts.restart_delay_ms", 3000)?,
+        };
+
+        let absolute = |v: Option<Located<PathBuf>>, key: &str, default: &str| {
+            match v {
+                Some(l) if !l.value.is_absolute() => Err(l.invalid(key, "must be an absolute path")),
+                Some(l) => Ok(l.value),
+                None => Ok(PathBuf::from(default)),
+            }
+        };
+        Ok(Settings {
+            node_name: node_name.value,
+            topology,
+            autostart: self.autostart.map(|l| l.value).unwrap_or(false),
+            nodes,
+            etcd: EtcdSettings {
+                binary: absolute(self.binary, "etcd.binary", "/usr/bin/etcd")?,
+                data_dir: absolute(self.data_dir, "etcd.data_dir", "/var/lib/etcd")?,
+                backend,
+                unit_name,
+                initial_cluster_token: self
+                    .initial_cluster_token
+                    .map(|l| l.value)
+                    .unwrap_or_else(|| "etcd-warden".into()),
+                tuning,
+                client_tls: self.client_tls.validate("client")?,
+                peer_tls: self.peer_tls.validate("peer")?,
+            },
+            api: ApiSettings {
+                socket: absolute(self.socket, "api.socket", warden_api::DEFAULT_SOCKET)?,
+                socket_group: self
+                    .socket_group
+                    .map(|l| l.value)
+                    .unwrap_or_else(|| "haclient".into()),
+                allowed_users,
+                http_addr,
+            },
+            state_dir: absolute(self.state_dir, "paths.state_dir", "/var/lib/etcd-warden")?,
+            timeouts,
+            sources,
+        })
+    }
+}
+
+fn valid_member_name(s: &str) -> bool {
+    s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+/// Checks `scheme://host:port` with an IPv4 address, a bracketed IPv6
+/// address or a host name.
+fn check_url(u: &str) -> Result<(), String> {
+    let rest = u
+        .strip_prefix("http://")
+        .or_else(|| u.strip_prefix("https://"))
+        .ok_or_else(|| format!("{u:?} must start with http:// or https://"))?;
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    if rest.parse::<SocketAddr>().is_ok() {
+        return Ok(());
+    }
+    if rest.starts_with('[') {
+        return Err(format!(
+            "{u:?}: an IPv6 address must be written [addr]:port"
+        ));
+    }
+    let (host, port) = rest
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{u:?} has no port"))?;
+    port.parse::<u16>()
+        .map_err(|_| format!("{u:?} has an invalid port {port:?}"))?;
+    if host.is_empty()
+        || !host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+    {
+        return Err(format!("{u:?} has an invalid host {host:?}"));
+    }
+    Ok(())
+}
+
+fn check_retention(mode: CompactionMode, r: &str) -> Result<(), String> {
+    match mode {
+        CompactionMode::Revision => r
+            .parse::<u64>()
+            .map(|_| ())
+            .map_err(|_| format!("{r:?} is not a number of revisions")),
+        CompactionMode::Periodic => {
+            let digits = r.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+            let unit = &r[digits.len()..];
+            if digits.parse::<u64>().is_ok() && matches!(unit, "" | "s" | "m" | "h") {
+                Ok(())
+            } else {
+                Err(format!("{r:?} is not a duration like \"1h\" or \"30m\""))
+            }
+        }
+    }
+}
+
+/// Render settings back to TOML (used by `--standalone` to write the
+/// configuration it generated, so that the CLI can read it later).
+pub fn render_toml(s: &Settings) -> String {
+    use std::fmt::Write;
+    let q = |v: &str| toml_quote(v);
+    let list = |v: &[String]| {
+        format!(
+            "[{}]",
+            v.iter().map(|s| toml_quote(s)).collect::<Vec<_>>().join(", ")
+        )
+    };
+    let mut out = String::new();
+    let _ = writeln!(out, "# Generated by etcd-warden --standalone.");
+    let _ = writeln!(out, "node_name = {}", q(&s.node_name));
+    let _ = writeln!(out, "topology = {}", q(s.topology.as_str()));
+    let _ = writeln!(out, "autostart = {}", s.autostart);
+    let _ = writeln!(out, "\n[etcd]");
+    let _ = writeln!(out, "binary = {}", q(&s.etcd.binary.to_string_lossy()));
+    let _ = writeln!(out, "data_dir = {}", q(&s.etcd.data_dir.to_string_lossy()));
+    let _ = writeln!(out, "\n[api]");
+    let _ = writeln!(out, "socket = {}", q(&s.api.socket.to_string_lossy()));
+    let _ = writeln!(out, "socket_group = {}", q(&s.api.socket_group));
+    let _ = writeln!(out, "allowed_users = {}", list(&s.api.allowed_users));
+    if let Some(a) = s.api.http_addr {
+        let _ = writeln!(out, "http_addr = {}", q(&a.to_string()));
+    }
+    let _ = writeln!(out, "\n[paths]");
+    let _ = writeln!(out, "state_dir = {}", q(&s.state_dir.to_string_lossy()));
+    let t = &s.timeouts;
+    let _ = writeln!(out, "\n[timeouts]");
+    let _ = writeln!(out, "probe_interval_ms = {}", t.probe_interval.as_millis());
+    let _ = writeln!(out, "probe_timeout_ms = {}", t.probe_timeout.as_millis());
+    let _ = writeln!(out, "start_timeout_ms = {}", t.start_timeout.as_millis());
+    let _ = writeln!(out, "stop_grace_ms = {}", t.stop_grace.as_millis());
+    let _ = writeln!(out, "restart_delay_ms = {}", t.restart_delay.as_millis());
+    for n in &s.nodes {
+        let _ = writeln!(out, "\n[[nodes]]");
+        let _ = writeln!(out, "name = {}", q(&n.name));
+        let _ = writeln!(out, "peer_urls = {}", list(&n.peer_urls));
+        let _ = writeln!(out, "client_urls = {}", list(&n.client_urls));
+    }
+    out
+}
+
+fn toml_quote(s: &str) -> String {
+    // A JSON string literal is a valid TOML basic string.
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+node_name = "a"
+topology = "two-node"
+
+[[nodes]]
+name = "a"
+peer_urls = ["https://192.0.2.1:2380"]
+client_urls = ["https://192.0.2.1:2379"]
+
+[[nodes]]
+name = "b"
+peer_urls = ["https://[2001:db8::2]:2380"]
+client_urls = ["https://[2001:db8::2]:2379", "http://b.example:2379"]
+"#;
+
+    fn load(files: &[(&str, &str)]) -> Result<Settings, ConfigError> {
+        let texts: Vec<(PathBuf, String)> = files
+            .iter()
+            .map(|(p, t)| (PathBuf::from(p), t.to_string()))
+            .collect();
+        from_texts(&texts)
+    }
+
+    #[test]
+    fn good_config_with_defaults() {
+        let s = load(&[("/etc/etcd-warden/config.toml", GOOD)]).unwrap();
+        assert_eq!(s.topology, Topology::TwoNode);
+        assert_eq!(s.nodes.len(), 2);
+        assert_eq!(s.local_node().name, "a");
+        assert_eq!(s.etcd.backend, BackendKind::Process);
+        assert_eq!(s.api.allowed_users, vec!["root", "hacluster"]);
+        assert_eq!(s.api.socket, PathBuf::from("/run/etcd-warden/api.sock"));
+        assert!(s.etcd.client_tls.is_none());
+    }
+
+    #[test]
+    fn dropin_overrides_key_by_key() {
+        let s = load(&[
+            ("/etc/etcd-warden/config.toml", GOOD),
+            (
+                "/etc/etcd-warden/config.d/10-tune.toml",
+                "[etcd]\nsnapshot_count = 5000\n[timeouts]\nprobe_interval_ms = 500\n",
+            ),
+            (
+                "/etc/etcd-warden/config.d/20-node.toml",
+                "node_name = \"b\"\n",
+            ),
+        ])
+        .unwrap();
+        assert_eq!(s.node_name, "b");
+        assert_eq!(s.etcd.tuning.snapshot_count, Some(5000));
+        assert_eq!(s.timeouts.probe_interval, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn unknown_key_names_file_line_and_key() {
+        let e = load(&[
+            ("/etc/etcd-warden/config.toml", GOOD),
+            (
+                "/etc/etcd-warden/config.d/50-x.toml",
+                "# comment\n[etcd]\nsnapshot_count = 5\nforce_new_cluster = true\n",
+            ),
+        ])
+        .unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.starts_with("/etc/etcd-warden/config.d/50-x.toml:4:"), "{msg}");
+        assert!(msg.contains("etcd"), "{msg}");
+        assert!(msg.contains("force_new_cluster"), "{msg}");
+    }
+
+    #[test]
+    fn wrong_type_names_file_line_and_key() {
+        let e = load(&[(
+            "/c.toml",
+            "node_name = \"a\"\n\n[timeouts]\nprobe_interval_ms = \"fast\"\n",
+        )])
+        .unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.starts_with("/c.toml:4: key `timeouts.probe_interval_ms`"), "{msg}");
+    }
+
+    #[test]
+    fn syntax_error_names_file_and_line() {
+        let e = load(&[("/c.toml", "node_name = \"a\"\ntopology = \n")]).unwrap_err();
+        assert!(e.to_string().starts_with("/c.toml:2:"), "{e}");
+    }
+
+    #[test]
+    fn invalid_values_name_their_origin() {
+        let bad_url = GOOD.replace("https://192.0.2.1:2380", "192.0.2.1:2380");
+        let e = load(&[("/c.toml", &bad_url)]).unwrap_err().to_string();
+        assert!(e.starts_with("/c.toml:7: key `nodes[0].peer_urls`"), "{e}");
+
+        let e = load(&[("/c.toml", GOOD), ("/d.toml", "node_name = \"zz\"\n")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("/d.toml:1: key `node_name`"), "{e}");
+
+        let e = load(&[("/c.toml", GOOD), ("/d.toml", "\n[api]\nhttp_addr = \"0.0.0.0:80\"\n")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("/d.toml:3: key `api.http_addr`"), "{e}");
+        assert!(e.contains("loopback"), "{e}");
+
+        let e = load(&[(
+            "/c.toml",
+            &format!("{GOOD}\n[etcd]\nheartbeat_interval_ms = 100\nelection_timeout_ms = 200\n"),
+        )])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("etcd.election_timeout_ms"), "{e}");
+    }
+
+    #[test]
+    fn two_node_needs_two_nodes() {
+        let one = GOOD.split("[[nodes]]").take(2).collect::<Vec<_>>().join("[[nodes]]");
+        let e = load(&[("/c.toml", &one)]).unwrap_err().to_string();
+        assert!(e.contains("exactly 2 nodes"), "{e}");
+    }
+
+    #[test]
+    fn missing_key_lists_files() {
+        let e = load(&[("/c.toml", "topology = \"ha\"\n")]).unwrap_err().to_string();
+        assert!(e.contains("`node_name`") && e.contains("/c.toml"), "{e}");
+    }
+
+    #[test]
+    fn urls_accept_ipv4_ipv6_and_names() {
+        assert!(check_url("http://127.0.0.1:2379").is_ok());
+        assert!(check_url("https://[::1]:2379").is_ok());
+        assert!(check_url("https://etcd-a.example:2379/").is_ok());
+        assert!(check_url("https://::1:2379").is_err());
+        assert!(check_url("tcp://127.0.0.1:2379").is_err());
+        assert!(check_url("http://127.0.0.1").is_err());
+    }
+
+    #[test]
+    fn rendered_standalone_config_round_trips() {
+        let s = load(&[("/c.toml", GOOD)]).unwrap();
+        let text = render_toml(&s);
+        let back = load(&[("/c.toml", &text)]).unwrap();
+        assert_eq!(back.nodes, s.nodes);
+        assert_eq!(back.timeouts, s.timeouts);
+        assert_eq!(back.api, s.api);
+    }
+}

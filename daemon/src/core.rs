@@ -1,0 +1,462 @@
+//! The daemon's core: etcd supervision, live checks, OCF actions and the
+//! node state shown to operators.
+//!
+//! No answer about health, quorum or membership comes from memory: each is a
+//! live call to etcd under a deadline. The state kept here (the node state
+//! string, the last leader seen) is for display, metrics and the leader event
+//! stream only.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tokio::sync::{broadcast, watch};
+use warden_api::{Action, ActionReply, ActionRequest, NodeStatus, Outcome};
+
+use crate::config::Settings;
+use crate::etcd::{Connector, EtcdError, LiveEtcd, MemberStatus, status_of_members};
+use crate::etcd_conf::StartMode;
+use crate::metrics::{Metrics, Role};
+use crate::supervise::{AnySupervisor, ProcState, SuperviseError, Supervisor};
+
+/// A leader change, as sent on the event stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaderEvent {
+    /// The new leader (None = no leader).
+    #[serde(with = "warden_api::opt_u64_as_string")]
+    pub leader_id: Option<u64>,
+    /// The previous leader.
+    #[serde(with = "warden_api::opt_u64_as_string")]
+    pub previous_id: Option<u64>,
+    /// Raft term when observed.
+    pub raft_term: Option<u64>,
+    /// Unix time in milliseconds.
+    pub at_ms: u128,
+}
+
+/// The daemon core, shared by the API handlers and the probe loop.
+#[derive(Debug)]
+pub struct Core {
+    /// Validated settings.
+    pub settings: Arc<Settings>,
+    /// The supervisor backend.
+    pub supervisor: AnySupervisor,
+    /// The local member, live.
+    pub etcd: LiveEtcd,
+    /// For connections to other members.
+    pub connector: Connector,
+    /// Metrics.
+    pub metrics: Metrics,
+    /// Whether etcd should be running (set by start, cleared by stop); the
+    /// daemon restarts a dead etcd only when this is set and autostart is on.
+    want_running: AtomicBool,
+    state_tx: watch::Sender<String>,
+    leader_tx: broadcast::Sender<LeaderEvent>,
+    last_leader: std::sync::Mutex<Option<u64>>,
+}
+
+/// Result of one probe.
+#[derive(Debug)]
+pub struct Probe {
+    /// Process state.
+    pub proc: ProcState,
+    /// Local Status, or why it failed.
+    pub status: Option<Result<MemberStatus, EtcdError>>,
+    /// Linearizable read, when asked for.
+    pub read: Option<Result<i64, EtcdError>>,
+}
+
+impl Core {
+    /// A core for `settings` with `supervisor`.
+    pub fn new(settings: Arc<Settings>, supervisor: AnySupervisor) -> Self {
+        let connector = Connector::new(&settings);
+        let etcd = LiveEtcd::new(settings.local_client_url().to_string(), connector.clone());
+        let (state_tx, _) = watch::channel("stopped".to_string());
+        let (leader_tx, _) = broadcast::channel(64);
+        Core {
+            settings,
+            supervisor,
+            etcd,
+            connector,
+            metrics: Metrics::default(),
+            want_running: AtomicBool::new(false),
+            state_tx,
+            leader_tx,
+            last_leader: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Follow state changes (for sd_notify STATUS=).
+    pub fn subscribe_state(&self) -> watch::Receiver<String> {
+        self.state_tx.subscribe()
+    }
+
+    /// Follow leader changes.
+    pub fn subscribe_leader(&self) -> broadcast::Receiver<LeaderEvent> {
+        self.leader_tx.subscribe()
+    }
+
+    fn set_state(&self, s: &str) {
+        self.state_tx.send_if_modified(|cur| {
+            if cur != s {
+                tracing::info!(from = %cur, to = s, "node state");
+                *cur = s.to_string();
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    /// The node state shown to operators.
+    pub fn state(&self) -> String {
+        self.state_tx.borrow().clone()
+    }
+
+    /// Ask etcd now: process state, Status and (when `read`) a
+    /// linearizable read, all within `deadline`.
+    pub async fn probe(&self, deadline: Duration, read: bool) -> Probe {
+        let started = Instant::now();
+        let proc = self.supervisor.state().await;
+        let (status, lin) = match proc {
+            ProcState::Running { .. } => {
+                let st = self.etcd.status(deadline).await;
+                let lin = if read {
+                    let left = deadline.saturating_sub(started.elapsed());
+                    Some(self.etcd.linearizable_read(left).await)
+                } else {
+                    None
+                };
+                (Some(st), lin)
+            }
+            _ => (None, None),
+        };
+        Probe {
+            proc,
+            status,
+            read: lin,
+        }
+    }
+
+    /// Record what a probe saw: node state, metrics, leader changes.
+    pub fn record(&self, p: &Probe) {
+        let (role, up) = match &p.status {
+            Some(Ok(s)) if s.is_learner => (Role::Learner, true),
+            Some(Ok(s)) if s.leader == s.member_id && s.leader != 0 => (Role::Leader, true),
+            Some(Ok(_)) => (Role::Follower, true),
+            _ => (Role::None, false),
+        };
+        let quorum = matches!(p.read, Some(Ok(_)));
+        self.metrics.observe(role, quorum, up);
+        if p.status.as_ref().is_some_and(|s| s.is_err()) {
+            self.metrics.probe_failed();
+        }
+        let state = match (&p.proc, &p.status) {
+            (ProcState::Stopped, _) => "stopped",
+            (ProcState::Died { .. }, _) => "failed",
+            (ProcState::Frozen { .. }, _) => "failed",
+            (ProcState::Running { .. }, Some(Ok(s))) if s.is_learner => "learner",
+            (ProcState::Running { .. }, Some(Ok(s))) if s.has_leader() => "running",
+            (ProcState::Running { .. }, Some(Ok(_))) => "no-leader",
+            (ProcState::Running { .. }, _) => "unresponsive",
+        };
+        self.set_state(state);
+        if let Some(Ok(s)) = &p.status {
+            let now = (s.leader != 0).then_some(s.leader);
+            let mut last = self.last_leader.lock().unwrap_or_else(|e| e.into_inner());
+            if *last != now {
+                if last.is_some() || now.is_some() {
+                    self.metrics.leader_changed();
+                }
+                let ev = LeaderEvent {
+                    leader_id: now,
+                    previous_id: *last,
+                    raft_term: Some(s.raft_term),
+                    at_ms: std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map(|d| d.as_millis())
+                        .unwrap_or_default(),
+                };
+                tracing::info!(leader = ?now, previous = ?*last, "leader change");
+                *last = now;
+                let _ = self.leader_tx.send(ev);
+            }
+        }
+    }
+
+    /// The node's status, asked live.
+    pub async fn node_status(&self, deadline: Duration) -> NodeStatus {
+        let p = self.probe(deadline, true).await;
+        self.record(&p);
+        let mut st = NodeStatus {
+            node: self.settings.node_name.clone(),
+            topology: self.settings.topology.as_str().to_string(),
+            state: self.state(),
+            etcd_running: p.proc.pid().is_some(),
+            etcd_pid: p.proc.pid(),
+            quorum: matches!(p.read, Some(Ok(_))),
+            member_id: None,
+            leader_id: None,
+            is_learner: false,
+            raft_term: None,
+            raft_index: None,
+            revision: None,
+            cluster_id: None,
+            reason: reason_of(&p),
+        };
+        if let Some(Ok(s)) = &p.status {
+            st.member_id = Some(s.member_id);
+            st.leader_id = (s.leader != 0).then_some(s.leader);
+            st.is_learner = s.is_learner;
+            st.raft_term = Some(s.raft_term);
+            st.raft_index = Some(s.raft_index);
+            st.revision = Some(s.revision);
+            st.cluster_id = Some(s.cluster_id);
+        }
+        st
+    }
+
+    /// The report's etcd section: this node, the member list and the Status
+    /// of every member, all asked now.
+    pub async fn report(&self, deadline: Duration) -> serde_json::Value {
+        let node = self.node_status(deadline).await;
+        let members = match self.etcd.member_list(deadline).await {
+            Ok(ms) => {
+                let all = status_of_members(&self.connector, &ms, deadline).await;
+                serde_json::Value::Array(
+                    all.into_iter()
+                        .map(|(m, r)| {
+                            let status = match r {
+                                Ok(s) => serde_json::json!({
+                                    "reachable": true,
+                                    "leader": (s.leader != 0).then(|| s.leader.to_string()),
+                                    "raftTerm": s.raft_term,
+                                    "raftIndex": s.raft_index,
+                                    "isLearner": s.is_learner,
+                                    "version": s.version,
+                                    "dbSize": s.db_size,
+                                    "errors": s.errors,
+                                }),
+                                Err(e) => serde_json::json!({"reachable": false, "error": e.to_string()}),
+                            };
+                            serde_json::json!({"member": m, "status": status})
+                        })
+                        .collect(),
+                )
+            }
+            Err(e) => serde_json::json!({"error": e.to_string()}),
+        };
+        serde_json::json!({
+            "node": self.settings.node_name,
+            "topology": self.settings.topology.as_str(),
+            "etcd": {
+                "local": node,
+                "members": members,
+            },
+        })
+    }
+
+    /// Whether the local member is a voter and the cluster has a leader,
+    /// asked now.
+    pub async fn ready(&self, deadline: Duration) -> Result<(), String> {
+        match self.etcd.status(deadline).await {
+            Ok(s) if s.is_learner => Err("the local member is a learner".into()),
+            Ok(s) if !s.has_leader() => Err("the cluster has no leader".into()),
+            Ok(_) => Ok(()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Start etcd and wait until the local member answers Status.
+    pub async fn start_etcd(&self, mode: StartMode, deadline: Duration) -> Result<u32, String> {
+        let started = Instant::now();
+        self.want_running.store(true, Ordering::SeqCst);
+        let pid = match self.supervisor.state().await {
+            ProcState::Running { pid } => pid,
+            _ => {
+                self.set_state("starting");
+                self.etcd.reset().await;
+                self.supervisor.start(mode).await.map_err(|e| e.to_string())?
+            }
+        };
+        loop {
+            let left = deadline.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                return Err(format!(
+                    "etcd (pid {pid}) did not answer within {deadline:?} of being started"
+                ));
+            }
+            let probe_limit = left.min(self.settings.timeouts.probe_timeout);
+            let p = self.probe(probe_limit, false).await;
+            self.record(&p);
+            match (&p.proc, &p.status) {
+                (ProcState::Running { .. }, Some(Ok(_))) => return Ok(pid),
+                (ProcState::Died { how, .. }, _) => {
+                    return Err(format!("etcd exited while starting ({how})"));
+                }
+                (ProcState::Stopped, _) => return Err("etcd was stopped while starting".into()),
+                _ => {}
+            }
+            tokio::time::sleep(Duration::from_millis(100).min(left)).await;
+        }
+    }
+
+    /// Stop etcd gracefully within `grace`, then SIGKILL.
+    pub async fn stop_etcd(&self, grace: Duration) -> Result<bool, SuperviseError> {
+        self.want_running.store(false, Ordering::SeqCst);
+        self.set_state("stopping");
+        let r = self.supervisor.stop(grace).await;
+        let p = self.probe(self.settings.timeouts.probe_timeout, false).await;
+        self.record(&p);
+        r
+    }
+
+    /// Whether the daemon should restart a dead etcd itself.
+    pub fn should_restart(&self) -> bool {
+        self.settings.autostart && self.want_running.load(Ordering::SeqCst)
+    }
+
+    /// Carry out one OCF action; always answers within the request's deadline.
+    pub async fn action(self: &Arc<Self>, req: ActionRequest) -> ActionReply {
+        let started = Instant::now();
+        let deadline = Duration::from_millis(req.deadline_ms);
+        let action = req.action;
+        tracing::info!(?action, depth = req.depth, deadline_ms = req.deadline_ms, instance = ?req.instance, "action");
+        // The work runs as a task of its own: when the deadline passes, the
+        // reply goes out and the work (e.g. a stop's SIGKILL) still finishes.
+        let me = self.clone();
+        let work = tokio::spawn(async move { me.do_action(req, deadline).await });
+        let reply = match tokio::time::timeout(deadline, work).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => ActionReply {
+                outcome: Outcome::Failed,
+                reason: Some(format!("the {action:?} action failed internally: {e}")),
+            },
+            Err(_) => ActionReply {
+                outcome: Outcome::Failed,
+                reason: Some(format!(
+                    "the {action:?} action did not finish within {deadline:?}"
+                )),
+            },
+        };
+        self.metrics.action(action, started.elapsed());
+        tracing::info!(?action, outcome = ?reply.outcome, reason = ?reply.reason, took = ?started.elapsed(), "action done");
+        reply
+    }
+
+    async fn do_action(&self, req: ActionRequest, deadline: Duration) -> ActionReply {
+        // Leave a margin so that the reply itself fits in the deadline.
+        let budget = deadline.saturating_sub(Duration::from_millis(200).min(deadline / 4));
+        match req.action {
+            Action::Start => match self.start_etcd(StartMode::Normal, budget).await {
+                Ok(_) => reply(Outcome::Success, None),
+                Err(e) => reply(Outcome::Failed, Some(e)),
+            },
+            Action::Stop => {
+                let grace = self.settings.timeouts.stop_grace.min(budget.mul_f32(0.7));
+                match self.stop_etcd(grace).await {
+                    Ok(_) => reply(Outcome::Success, None),
+                    Err(e) => reply(Outcome::Failed, Some(e.to_string())),
+                }
+            }
+            Action::Monitor => self.monitor(req.depth, budget).await,
+            Action::ValidateAll => self.validate(&req),
+            Action::Promote | Action::Demote | Action::Notify | Action::Reload => {
+                // The failover state machine (a later issue) gives these
+                // meaning; until then they are accepted and logged.
+                tracing::info!(action = ?req.action, notify = ?req.notify, "accepted");
+                reply(Outcome::Success, None)
+            }
+        }
+    }
+
+    async fn monitor(&self, depth: u32, budget: Duration) -> ActionReply {
+        let limit = budget.min(self.settings.timeouts.probe_timeout.max(Duration::from_millis(500)));
+        let p = self.probe(limit, depth >= 10).await;
+        self.record(&p);
+        match (&p.proc, &p.status, &p.read) {
+            (ProcState::Stopped, _, _) => reply(Outcome::NotRunning, None),
+            (ProcState::Running { .. }, Some(Ok(s)), read) => {
+                if let Some(Err(e)) = read {
+                    return reply(
+                        Outcome::Failed,
+                        Some(format!("linearizable read failed: {e}")),
+                    );
+                }
+                if s.is_learner {
+                    reply(
+                        Outcome::Degraded,
+                        Some("the local member is a learner catching up".into()),
+                    )
+                } else if !s.has_leader() {
+                    reply(Outcome::Failed, Some("etcd has no leader".into()))
+                } else {
+                    reply(Outcome::Success, None)
+                }
+            }
+            _ => reply(Outcome::Failed, reason_of(&p)),
+        }
+    }
+
+    fn validate(&self, req: &ActionRequest) -> ActionReply {
+        if let Some(name) = req.params.get("node_name")
+            && name != &self.settings.node_name
+        {
+            return reply(
+                Outcome::NotConfigured,
+                Some(format!(
+                    "parameter node_name={name:?} does not match this node's configured name {:?}",
+                    self.settings.node_name
+                )),
+            );
+        }
+        // Re-read the configuration from disk: validate-all runs after an
+        // operator edited it, before a restart would pick it up.
+        if let Some(main) = self.settings.sources.first()
+            && let Err(e) = crate::config::load(main)
+        {
+            return reply(Outcome::NotConfigured, Some(e.to_string()));
+        }
+        if !self.settings.etcd.binary.exists() {
+            return reply(
+                Outcome::NotInstalled,
+                Some(format!(
+                    "the etcd binary {} does not exist",
+                    self.settings.etcd.binary.display()
+                )),
+            );
+        }
+        reply(Outcome::Success, None)
+    }
+}
+
+fn reply(outcome: Outcome, reason: Option<String>) -> ActionReply {
+    ActionReply { outcome, reason }
+}
+
+fn reason_of(p: &Probe) -> Option<String> {
+    match (&p.proc, &p.status, &p.read) {
+        (ProcState::Stopped, _, _) => None,
+        (ProcState::Died { pid, how }, _, _) => {
+            Some(format!("etcd (pid {pid}) exited unexpectedly: {how}"))
+        }
+        (ProcState::Frozen { pid }, _, _) => Some(format!(
+            "etcd (pid {pid}) is stopped by a signal and cannot answer"
+        )),
+        (ProcState::Running { pid }, Some(Err(e)), _) => {
+            Some(format!("etcd (pid {pid}) is running but unhealthy: {e}"))
+        }
+        (ProcState::Running { .. }, Some(Ok(s)), _) if s.is_learner => {
+            Some("the local member is a learner catching up".into())
+        }
+        (ProcState::Running { .. }, Some(Ok(s)), _) if !s.has_leader() => {
+            Some("etcd has no leader".into())
+        }
+        (ProcState::Running { .. }, _, Some(Err(e))) => {
+            Some(format!("linearizable read failed: {e}"))
+        }
+        _ => None,
+    }
+}

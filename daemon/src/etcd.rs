@@ -1,0 +1,421 @@
+//! Live etcd checks and membership operations.
+//!
+//! Every call asks etcd now, under its own deadline. Nothing here caches an
+//! answer: in two-node clusters a cached member health once hid a dead peer
+//! and let a disruptive change through. The only thing kept between calls is
+//! the gRPC channel (a connection, not an answer).
+//!
+//! Quorum is decided from a linearizable read or from Status with a leader,
+//! never from MemberList answering: etcd 3.4 serves MemberList locally even
+//! without a leader.
+
+use std::time::Duration;
+
+use etcd_client::{
+    Certificate, Client, ConnectOptions, GetOptions, Identity, MemberAddOptions, TlsOptions,
+};
+use tokio::sync::Mutex;
+use tonic::Code;
+
+use crate::config::{Settings, TlsFiles};
+
+/// A failed etcd call, typed by its gRPC status code (never by its text).
+#[derive(Debug, thiserror::Error)]
+pub enum EtcdError {
+    /// No answer within the deadline (etcd hung, or a network partition).
+    #[error("etcd did not answer within {0:?}")]
+    Timeout(Duration),
+    /// etcd is not reachable, or answered Unavailable (e.g. no leader).
+    #[error("etcd is unavailable: {0}")]
+    Unavailable(String),
+    /// etcd refused because of its state (e.g. a learner not yet in sync).
+    #[error("etcd refused the request in its current state: {0}")]
+    FailedPrecondition(String),
+    /// The member or key does not exist.
+    #[error("etcd: not found: {0}")]
+    NotFound(String),
+    /// Authentication or permission failure.
+    #[error("etcd denied access: {0}")]
+    PermissionDenied(String),
+    /// The TLS files could not be read.
+    #[error("cannot read TLS file {path}: {source}")]
+    TlsFile {
+        /// The file.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Anything else, with its gRPC code.
+    #[error("etcd call failed ({code:?}): {message}")]
+    Other {
+        /// gRPC status code, when the error came from etcd.
+        code: Option<Code>,
+        /// The message.
+        message: String,
+    },
+}
+
+impl EtcdError {
+    /// Whether this error says etcd could not be reached or answered too late.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, EtcdError::Timeout(_) | EtcdError::Unavailable(_))
+    }
+}
+
+impl From<etcd_client::Error> for EtcdError {
+    fn from(e: etcd_client::Error) -> Self {
+        match e {
+            etcd_client::Error::GRpcStatus(s) => {
+                let message = s.message().to_string();
+                match s.code() {
+                    Code::Unavailable => EtcdError::Unavailable(message),
+                    Code::DeadlineExceeded => EtcdError::Unavailable(message),
+                    Code::FailedPrecondition => EtcdError::FailedPrecondition(message),
+                    Code::NotFound => EtcdError::NotFound(message),
+                    Code::PermissionDenied | Code::Unauthenticated => {
+                        EtcdError::PermissionDenied(message)
+                    }
+                    code => EtcdError::Other {
+                        code: Some(code),
+                        message,
+                    },
+                }
+            }
+            etcd_client::Error::TransportError(t) => EtcdError::Unavailable(t.to_string()),
+            etcd_client::Error::IoError(io) => EtcdError::Unavailable(io.to_string()),
+            other => EtcdError::Other {
+                code: None,
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+/// One member's Status, as it answered just now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberStatus {
+    /// The answering member's ID.
+    pub member_id: u64,
+    /// The leader it knows (0 = none).
+    pub leader: u64,
+    /// Raft term.
+    pub raft_term: u64,
+    /// Raft index.
+    pub raft_index: u64,
+    /// Whether it is a learner.
+    pub is_learner: bool,
+    /// Store revision in the response header.
+    pub revision: i64,
+    /// Cluster ID.
+    pub cluster_id: u64,
+    /// etcd version.
+    pub version: String,
+    /// Backend size in bytes.
+    pub db_size: i64,
+    /// Errors etcd itself reports (alarms such as NOSPACE).
+    pub errors: Vec<String>,
+}
+
+impl MemberStatus {
+    /// Whether this member knows a leader.
+    pub fn has_leader(&self) -> bool {
+        self.leader != 0
+    }
+}
+
+/// A member as MemberList reports it.
+pub type Member = warden_api::Member;
+
+/// Run `fut` under `deadline`, turning an expiry into [`EtcdError::Timeout`].
+async fn within<T>(
+    deadline: Duration,
+    fut: impl Future<Output = Result<T, etcd_client::Error>>,
+) -> Result<T, EtcdError> {
+    match tokio::time::timeout(deadline, fut).await {
+        Ok(r) => r.map_err(EtcdError::from),
+        Err(_) => Err(EtcdError::Timeout(deadline)),
+    }
+}
+
+/// Connection settings for etcd clients.
+#[derive(Debug, Clone)]
+pub struct Connector {
+    tls: Option<TlsFiles>,
+}
+
+impl Connector {
+    /// From the settings (the client-side TLS files).
+    pub fn new(s: &Settings) -> Self {
+        Connector {
+            tls: s.etcd.client_tls.clone(),
+        }
+    }
+
+    /// A client for `endpoints`, connected within `deadline`.
+    pub async fn connect(
+        &self,
+        endpoints: &[String],
+        deadline: Duration,
+    ) -> Result<Client, EtcdError> {
+        let mut opts = ConnectOptions::new()
+            .with_connect_timeout(deadline)
+            .with_keep_alive(Duration::from_secs(5), deadline);
+        if let Some(t) = &self.tls {
+            let read = |p: &std::path::Path| {
+                std::fs::read(p).map_err(|source| EtcdError::TlsFile {
+                    path: p.display().to_string(),
+                    source,
+                })
+            };
+            let ca = Certificate::from_pem(read(&t.trusted_ca_file)?);
+            let id = Identity::from_pem(read(&t.cert_file)?, read(&t.key_file)?);
+            opts = opts.with_tls(TlsOptions::new().ca_certificate(ca).identity(id));
+        }
+        within(deadline, Client::connect(endpoints, Some(opts))).await
+    }
+}
+
+/// The live view of the local etcd member.
+pub struct LiveEtcd {
+    endpoint: String,
+    connector: Connector,
+    // The gRPC channel, kept so that a probe costs one round trip. A
+    // connection is not an answer: every call still asks etcd.
+    client: Mutex<Option<Client>>,
+}
+
+impl std::fmt::Debug for LiveEtcd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveEtcd")
+            .field("endpoint", &self.endpoint)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LiveEtcd {
+    /// A view of the local member at `endpoint`.
+    pub fn new(endpoint: String, connector: Connector) -> Self {
+        LiveEtcd {
+            endpoint,
+            connector,
+            client: Mutex::new(None),
+        }
+    }
+
+    /// The endpoint asked.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    async fn client(&self, deadline: Duration) -> Result<Client, EtcdError> {
+        let mut slot = self.client.lock().await;
+        if let Some(c) = slot.as_ref() {
+            return Ok(c.clone());
+        }
+        let c = self
+            .connector
+            .connect(std::slice::from_ref(&self.endpoint), deadline)
+            .await?;
+        *slot = Some(c.clone());
+        Ok(c)
+    }
+
+    /// Forget the channel (after etcd was restarted on another port or with
+    /// other certificates).
+    pub async fn reset(&self) {
+        *self.client.lock().await = None;
+    }
+
+    /// The local member's Status, now.
+    pub async fn status(&self, deadline: Duration) -> Result<MemberStatus, EtcdError> {
+        let started = tokio::time::Instant::now();
+        let mut c = self.client(deadline).await?;
+        let left = deadline.saturating_sub(started.elapsed());
+        let r = within(left, c.status()).await?;
+        Ok(status_from(&r))
+    }
+
+    /// A linearizable (quorum) read; returns the revision it saw.
+    pub async fn linearizable_read(&self, deadline: Duration) -> Result<i64, EtcdError> {
+        let started = tokio::time::Instant::now();
+        let mut c = self.client(deadline).await?;
+        let left = deadline.saturating_sub(started.elapsed());
+        // A count-only range read of one key: cheap, but it must go through
+        // the leader's read index, so it fails without quorum.
+        let r = within(
+            left,
+            c.get(
+                "/etcd-warden/health",
+                Some(GetOptions::new().with_count_only()),
+            ),
+        )
+        .await?;
+        Ok(r.header().map(|h| h.revision()).unwrap_or_default())
+    }
+
+    /// The member list, now.
+    pub async fn member_list(&self, deadline: Duration) -> Result<Vec<Member>, EtcdError> {
+        let started = tokio::time::Instant::now();
+        let mut c = self.client(deadline).await?;
+        let left = deadline.saturating_sub(started.elapsed());
+        let r = within(left, c.member_list()).await?;
+        Ok(r.members().iter().map(member_from).collect())
+    }
+
+    /// Add a member as a learner; returns the new member and the list after.
+    pub async fn add_learner(
+        &self,
+        peer_urls: &[String],
+        deadline: Duration,
+    ) -> Result<(Member, Vec<Member>), EtcdError> {
+        let started = tokio::time::Instant::now();
+        let mut c = self.client(deadline).await?;
+        let left = deadline.saturating_sub(started.elapsed());
+        let r = within(
+            left,
+            c.member_add(peer_urls, Some(MemberAddOptions::new().with_is_learner())),
+        )
+        .await?;
+        let added = r.member().map(member_from).ok_or_else(|| EtcdError::Other {
+            code: None,
+            message: "etcd answered MemberAdd without the new member".into(),
+        })?;
+        Ok((added, r.member_list().iter().map(member_from).collect()))
+    }
+
+    /// Promote a learner to voter.
+    pub async fn promote(&self, id: u64, deadline: Duration) -> Result<Vec<Member>, EtcdError> {
+        let started = tokio::time::Instant::now();
+        let mut c = self.client(deadline).await?;
+        let left = deadline.saturating_sub(started.elapsed());
+        let r = within(left, c.member_promote(id)).await?;
+        Ok(r.members().iter().map(member_from).collect())
+    }
+
+    /// Remove a member.
+    pub async fn remove(&self, id: u64, deadline: Duration) -> Result<Vec<Member>, EtcdError> {
+        let started = tokio::time::Instant::now();
+        let mut c = self.client(deadline).await?;
+        let left = deadline.saturating_sub(started.elapsed());
+        let r = within(left, c.member_remove(id)).await?;
+        Ok(r.members().iter().map(member_from).collect())
+    }
+}
+
+/// Status of every member in `members`, each asked at its own client URL,
+/// all at once, each under `deadline`.
+pub async fn status_of_members(
+    connector: &Connector,
+    members: &[Member],
+    deadline: Duration,
+) -> Vec<(Member, Result<MemberStatus, EtcdError>)> {
+    let mut set = tokio::task::JoinSet::new();
+    for (i, m) in members.iter().enumerate() {
+        let connector = connector.clone();
+        let urls = m.client_urls.clone();
+        set.spawn(async move {
+            let r = async {
+                if urls.is_empty() {
+                    return Err(EtcdError::Unavailable(
+                        "the member has no client URL (not started yet)".into(),
+                    ));
+                }
+                let mut c = connector.connect(&urls, deadline).await?;
+                let r = within(deadline, c.status()).await?;
+                Ok(status_from(&r))
+            }
+            .await;
+            (i, r)
+        });
+    }
+    let mut out: Vec<Option<Result<MemberStatus, EtcdError>>> =
+        members.iter().map(|_| None).collect();
+    while let Some(joined) = set.join_next().await {
+        if let Ok((i, r)) = joined {
+            out[i] = Some(r);
+        }
+    }
+    members
+        .iter()
+        .cloned()
+        .zip(out)
+        .map(|(m, r)| {
+            let r = r.unwrap_or_else(|| {
+                Err(EtcdError::Other {
+                    code: None,
+                    message: "status task failed".into(),
+                })
+            });
+            (m, r)
+        })
+        .collect()
+}
+
+fn status_from(r: &etcd_client::StatusResponse) -> MemberStatus {
+    let h = r.header();
+    MemberStatus {
+        member_id: h.map(|h| h.member_id()).unwrap_or_default(),
+        leader: r.leader(),
+        raft_term: r.raft_term(),
+        raft_index: r.raft_index(),
+        is_learner: r.is_learner(),
+        revision: h.map(|h| h.revision()).unwrap_or_default(),
+        cluster_id: h.map(|h| h.cluster_id()).unwrap_or_default(),
+        version: r.version().to_string(),
+        db_size: r.db_size(),
+        errors: r.errors().to_vec(),
+    }
+}
+
+fn member_from(m: &etcd_client::Member) -> Member {
+    Member {
+        id: m.id(),
+        name: m.name().to_string(),
+        peer_urls: m.peer_urls().to_vec(),
+        client_urls: m.client_urls().to_vec(),
+        is_learner: m.is_learner(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_codes_map_to_typed_errors() {
+        let e: EtcdError = etcd_client::Error::GRpcStatus(tonic::Status::new(
+            Code::FailedPrecondition,
+            "can only promote a learner member which is in sync with leader",
+        ))
+        .into();
+        assert!(matches!(e, EtcdError::FailedPrecondition(_)));
+        let e: EtcdError =
+            etcd_client::Error::GRpcStatus(tonic::Status::new(Code::Unavailable, "x")).into();
+        assert!(e.is_unreachable());
+        let e: EtcdError =
+            etcd_client::Error::GRpcStatus(tonic::Status::new(Code::NotFound, "x")).into();
+        assert!(matches!(e, EtcdError::NotFound(_)));
+        let e: EtcdError =
+            etcd_client::Error::GRpcStatus(tonic::Status::new(Code::Internal, "x")).into();
+        assert!(matches!(
+            e,
+            EtcdError::Other {
+                code: Some(Code::Internal),
+                ..
+            }
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_dead_endpoint_fails_within_the_deadline() {
+        // Nothing listens on port 1 of loopback.
+        let live = LiveEtcd::new(
+            "http://127.0.0.1:1".into(),
+            Connector { tls: None },
+        );
+        let t = std::time::Instant::now();
+        let e = live.status(Duration::from_millis(300)).await.unwrap_err();
+        assert!(e.is_unreachable(), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(2));
+    }
+}

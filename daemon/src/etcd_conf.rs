@@ -1,0 +1,210 @@
+//! etcd's configuration file, generated from [`Settings`].
+//!
+//! etcd 3.4 reads a YAML config file; JSON is valid YAML, so the file is
+//! written as JSON with serde_json (no YAML crate needed) and only with keys
+//! that etcd 3.4, 3.5 and 3.6 all understand. The file is written to a
+//! temporary name, fsynced and renamed, so that etcd never reads half a file.
+
+use std::io::Write;
+use std::path::Path;
+
+use serde_json::{Map, Value, json};
+
+use crate::config::{CompactionMode, Settings, TlsFiles};
+
+/// How etcd is to be started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartMode {
+    /// Bootstrap or restart: a fresh data dir bootstraps a new cluster with
+    /// every configured node; an existing data dir is reused as it is.
+    Normal,
+    /// Join a running cluster as a member that was just added (as a learner)
+    /// under this node's name; `initial_cluster` is `name=peerurl,…` as the
+    /// cluster knows it.
+    JoinExisting {
+        /// The `initial-cluster` value.
+        initial_cluster: String,
+    },
+    /// Restart as a one-member cluster from the existing data. Only the
+    /// failover logic asks for it, and only with Pacemaker's confirmation
+    /// that the peer is down (see [`crate::ops::PeerDown`]).
+    ForceNewCluster,
+}
+
+/// Build the configuration document for `mode`.
+pub fn render(s: &Settings, mode: &StartMode) -> Value {
+    let local = s.local_node();
+    let mut m = Map::new();
+    let mut put = |k: &str, v: Value| {
+        m.insert(k.to_string(), v);
+    };
+    put("name", json!(local.name));
+    put("data-dir", json!(s.etcd.data_dir.to_string_lossy()));
+    put("listen-client-urls", json!(local.client_urls.join(",")));
+    put("advertise-client-urls", json!(local.client_urls.join(",")));
+    put("listen-peer-urls", json!(local.peer_urls.join(",")));
+    put(
+        "initial-advertise-peer-urls",
+        json!(local.peer_urls.join(",")),
+    );
+    put(
+        "initial-cluster-token",
+        json!(s.etcd.initial_cluster_token),
+    );
+    match mode {
+        StartMode::Normal | StartMode::ForceNewCluster => {
+            let all = s
+                .nodes
+                .iter()
+                .flat_map(|n| n.peer_urls.iter().map(move |u| format!("{}={u}", n.name)))
+                .collect::<Vec<_>>()
+                .join(",");
+            put("initial-cluster", json!(all));
+            put("initial-cluster-state", json!("new"));
+        }
+        StartMode::JoinExisting { initial_cluster } => {
+            put("initial-cluster", json!(initial_cluster));
+            put("initial-cluster-state", json!("existing"));
+        }
+    }
+    put(
+        "force-new-cluster",
+        json!(matches!(mode, StartMode::ForceNewCluster)),
+    );
+    // zap to stderr: the supervisor forwards stderr lines to tracing.
+    put("logger", json!("zap"));
+    put("log-outputs", json!(["stderr"]));
+    let t = &s.etcd.tuning;
+    if let Some(v) = t.quota_backend_bytes {
+        put("quota-backend-bytes", json!(v));
+    }
+    if let Some((mode, retention)) = &t.auto_compaction {
+        let mode = match mode {
+            CompactionMode::Periodic => "periodic",
+            CompactionMode::Revision => "revision",
+        };
+        put("auto-compaction-mode", json!(mode));
+        put("auto-compaction-retention", json!(retention));
+    }
+    if let Some(v) = t.snapshot_count {
+        put("snapshot-count", json!(v));
+    }
+    if let Some(v) = t.heartbeat_interval_ms {
+        put("heartbeat-interval", json!(v));
+    }
+    if let Some(v) = t.election_timeout_ms {
+        put("election-timeout", json!(v));
+    }
+    if let Some(tls) = &s.etcd.client_tls {
+        put("client-transport-security", tls_section(tls));
+    }
+    if let Some(tls) = &s.etcd.peer_tls {
+        put("peer-transport-security", tls_section(tls));
+    }
+    Value::Object(m)
+}
+
+fn tls_section(t: &TlsFiles) -> Value {
+    json!({
+        "cert-file": t.cert_file.to_string_lossy(),
+        "key-file": t.key_file.to_string_lossy(),
+        "trusted-ca-file": t.trusted_ca_file.to_string_lossy(),
+        "client-cert-auth": t.client_cert_auth,
+    })
+}
+
+/// Write `contents` to `path` atomically: temporary file, fsync, rename,
+/// fsync of the directory.
+pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(contents)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Render and write the etcd configuration for `mode`.
+pub fn write(s: &Settings, mode: &StartMode) -> std::io::Result<()> {
+    let doc = render(s, mode);
+    let text = serde_json::to_vec_pretty(&doc).map_err(std::io::Error::other)?;
+    write_atomic(&s.etcd_config_path(), &text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn settings() -> Settings {
+        crate::config::from_texts(&[(
+            PathBuf::from("/c.toml"),
+            r#"
+node_name = "b"
+topology = "two-node"
+[etcd]
+data_dir = "/var/lib/etcd"
+snapshot_count = 10000
+auto_compaction_mode = "periodic"
+auto_compaction_retention = "1h"
+[tls.client]
+cert_file = "/etc/pki/c.crt"
+key_file = "/etc/pki/c.key"
+trusted_ca_file = "/etc/pki/ca.crt"
+[[nodes]]
+name = "a"
+peer_urls = ["https://[2001:db8::1]:2380"]
+client_urls = ["https://[2001:db8::1]:2379"]
+[[nodes]]
+name = "b"
+peer_urls = ["https://192.0.2.2:2380"]
+client_urls = ["https://192.0.2.2:2379"]
+"#
+            .to_string(),
+        )])
+        .unwrap()
+    }
+
+    #[test]
+    fn fresh_two_node_lists_every_node() {
+        let v = render(&settings(), &StartMode::Normal);
+        assert_eq!(v["name"], "b");
+        assert_eq!(
+            v["initial-cluster"],
+            "a=https://[2001:db8::1]:2380,b=https://192.0.2.2:2380"
+        );
+        assert_eq!(v["initial-cluster-state"], "new");
+        assert_eq!(v["force-new-cluster"], false);
+        assert_eq!(v["snapshot-count"], 10000);
+        assert_eq!(v["auto-compaction-retention"], "1h");
+        assert_eq!(v["client-transport-security"]["client-cert-auth"], true);
+        assert!(v.get("peer-transport-security").is_none());
+    }
+
+    #[test]
+    fn force_new_cluster_and_join_modes() {
+        let v = render(&settings(), &StartMode::ForceNewCluster);
+        assert_eq!(v["force-new-cluster"], true);
+        let v = render(
+            &settings(),
+            &StartMode::JoinExisting {
+                initial_cluster: "a=https://[2001:db8::1]:2380,b=https://192.0.2.2:2380".into(),
+            },
+        );
+        assert_eq!(v["initial-cluster-state"], "existing");
+    }
+
+    #[test]
+    fn atomic_write_replaces_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.json");
+        write_atomic(&p, b"one").unwrap();
+        write_atomic(&p, b"two").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        assert!(!p.with_extension("tmp").exists());
+    }
+}

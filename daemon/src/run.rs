@@ -1,0 +1,229 @@
+//! The daemon's main loop: logging, sockets, the first probe, READY=1, then
+//! one `select!` over the API servers, the probe ticker, the watchdog and
+//! the signals. The first task to end brings the daemon down, naming it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use sd_notify::NotifyState;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{BackendKind, Settings};
+use crate::core::Core;
+use crate::etcd_conf::StartMode;
+use crate::server::{self, AllowList};
+use crate::supervise::process::ProcessSupervisor;
+use crate::supervise::systemd::SystemdSupervisor;
+use crate::supervise::{AnySupervisor, ProcState, Supervisor};
+
+/// Log to journald when stderr is connected to it (systemd sets
+/// JOURNAL_STREAM), formatted to stderr otherwise. Uses tracing-journald, the
+/// tracing layer (systemd-journal-logger is a `log` backend).
+pub fn init_logging(verbose: u8) {
+    use tracing_subscriber::prelude::*;
+    let default = match verbose {
+        0 => "info",
+        1 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let journald = std::env::var_os("JOURNAL_STREAM")
+        .and_then(|_| tracing_journald::layer().ok())
+        .map(|l| l.with_syslog_identifier("etcd-warden".into()));
+    let fmt = journald.is_none().then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_target(true)
+    });
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(journald)
+        .with(fmt)
+        .try_init();
+}
+
+/// sd_notify, never fatal: without systemd (NOTIFY_SOCKET unset) it is a
+/// no-op, and a failure is only logged.
+fn notify(states: &[NotifyState<'_>]) {
+    if let Err(e) = sd_notify::notify(states) {
+        tracing::debug!(error = %e, "sd_notify failed");
+    }
+}
+
+/// Run the daemon until SIGTERM/SIGINT.
+pub async fn run(settings: Settings, print_paths: bool) -> anyhow::Result<()> {
+    let settings = Arc::new(settings);
+    std::fs::create_dir_all(&settings.state_dir)
+        .with_context(|| format!("cannot create {}", settings.state_dir.display()))?;
+    let supervisor = match settings.etcd.backend {
+        BackendKind::Process => {
+            let p = ProcessSupervisor::new(settings.clone());
+            match p.stop_orphan(settings.timeouts.stop_grace).await {
+                Ok(Some(pid)) => tracing::warn!(pid, "stopped the etcd left by a previous daemon instance"),
+                Ok(None) => {}
+                Err(e) => anyhow::bail!("{e}"),
+            }
+            AnySupervisor::Process(p)
+        }
+        BackendKind::Systemd => AnySupervisor::Systemd(SystemdSupervisor::new(settings.clone())),
+    };
+    let core = Arc::new(Core::new(settings.clone(), supervisor));
+
+    let unix = server::bind_unix(&settings.api.socket, &settings.api.socket_group)
+        .with_context(|| format!("cannot listen on {}", settings.api.socket.display()))?;
+    let tcp = match settings.api.http_addr {
+        Some(a) => Some(
+            tokio::net::TcpListener::bind(a)
+                .await
+                .with_context(|| format!("cannot listen on {a}"))?,
+        ),
+        None => None,
+    };
+    let http_addr = tcp.as_ref().and_then(|l| l.local_addr().ok());
+    if print_paths {
+        println!("etcd-warden standalone");
+        println!("  configuration: {}", settings.sources.first().map(|p| p.display().to_string()).unwrap_or_default());
+        println!("  API socket:    {}", settings.api.socket.display());
+        if let Some(a) = http_addr {
+            println!("  HTTP:          http://{a}/readyz /metrics /status");
+        }
+        println!("  etcd client:   {}", settings.local_client_url());
+        println!("  etcd data:     {}", settings.etcd.data_dir.display());
+        println!("  state:         {}", settings.state_dir.display());
+        println!("  autostart:     {}", settings.autostart);
+    }
+    tracing::info!(
+        node = %settings.node_name,
+        topology = settings.topology.as_str(),
+        backend = core.supervisor.name(),
+        socket = %settings.api.socket.display(),
+        http = ?http_addr,
+        "etcd-warden daemon starting"
+    );
+
+    // The systemd backend may find the etcd of a previous daemon instance
+    // still running: it is adopted as it is.
+    let first = core.probe(settings.timeouts.probe_timeout, false).await;
+    if let Some(pid) = first.proc.pid() {
+        tracing::info!(pid, "adopted a running etcd");
+        core.record(&first);
+    }
+    if settings.autostart && first.proc.pid().is_none() {
+        if let Err(e) = core
+            .start_etcd(StartMode::Normal, settings.timeouts.start_timeout)
+            .await
+        {
+            tracing::error!(error = %e, "autostart failed");
+        }
+    } else if settings.autostart {
+        // Adopted: remember that it should keep running.
+        let _ = core.start_etcd(StartMode::Normal, settings.timeouts.probe_timeout).await;
+    }
+    let p = core.probe(settings.timeouts.probe_timeout, true).await;
+    core.record(&p);
+
+    let shutdown = CancellationToken::new();
+    let mut state_rx = core.subscribe_state();
+    notify(&[
+        NotifyState::Ready,
+        NotifyState::Status(&format!("etcd {}", core.state())),
+    ]);
+
+    // Ping at half the watchdog interval systemd asked for.
+    let watchdog_interval = sd_notify::watchdog_enabled();
+    let watchdog = watchdog_interval.is_some();
+    let watchdog_every = watchdog_interval
+        .map(|d| d / 2)
+        .unwrap_or(Duration::from_secs(3600));
+    let mut watchdog_tick = tokio::time::interval(watchdog_every);
+    let mut probe_tick = tokio::time::interval(settings.timeouts.probe_interval);
+    probe_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut sigterm = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut sigint = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+
+    // The servers run as tasks of their own so that nothing the loop below
+    // waits for (a probe of a hung etcd) can delay an accept.
+    let mut unix_task = tokio::spawn(server::serve_unix(
+        unix,
+        core.clone(),
+        AllowList::resolve(&settings.api.allowed_users),
+        shutdown.clone(),
+    ));
+    let mut tcp_task = match tcp {
+        Some(l) => tokio::spawn(server::serve_tcp(l, core.clone(), shutdown.clone())),
+        None => tokio::spawn(async { std::future::pending::<std::io::Result<()>>().await }),
+    };
+    let mut restart_at: Option<tokio::time::Instant> = None;
+    let mut seen_death: Option<u32> = None;
+
+    let outcome: anyhow::Result<()> = loop {
+        tokio::select! {
+            r = &mut unix_task => break Err(task_end("the API socket server", r)),
+            r = &mut tcp_task => break Err(task_end("the HTTP server", r)),
+            _ = probe_tick.tick() => {
+                let p = core.probe(settings.timeouts.probe_timeout, true).await;
+                core.record(&p);
+                if let ProcState::Died { pid, how } = &p.proc {
+                    if seen_death != Some(*pid) {
+                        seen_death = Some(*pid);
+                        core.metrics.unexpected_exit();
+                        tracing::error!(pid, %how, "etcd died");
+                        if core.should_restart() {
+                            restart_at = Some(tokio::time::Instant::now() + settings.timeouts.restart_delay);
+                        }
+                    }
+                    if let Some(at) = restart_at && tokio::time::Instant::now() >= at {
+                        restart_at = None;
+                        core.metrics.restarted();
+                        tracing::warn!("restarting etcd (autostart)");
+                        let core = core.clone();
+                        let limit = settings.timeouts.start_timeout;
+                        tokio::spawn(async move {
+                            if let Err(e) = core.start_etcd(StartMode::Normal, limit).await {
+                                tracing::error!(error = %e, "restarting etcd failed");
+                            }
+                        });
+                    }
+                } else {
+                    restart_at = None;
+                }
+            }
+            Ok(()) = state_rx.changed() => {
+                let s = state_rx.borrow_and_update().clone();
+                notify(&[NotifyState::Status(&format!("etcd {s}"))]);
+            }
+            _ = watchdog_tick.tick(), if watchdog => notify(&[NotifyState::Watchdog]),
+            _ = sigterm.recv() => { tracing::info!("SIGTERM: shutting down"); break Ok(()) }
+            _ = sigint.recv() => { tracing::info!("SIGINT: shutting down"); break Ok(()) }
+        }
+    };
+
+    notify(&[NotifyState::Stopping, NotifyState::Status("shutting down")]);
+    shutdown.cancel();
+    match core.supervisor {
+        // etcd is the daemon's child: it goes when the daemon goes.
+        AnySupervisor::Process(_) => {
+            if let Err(e) = core.stop_etcd(settings.timeouts.stop_grace).await {
+                tracing::error!(error = %e, "stopping etcd failed");
+            }
+        }
+        // The transient unit outlives the daemon by design.
+        AnySupervisor::Systemd(_) => tracing::info!("leaving the etcd unit running"),
+    }
+    let _ = std::fs::remove_file(&settings.api.socket);
+    outcome
+}
+
+fn task_end(
+    what: &str,
+    r: Result<std::io::Result<()>, tokio::task::JoinError>,
+) -> anyhow::Error {
+    match r {
+        Ok(Ok(())) => anyhow::anyhow!("{what} stopped"),
+        Ok(Err(e)) => anyhow::Error::new(e).context(format!("{what} failed")),
+        Err(e) => anyhow::Error::new(e).context(format!("{what} panicked")),
+    }
+}
