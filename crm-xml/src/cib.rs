@@ -133,7 +133,12 @@ pub fn corosync_addresses(text: &str) -> BTreeMap<String, Vec<String>> {
                 && stack[0] == "nodelist"
                 && stack[1] == "node"
             {
-                record(&mut by_index, node_no.to_string(), k.trim(), v.trim().to_owned());
+                record(
+                    &mut by_index,
+                    node_no.to_string(),
+                    k.trim(),
+                    v.trim().to_owned(),
+                );
             }
         }
     }

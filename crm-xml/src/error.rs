@@ -17,7 +17,11 @@ pub struct Location {
 
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (line {}, column {})", self.path, self.line, self.column)
+        write!(
+            f,
+            "{} (line {}, column {})",
+            self.path, self.line, self.column
+        )
     }
 }
 
@@ -36,7 +40,9 @@ pub enum ParseError {
     #[error("empty document: no root element")]
     Empty,
     /// The root element is neither `pacemaker-result` nor `crm_mon`.
-    #[error("unexpected root element <{name}> at {location}: expected <pacemaker-result> (crm_mon --output-as=xml) or <crm_mon> (crm_mon --as-xml)")]
+    #[error(
+        "unexpected root element <{name}> at {location}: expected <pacemaker-result> (crm_mon --output-as=xml) or <crm_mon> (crm_mon --as-xml)"
+    )]
     UnexpectedRoot {
         /// The root element's name.
         name: String,
@@ -60,7 +66,9 @@ pub enum ParseError {
         location: Location,
     },
     /// An attribute holds a value of the wrong shape.
-    #[error("invalid value {value:?} for attribute `{attribute}` on {location}: expected {expected}")]
+    #[error(
+        "invalid value {value:?} for attribute `{attribute}` on {location}: expected {expected}"
+    )]
     InvalidValue {
         /// The attribute's name.
         attribute: String,

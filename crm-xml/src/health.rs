@@ -113,41 +113,76 @@ fn within(t: Option<&str>, now: OffsetDateTime, window: Duration) -> bool {
 /// Evaluate a report at time `now`.
 pub fn evaluate(report: &Report, now: OffsetDateTime, th: &Thresholds) -> Evaluation {
     let mut f = Vec::new();
-    let mut push = |severity, code, message: String| f.push(Finding { severity, code, message });
+    let mut push = |severity, code, message: String| {
+        f.push(Finding {
+            severity,
+            code,
+            message,
+        })
+    };
     use Severity::{Degraded, Warning};
 
     let status = &report.status;
     let last = parse_k8s(&status.last_updated);
     let age_seconds = last.map_or(i64::MAX, |t| (now - t).whole_seconds());
     match last {
-        None => push(Degraded, "StatusUnreadable", format!("lastUpdated {:?} is not a time", status.last_updated)),
+        None => push(
+            Degraded,
+            "StatusUnreadable",
+            format!("lastUpdated {:?} is not a time", status.last_updated),
+        ),
         Some(t) if now - t > th.stale_after => push(
             Degraded,
             "StatusStale",
-            format!("report is stale: last updated {} ({}s ago, limit {}s)", status.last_updated, age_seconds, th.stale_after.as_secs()),
+            format!(
+                "report is stale: last updated {} ({}s ago, limit {}s)",
+                status.last_updated,
+                age_seconds,
+                th.stale_after.as_secs()
+            ),
         ),
         Some(_) => {}
     }
 
     // What the incumbent checks.
     if status.conditions.is_empty() {
-        push(Degraded, "NoConditions", "report has no cluster conditions".into());
+        push(
+            Degraded,
+            "NoConditions",
+            "report has no cluster conditions".into(),
+        );
     }
     if let Some(c) = cond(&status.conditions, "NodeCountAsExpected")
         && c.status != ConditionStatus::True
     {
-        push(Degraded, "NodeCount", format!("{}: {}", c.reason, c.message));
+        push(
+            Degraded,
+            "NodeCount",
+            format!("{}: {}", c.reason, c.message),
+        );
     } else if cond(&status.conditions, "NodeCountAsExpected").is_none() {
-        push(Degraded, "NodeCount", "NodeCountAsExpected condition missing".into());
+        push(
+            Degraded,
+            "NodeCount",
+            "NodeCountAsExpected condition missing".into(),
+        );
     }
     if not_true(&status.conditions, "InService") {
-        push(Degraded, "ClusterInMaintenance", "cluster is in maintenance mode".into());
+        push(
+            Degraded,
+            "ClusterInMaintenance",
+            "cluster is in maintenance mode".into(),
+        );
     }
     if status.nodes.is_empty() {
         push(Degraded, "NoNodes", "report lists no nodes".into());
     }
     for o in &report.pacemaker.omitted_nodes {
-        push(Degraded, "NodeNotReported", format!("node {} is not in the status: {}", o.name, o.reason));
+        push(
+            Degraded,
+            "NodeNotReported",
+            format!("node {} is not in the status: {}", o.name, o.reason),
+        );
     }
     for n in &status.nodes {
         let name = &n.node_name;
@@ -159,17 +194,34 @@ pub fn evaluate(report: &Report, now: OffsetDateTime, th: &Thresholds) -> Evalua
         for (kind, code, what) in [
             ("InService", "NodeInMaintenance", "is in maintenance mode"),
             ("Active", "NodeStandby", "is in standby mode"),
-            ("Clean", "NodeUnclean", "is unclean (fencing/communication issue)"),
+            (
+                "Clean",
+                "NodeUnclean",
+                "is unclean (fencing/communication issue)",
+            ),
             ("Member", "NodeNotMember", "is not a cluster member"),
-            ("FencingAvailable", "FencingUnavailable", "has no running fence device"),
+            (
+                "FencingAvailable",
+                "FencingUnavailable",
+                "has no running fence device",
+            ),
         ] {
             if not_true(&n.conditions, kind) {
-                let detail = cond(&n.conditions, kind).map(|c| c.message.as_str()).unwrap_or("condition missing");
+                let detail = cond(&n.conditions, kind)
+                    .map(|c| c.message.as_str())
+                    .unwrap_or("condition missing");
                 push(Degraded, code, format!("node {name} {what} ({detail})"));
             }
         }
-        if !not_true(&n.conditions, "FencingAvailable") && not_true(&n.conditions, "FencingHealthy") {
-            push(Warning, "FencingAtRisk", format!("node {name}: fencing at risk (a device runs but not every device is healthy)"));
+        if !not_true(&n.conditions, "FencingAvailable") && not_true(&n.conditions, "FencingHealthy")
+        {
+            push(
+                Warning,
+                "FencingAtRisk",
+                format!(
+                    "node {name}: fencing at risk (a device runs but not every device is healthy)"
+                ),
+            );
         }
         if not_true(&n.conditions, "Ready") {
             push(Warning, "NodePending", format!("node {name} is pending"));
@@ -189,14 +241,22 @@ pub fn evaluate(report: &Report, now: OffsetDateTime, th: &Thresholds) -> Evalua
             } else {
                 "is unhealthy"
             };
-            push(Degraded, "ResourceUnhealthy", format!("node {name}: {:?} {why}", r.name));
+            push(
+                Degraded,
+                "ResourceUnhealthy",
+                format!("node {name}: {:?} {why}", r.name),
+            );
         }
     }
 
     // What the incumbent misses.
     let pm = &report.pacemaker;
     if !pm.quorate {
-        push(Degraded, "NoQuorum", "the reporting partition has no quorum".into());
+        push(
+            Degraded,
+            "NoQuorum",
+            "the reporting partition has no quorum".into(),
+        );
     }
     if !pm.fencing_enabled {
         push(Degraded, "FencingDisabled", "fencing is disabled (stonith-enabled/fencing-enabled=false): a lost node is assumed down, which risks split brain".into());
@@ -211,10 +271,17 @@ pub fn evaluate(report: &Report, now: OffsetDateTime, th: &Thresholds) -> Evalua
                     e.action,
                     e.target,
                     e.completed.as_deref().unwrap_or("?"),
-                    e.exit_reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
+                    e.exit_reason
+                        .as_deref()
+                        .map(|r| format!(": {r}"))
+                        .unwrap_or_default()
                 ),
             ),
-            "pending" => push(Warning, "FencePending", format!("fencing ({}) of {} is in progress", e.action, e.target)),
+            "pending" => push(
+                Warning,
+                "FencePending",
+                format!("fencing ({}) of {} is in progress", e.action, e.target),
+            ),
             _ => {}
         }
     }
@@ -230,7 +297,10 @@ pub fn evaluate(report: &Report, now: OffsetDateTime, th: &Thresholds) -> Evalua
                     a.node,
                     a.last_rc_change.as_deref().unwrap_or("?"),
                     a.rc.map_or_else(|| "?".into(), |r| r.to_string()),
-                    a.rc_text.as_deref().map(|t| format!(" {t}")).unwrap_or_default()
+                    a.rc_text
+                        .as_deref()
+                        .map(|t| format!(" {t}"))
+                        .unwrap_or_default()
                 ),
             );
         }
@@ -243,10 +313,20 @@ pub fn evaluate(report: &Report, now: OffsetDateTime, th: &Thresholds) -> Evalua
                     Some(s) if now - s > th.learner_grace => push(
                         Degraded,
                         "LearnerNotPromoted",
-                        format!("etcd member {} ({}) has been a learner since {} ({}s)", m.name, m.id, m.learner_since.as_deref().unwrap_or("?"), (now - s).whole_seconds()),
+                        format!(
+                            "etcd member {} ({}) has been a learner since {} ({}s)",
+                            m.name,
+                            m.id,
+                            m.learner_since.as_deref().unwrap_or("?"),
+                            (now - s).whole_seconds()
+                        ),
                     ),
                     Some(_) => {}
-                    None => push(Warning, "Learner", format!("etcd member {} ({}) is a learner", m.name, m.id)),
+                    None => push(
+                        Warning,
+                        "Learner",
+                        format!("etcd member {} ({}) is a learner", m.name, m.id),
+                    ),
                 }
             }
         }
@@ -271,7 +351,10 @@ pub fn evaluate(report: &Report, now: OffsetDateTime, th: &Thresholds) -> Evalua
 
 /// Render an evaluation as text, one line per finding.
 pub fn to_text(e: &Evaluation) -> String {
-    let mut s = format!("{:?} (report updated {}, {}s ago)\n", e.verdict, e.last_updated, e.age_seconds);
+    let mut s = format!(
+        "{:?} (report updated {}, {}s ago)\n",
+        e.verdict, e.last_updated, e.age_seconds
+    );
     for f in &e.findings {
         s.push_str(&format!("{:?}: {}: {}\n", f.severity, f.code, f.message));
     }

@@ -8,9 +8,9 @@ use time::UtcOffset;
 
 use crate::error::{Location, ParseError, line_column, truncate};
 use crate::model::{
-    Ban, Bundle, Clone, ClusterOptions, CrmMon, Dc, Failure, FenceEvent, FenceHistory,
-    FenceStatus, Format, Group, Node, NodeHistory, NodeType, Operation, Primitive, Replica,
-    Resource, ResourceHistory, ResultStatus, Role, Summary, Ticket,
+    Ban, Bundle, Clone, ClusterOptions, CrmMon, Dc, Failure, FenceEvent, FenceHistory, FenceStatus,
+    Format, Group, Node, NodeHistory, NodeType, Operation, Primitive, Replica, Resource,
+    ResourceHistory, ResultStatus, Role, Summary, Ticket,
 };
 use crate::timefmt::parse_pacemaker_time;
 use crate::xml::{Element, parse_tree};
@@ -64,10 +64,12 @@ impl Cx<'_> {
     }
 
     fn req<'a>(&self, at: At<'a>, name: &str) -> Result<&'a str, ParseError> {
-        at.el.attr(name).ok_or_else(|| ParseError::MissingAttribute {
-            attribute: name.to_owned(),
-            location: self.loc(at),
-        })
+        at.el
+            .attr(name)
+            .ok_or_else(|| ParseError::MissingAttribute {
+                attribute: name.to_owned(),
+                location: self.loc(at),
+            })
     }
 
     fn invalid(&self, at: At<'_>, name: &str, value: &str, expected: &str) -> ParseError {
@@ -101,7 +103,11 @@ impl Cx<'_> {
         }
     }
 
-    fn opt_num<T: std::str::FromStr>(&self, at: At<'_>, name: &str) -> Result<Option<T>, ParseError> {
+    fn opt_num<T: std::str::FromStr>(
+        &self,
+        at: At<'_>,
+        name: &str,
+    ) -> Result<Option<T>, ParseError> {
         match at.el.attr(name) {
             None => Ok(None),
             Some(v) => v
@@ -129,7 +135,10 @@ impl Cx<'_> {
 
     fn document(&self, root: &Element) -> Result<CrmMon, ParseError> {
         let path = format!("/{}", root.name);
-        let at = At { el: root, path: &path };
+        let at = At {
+            el: root,
+            path: &path,
+        };
         let format = match root.name.as_str() {
             "pacemaker-result" => Format::PacemakerResult {
                 api_version: self.req(at, "api-version")?.to_owned(),
@@ -146,10 +155,7 @@ impl Cx<'_> {
         };
         if let Some(d) = root.child("crm-mon-disconnected") {
             return Err(ParseError::Disconnected {
-                description: d
-                    .attr("description")
-                    .unwrap_or("no description")
-                    .to_owned(),
+                description: d.attr("description").unwrap_or("no description").to_owned(),
             });
         }
         let mut doc = CrmMon {
@@ -174,7 +180,10 @@ impl Cx<'_> {
             let n = counts.entry(child.name.as_str()).or_insert(0);
             *n += 1;
             let cpath = format!("{path}/{}", child.name);
-            let at = At { el: child, path: &cpath };
+            let at = At {
+                el: child,
+                path: &cpath,
+            };
             match child.name.as_str() {
                 "pacemakerd" => doc.pacemakerd_state = Self::opt_string(at, "state"),
                 "summary" => doc.summary = self.summary(at)?,
@@ -189,7 +198,8 @@ impl Cx<'_> {
                 "node_history" => {
                     for (i, el) in child.children_named("node").enumerate() {
                         let p = format!("{cpath}/node[{}]", i + 1);
-                        doc.node_history.push(self.node_history(At { el, path: &p })?);
+                        doc.node_history
+                            .push(self.node_history(At { el, path: &p })?);
                     }
                 }
                 "failures" => {
@@ -212,12 +222,12 @@ impl Cx<'_> {
                     }
                 }
                 "status" => {
-                    let code = self
-                        .opt_num(at, "code")?
-                        .ok_or_else(|| ParseError::MissingAttribute {
-                            attribute: "code".into(),
-                            location: self.loc(at),
-                        })?;
+                    let code =
+                        self.opt_num(at, "code")?
+                            .ok_or_else(|| ParseError::MissingAttribute {
+                                attribute: "code".into(),
+                                location: self.loc(at),
+                            })?;
                     let errors = child
                         .child("errors")
                         .map(|e| {
@@ -242,7 +252,10 @@ impl Cx<'_> {
         let mut s = Summary::default();
         for child in &at.el.children {
             let p = format!("{}/{}", at.path, child.name);
-            let c = At { el: child, path: &p };
+            let c = At {
+                el: child,
+                path: &p,
+            };
             match child.name.as_str() {
                 "stack" => s.stack = Self::opt_string(c, "type"),
                 "current_dc" => {
@@ -294,7 +307,9 @@ impl Cx<'_> {
                 "remote" => NodeType::Remote,
                 "ping" => NodeType::Ping,
                 "unknown" => NodeType::Unknown,
-                other => return Err(self.invalid(at, "type", other, "member, remote, ping or unknown")),
+                other => {
+                    return Err(self.invalid(at, "type", other, "member, remote, ping or unknown"));
+                }
             },
         };
         let resources_running = self.opt_num(at, "resources_running")?.unwrap_or(0);
@@ -325,7 +340,10 @@ impl Cx<'_> {
             let n = counts.entry(child.name.as_str()).or_insert(0);
             *n += 1;
             let p = format!("{}/{}[{}]", at.path, child.name, n);
-            let c = At { el: child, path: &p };
+            let c = At {
+                el: child,
+                path: &p,
+            };
             match child.name.as_str() {
                 "resource" => out.push(Resource::Primitive(self.primitive(c, false)?)),
                 "group" => out.push(Resource::Group(self.group(c, false)?)),
@@ -402,7 +420,10 @@ impl Cx<'_> {
             let n = counts.entry(child.name.as_str()).or_insert(0);
             *n += 1;
             let p = format!("{}/{}[{}]", at.path, child.name, n);
-            let c = At { el: child, path: &p };
+            let c = At {
+                el: child,
+                path: &p,
+            };
             match child.name.as_str() {
                 "resource" => children.push(Resource::Primitive(self.primitive(c, promotable)?)),
                 "group" => children.push(Resource::Group(self.group(c, promotable)?)),
@@ -553,12 +574,19 @@ impl Cx<'_> {
                 "success" => FenceStatus::Success,
                 "failed" => FenceStatus::Failed,
                 "pending" => FenceStatus::Pending,
-                other => return Err(self.invalid(e, "status", other, "success, failed or pending")),
+                other => {
+                    return Err(self.invalid(e, "status", other, "success, failed or pending"));
+                }
             };
             let completed = match e.el.attr("completed") {
                 None => None,
                 Some(v) => Some(parse_pacemaker_time(v, UtcOffset::UTC).ok_or_else(|| {
-                    self.invalid(e, "completed", v, "YYYY-MM-DD HH:MM:SS[.uuuuuu] with an optional zone")
+                    self.invalid(
+                        e,
+                        "completed",
+                        v,
+                        "YYYY-MM-DD HH:MM:SS[.uuuuuu] with an optional zone",
+                    )
                 })?),
             };
             events.push(FenceEvent {

@@ -486,8 +486,7 @@ pub fn valid_node_name(s: &str) -> bool {
 fn valid_agent_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 300
-        && s
-            .bytes()
+        && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
@@ -543,22 +542,107 @@ fn resource_conditions(p: &Placement<'_>, in_maintenance: bool, now: &str) -> Ve
     let healthy = managed && enabled && operational && active && started && schedulable;
     let d = &p.desc;
     let role = p.primitive.map_or("absent", |r| r.role.as_str());
-    let mk = |kind, ok, t, f, msg: String| cond(Cond { kind, ok, true_reason: t, false_reason: f, message: msg }, now);
+    let mk = |kind, ok, t, f, msg: String| {
+        cond(
+            Cond {
+                kind,
+                ok,
+                true_reason: t,
+                false_reason: f,
+                message: msg,
+            },
+            now,
+        )
+    };
     vec![
-        mk("Healthy", healthy, "ResourceHealthy", "ResourceUnhealthy", format!("{d}: {}", if healthy { "healthy" } else { "not healthy" })),
-        mk("InService", in_service, "InService", "InMaintenance", if in_service { format!("{d} is in service") } else { format!("{d} is in maintenance") }),
-        mk("Managed", managed, "Managed", "Unmanaged", format!("{d} is {}managed", if managed { "" } else { "not " })),
-        mk("Enabled", enabled, "Enabled", "Disabled", format!("{d} is {}", if enabled { "enabled" } else { "disabled or not configured" })),
-        mk("Operational", operational, "Operational", "Failed", format!("{d} has {}failed", if operational { "not " } else { "" })),
-        mk("Active", active, "Active", "Inactive", format!("{d} is {}active here", if active { "" } else { "not " })),
-        mk("Started", started, "Started", "Stopped", format!("{d} role here: {}", if p.running_here { role } else { "Stopped" })),
-        mk("Schedulable", schedulable, "Schedulable", "Unschedulable", format!("{d} is {}", if schedulable { "schedulable" } else { "blocked or not configured" })),
+        mk(
+            "Healthy",
+            healthy,
+            "ResourceHealthy",
+            "ResourceUnhealthy",
+            format!("{d}: {}", if healthy { "healthy" } else { "not healthy" }),
+        ),
+        mk(
+            "InService",
+            in_service,
+            "InService",
+            "InMaintenance",
+            if in_service {
+                format!("{d} is in service")
+            } else {
+                format!("{d} is in maintenance")
+            },
+        ),
+        mk(
+            "Managed",
+            managed,
+            "Managed",
+            "Unmanaged",
+            format!("{d} is {}managed", if managed { "" } else { "not " }),
+        ),
+        mk(
+            "Enabled",
+            enabled,
+            "Enabled",
+            "Disabled",
+            format!(
+                "{d} is {}",
+                if enabled {
+                    "enabled"
+                } else {
+                    "disabled or not configured"
+                }
+            ),
+        ),
+        mk(
+            "Operational",
+            operational,
+            "Operational",
+            "Failed",
+            format!("{d} has {}failed", if operational { "not " } else { "" }),
+        ),
+        mk(
+            "Active",
+            active,
+            "Active",
+            "Inactive",
+            format!("{d} is {}active here", if active { "" } else { "not " }),
+        ),
+        mk(
+            "Started",
+            started,
+            "Started",
+            "Stopped",
+            format!(
+                "{d} role here: {}",
+                if p.running_here { role } else { "Stopped" }
+            ),
+        ),
+        mk(
+            "Schedulable",
+            schedulable,
+            "Schedulable",
+            "Unschedulable",
+            format!(
+                "{d} is {}",
+                if schedulable {
+                    "schedulable"
+                } else {
+                    "blocked or not configured"
+                }
+            ),
+        ),
     ]
 }
 
 /// Find the instance of a class of resources on `node`; fall back to an
 /// inactive instance (so its configuration flags still show).
-fn place<'a>(instances: &[Instance<'a>], patterns: &[String], node: &str, what: &str) -> Placement<'a> {
+fn place<'a>(
+    instances: &[Instance<'a>],
+    patterns: &[String],
+    node: &str,
+    what: &str,
+) -> Placement<'a> {
     let of_class: Vec<&Instance<'a>> = instances
         .iter()
         .filter(|i| agent_matches(patterns, &i.primitive.agent))
@@ -573,7 +657,11 @@ fn place<'a>(instances: &[Instance<'a>], patterns: &[String], node: &str, what: 
             desc: format!("{what} ({}) on {node}", i.primitive.id),
         };
     }
-    if let Some(i) = of_class.iter().find(|i| i.primitive.nodes.is_empty()).or(of_class.first()) {
+    if let Some(i) = of_class
+        .iter()
+        .find(|i| i.primitive.nodes.is_empty())
+        .or(of_class.first())
+    {
         return Placement {
             primitive: Some(i.primitive),
             running_here: false,
@@ -583,12 +671,20 @@ fn place<'a>(instances: &[Instance<'a>], patterns: &[String], node: &str, what: 
     Placement {
         primitive: None,
         running_here: false,
-        desc: format!("{what} (no resource with agent {} configured) on {node}", patterns.join(" or ")),
+        desc: format!(
+            "{what} (no resource with agent {} configured) on {node}",
+            patterns.join(" or ")
+        ),
     }
 }
 
 /// Build the report. Pure: same inputs, same output.
-pub fn build(doc: &CrmMon, opts: &Options, previous: Option<&Report>, now: OffsetDateTime) -> Report {
+pub fn build(
+    doc: &CrmMon,
+    opts: &Options,
+    previous: Option<&Report>,
+    now: OffsetDateTime,
+) -> Report {
     // lastUpdated may never go backwards (CRD rule), even if the clock did.
     let mut now = now;
     if let Some(prev) = previous.and_then(|p| parse_k8s(&p.status.last_updated))
@@ -676,7 +772,10 @@ pub fn build(doc: &CrmMon, opts: &Options, previous: Option<&Report>, now: Offse
             let mut seen = std::collections::BTreeSet::new();
             for f in &fence_instances {
                 let id = f.primitive.id.as_str();
-                if !targets.targets(id).is_some_and(|t| t.iter().any(|x| x == &n.name)) {
+                if !targets
+                    .targets(id)
+                    .is_some_and(|t| t.iter().any(|x| x == &n.name))
+                {
                     continue;
                 }
                 // A cloned device has several instances; judge by a running one.
@@ -695,11 +794,15 @@ pub fn build(doc: &CrmMon, opts: &Options, previous: Option<&Report>, now: Offse
                 };
                 let conds = resource_conditions(&placement, cluster_maint, &now_s);
                 device_count += 1;
-                let available = is_true(&conds, "Active") && is_true(&conds, "Started") && is_true(&conds, "Operational");
+                let available = is_true(&conds, "Active")
+                    && is_true(&conds, "Started")
+                    && is_true(&conds, "Operational");
                 any_available |= available;
                 all_healthy &= is_true(&conds, "Healthy");
                 match fencing_method(&best.primitive.agent) {
-                    Some(method) if valid_agent_name(id) && fencing_agents.len() < MAX_FENCING_AGENTS => {
+                    Some(method)
+                        if valid_agent_name(id) && fencing_agents.len() < MAX_FENCING_AGENTS =>
+                    {
                         fencing_agents.push(FencingAgentStatus {
                             name: id.to_owned(),
                             method,
@@ -718,7 +821,10 @@ pub fn build(doc: &CrmMon, opts: &Options, previous: Option<&Report>, now: Offse
         } else if opts.fence_targets.is_none() {
             "fence device targets unknown: no CIB was read".to_owned()
         } else if device_count == 0 {
-            format!("no fence device lists {} in pcmk_host_list or pcmk_host_map", n.name)
+            format!(
+                "no fence device lists {} in pcmk_host_list or pcmk_host_map",
+                n.name
+            )
         } else {
             let mut m = format!("{device_count} fence device(s) can fence {}", n.name);
             for note in &device_notes {
@@ -730,7 +836,18 @@ pub fn build(doc: &CrmMon, opts: &Options, previous: Option<&Report>, now: Offse
         let fencing_available = doc.summary.options.fencing_enabled && any_available;
         let fencing_healthy = fencing_available && device_count > 0 && all_healthy;
 
-        let mk = |kind, ok, t, f, msg: String| cond(Cond { kind, ok, true_reason: t, false_reason: f, message: msg }, &now_s);
+        let mk = |kind, ok, t, f, msg: String| {
+            cond(
+                Cond {
+                    kind,
+                    ok,
+                    true_reason: t,
+                    false_reason: f,
+                    message: msg,
+                },
+                &now_s,
+            )
+        };
         let name = &n.name;
         let online = n.online;
         let in_service = !n.maintenance;
@@ -761,15 +878,80 @@ pub fn build(doc: &CrmMon, opts: &Options, previous: Option<&Report>, now: Offse
         }
         let healthy = failures.is_empty() && res_ok;
         let conditions = vec![
-            mk("Healthy", healthy, "NodeHealthy", "NodeUnhealthy", if healthy { format!("{name} is healthy") } else { format!("{name}: {}", failures.join(", ")) }),
-            mk("Online", online, "Online", "Offline", format!("{name} is {}", if online { "online" } else { "offline" })),
-            mk("InService", in_service, "InService", "InMaintenance", format!("{name} is {}", if in_service { "in service" } else { "in maintenance mode" })),
-            mk("Active", active, "Active", "Standby", format!("{name} is {}", if active { "active" } else { "in standby" })),
-            mk("Ready", ready, "Ready", "Pending", format!("{name} is {}", if ready { "ready" } else { "pending" })),
-            mk("Clean", clean, "Clean", "Unclean", format!("{name} is {}", if clean { "clean" } else { "unclean" })),
-            mk("Member", member, "Member", "NotMember", format!("{name} is a cluster member")),
-            mk("FencingAvailable", fencing_available, "FencingAvailable", "FencingUnavailable", fencing_msg.clone()),
-            mk("FencingHealthy", fencing_healthy, "FencingHealthy", "FencingUnhealthy", fencing_msg),
+            mk(
+                "Healthy",
+                healthy,
+                "NodeHealthy",
+                "NodeUnhealthy",
+                if healthy {
+                    format!("{name} is healthy")
+                } else {
+                    format!("{name}: {}", failures.join(", "))
+                },
+            ),
+            mk(
+                "Online",
+                online,
+                "Online",
+                "Offline",
+                format!("{name} is {}", if online { "online" } else { "offline" }),
+            ),
+            mk(
+                "InService",
+                in_service,
+                "InService",
+                "InMaintenance",
+                format!(
+                    "{name} is {}",
+                    if in_service {
+                        "in service"
+                    } else {
+                        "in maintenance mode"
+                    }
+                ),
+            ),
+            mk(
+                "Active",
+                active,
+                "Active",
+                "Standby",
+                format!("{name} is {}", if active { "active" } else { "in standby" }),
+            ),
+            mk(
+                "Ready",
+                ready,
+                "Ready",
+                "Pending",
+                format!("{name} is {}", if ready { "ready" } else { "pending" }),
+            ),
+            mk(
+                "Clean",
+                clean,
+                "Clean",
+                "Unclean",
+                format!("{name} is {}", if clean { "clean" } else { "unclean" }),
+            ),
+            mk(
+                "Member",
+                member,
+                "Member",
+                "NotMember",
+                format!("{name} is a cluster member"),
+            ),
+            mk(
+                "FencingAvailable",
+                fencing_available,
+                "FencingAvailable",
+                "FencingUnavailable",
+                fencing_msg.clone(),
+            ),
+            mk(
+                "FencingHealthy",
+                fencing_healthy,
+                "FencingHealthy",
+                "FencingUnhealthy",
+                fencing_msg,
+            ),
         ];
         nodes.push(NodeStatus {
             node_name: n.name.clone(),
@@ -784,7 +966,11 @@ pub fn build(doc: &CrmMon, opts: &Options, previous: Option<&Report>, now: Offse
     let count = members.len();
     let expected = opts.expected_node_count;
     let count_ok = count == expected;
-    let count_reason = if count < expected { "InsufficientNodes" } else { "ExcessiveNodes" };
+    let count_reason = if count < expected {
+        "InsufficientNodes"
+    } else {
+        "ExcessiveNodes"
+    };
     let in_service = !cluster_maint;
     let unhealthy_nodes: Vec<&str> = nodes
         .iter()
@@ -809,11 +995,41 @@ pub fn build(doc: &CrmMon, opts: &Options, previous: Option<&Report>, now: Offse
     }
     let healthy = problems.is_empty();
     let conditions = vec![
-        cond(Cond { kind: "Healthy", ok: healthy, true_reason: "ClusterHealthy", false_reason: "ClusterUnhealthy", message: if healthy { "cluster is healthy".into() } else { problems.join("; ") } }, &now_s),
-        cond(Cond { kind: "InService", ok: in_service, true_reason: "InService", false_reason: "InMaintenance", message: if in_service { "cluster is in service".into() } else { "cluster is in maintenance mode".into() } }, &now_s),
+        cond(
+            Cond {
+                kind: "Healthy",
+                ok: healthy,
+                true_reason: "ClusterHealthy",
+                false_reason: "ClusterUnhealthy",
+                message: if healthy {
+                    "cluster is healthy".into()
+                } else {
+                    problems.join("; ")
+                },
+            },
+            &now_s,
+        ),
+        cond(
+            Cond {
+                kind: "InService",
+                ok: in_service,
+                true_reason: "InService",
+                false_reason: "InMaintenance",
+                message: if in_service {
+                    "cluster is in service".into()
+                } else {
+                    "cluster is in maintenance mode".into()
+                },
+            },
+            &now_s,
+        ),
         Condition {
             kind: "NodeCountAsExpected".into(),
-            status: if count_ok { ConditionStatus::True } else { ConditionStatus::False },
+            status: if count_ok {
+                ConditionStatus::True
+            } else {
+                ConditionStatus::False
+            },
             reason: if count_ok { "AsExpected" } else { count_reason }.into(),
             message: format!("{count} member node(s), expected {expected}"),
             last_transition_time: now_s.clone(),
@@ -918,7 +1134,10 @@ fn pacemaker_section(
                 operation: f.operation(),
                 rc: f.exit_code,
                 rc_text: f.exit_status.clone(),
-                exit_reason: f.exit_reason.clone().filter(|r| !r.is_empty() && r != "none"),
+                exit_reason: f
+                    .exit_reason
+                    .clone()
+                    .filter(|r| !r.is_empty() && r != "none"),
                 last_rc_change: fmt_time(&f.last_rc_change),
             })
             .collect(),
@@ -983,7 +1202,9 @@ pub enum ReportError {
     #[error("not a PacemakerCluster report: {0}")]
     Shape(#[from] serde_json::Error),
     /// Wrong apiVersion/kind.
-    #[error("not a PacemakerCluster report: apiVersion {api_version:?} kind {kind:?} (expected {API_VERSION:?} {KIND:?})")]
+    #[error(
+        "not a PacemakerCluster report: apiVersion {api_version:?} kind {kind:?} (expected {API_VERSION:?} {KIND:?})"
+    )]
     Kind {
         /// What the file says.
         api_version: String,

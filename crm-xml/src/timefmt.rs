@@ -169,8 +169,14 @@ mod tests {
             parse_pacemaker_time("2026-11-30 08:36:38.000001 +01:00", u),
             Some(datetime!(2026-11-30 07:36:38.000001 UTC))
         );
-        assert_eq!(parse_pacemaker_time("2026-11-30 02:36:38-0500", u), Some(want));
-        assert_eq!(parse_pacemaker_time("2026-11-30 09:36:38+02", u), Some(want));
+        assert_eq!(
+            parse_pacemaker_time("2026-11-30 02:36:38-0500", u),
+            Some(want)
+        );
+        assert_eq!(
+            parse_pacemaker_time("2026-11-30 09:36:38+02", u),
+            Some(want)
+        );
     }
 
     #[test]
@@ -190,8 +196,15 @@ mod tests {
     fn garbage_is_none() {
         let u = UtcOffset::UTC;
         for s in [
-            "", "x", "2026-13-30 07:36:38Z", "2026-11-30 25:00:00", "2026-11-30 07:36:38 +99:00",
-            "Mon Foo 30 07:36:40 2026", "2026-11-30", "2026-11-30 07:36:38.Z", "é2026",
+            "",
+            "x",
+            "2026-13-30 07:36:38Z",
+            "2026-11-30 25:00:00",
+            "2026-11-30 07:36:38 +99:00",
+            "Mon Foo 30 07:36:40 2026",
+            "2026-11-30",
+            "2026-11-30 07:36:38.Z",
+            "é2026",
         ] {
             assert_eq!(parse_pacemaker_time(s, u), None, "{s}");
         }
@@ -201,6 +214,9 @@ mod tests {
     fn k8s_round_trip() {
         let t = datetime!(2026-08-01 10:00:00.5 UTC);
         assert_eq!(format_k8s(t), "2026-08-01T10:00:00Z");
-        assert_eq!(parse_k8s("2026-08-01T10:00:00Z"), Some(datetime!(2026-08-01 10:00:00 UTC)));
+        assert_eq!(
+            parse_k8s("2026-08-01T10:00:00Z"),
+            Some(datetime!(2026-08-01 10:00:00 UTC))
+        );
     }
 }

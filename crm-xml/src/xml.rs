@@ -68,11 +68,20 @@ pub(crate) fn parse_tree(input: &str) -> Result<Element, ParseError> {
             Ok(e) => e,
             Err(e) => return Err(syntax(reader.error_position(), e.to_string(), &stack)),
         };
-        let offset = usize::try_from(before).unwrap_or(usize::MAX);
+        // `before` may point at whitespace that trimming skipped; report the
+        // position of the tag itself.
+        let mut offset = usize::try_from(before).unwrap_or(usize::MAX);
+        if let Some(rest) = input.get(offset..) {
+            offset += rest.find('<').unwrap_or(0);
+        }
         match event {
             Event::Start(start) | Event::Empty(start) if root.is_some() => {
                 let _ = start;
-                return Err(syntax(before, "content after the root element".into(), &stack));
+                return Err(syntax(
+                    before,
+                    "content after the root element".into(),
+                    &stack,
+                ));
             }
             Event::Start(start) => {
                 if stack.len() >= MAX_DEPTH {
@@ -124,12 +133,20 @@ pub(crate) fn parse_tree(input: &str) -> Result<Element, ParseError> {
                 if let Some(el) = stack.last_mut() {
                     el.text.push_str(&AsRef::<str>::as_ref(&t).to_owned());
                 } else {
-                    return Err(syntax(before, "CDATA outside the root element".into(), &stack));
+                    return Err(syntax(
+                        before,
+                        "CDATA outside the root element".into(),
+                        &stack,
+                    ));
                 }
             }
             Event::GeneralRef(r) => {
                 if stack.is_empty() {
-                    return Err(syntax(before, "entity reference outside the root element".into(), &stack));
+                    return Err(syntax(
+                        before,
+                        "entity reference outside the root element".into(),
+                        &stack,
+                    ));
                 }
                 let _ = r;
             }
@@ -215,11 +232,26 @@ mod tests {
     fn rejects_truncated_and_garbage() {
         assert!(matches!(parse_tree(""), Err(ParseError::Empty)));
         assert!(matches!(parse_tree("   \n"), Err(ParseError::Empty)));
-        assert!(matches!(parse_tree("<a><b>"), Err(ParseError::Syntax { .. })));
-        assert!(matches!(parse_tree("hello"), Err(ParseError::Syntax { .. })));
-        assert!(matches!(parse_tree("<a></b>"), Err(ParseError::Syntax { .. })));
-        assert!(matches!(parse_tree("<a/><b/>"), Err(ParseError::Syntax { .. })));
-        assert!(matches!(parse_tree("<a x=\"1></a>"), Err(ParseError::Syntax { .. })));
+        assert!(matches!(
+            parse_tree("<a><b>"),
+            Err(ParseError::Syntax { .. })
+        ));
+        assert!(matches!(
+            parse_tree("hello"),
+            Err(ParseError::Syntax { .. })
+        ));
+        assert!(matches!(
+            parse_tree("<a></b>"),
+            Err(ParseError::Syntax { .. })
+        ));
+        assert!(matches!(
+            parse_tree("<a/><b/>"),
+            Err(ParseError::Syntax { .. })
+        ));
+        assert!(matches!(
+            parse_tree("<a x=\"1></a>"),
+            Err(ParseError::Syntax { .. })
+        ));
     }
 
     #[test]

@@ -27,7 +27,11 @@ pub fn fixtures() -> Vec<(String, String)> {
         }
     }
     out.sort();
-    assert!(out.len() >= 843, "expected the 843 fixtures, found {}", out.len());
+    assert!(
+        out.len() >= 843,
+        "expected the 843 fixtures, found {}",
+        out.len()
+    );
     out
 }
 
@@ -59,7 +63,10 @@ pub fn schema() -> jsonschema::Validator {
 /// cannot say: list-map key uniqueness, canonical global-unicast addresses.
 pub fn check_status(v: &jsonschema::Validator, status: &ClusterStatus) -> Result<(), String> {
     let json = serde_json::to_value(status).unwrap();
-    let errors: Vec<String> = v.iter_errors(&json).map(|e| format!("{e} at {}", e.instance_path())).collect();
+    let errors: Vec<String> = v
+        .iter_errors(&json)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
     if !errors.is_empty() {
         return Err(errors.join("\n"));
     }
@@ -72,15 +79,34 @@ pub fn check_status(v: &jsonschema::Validator, status: &ClusterStatus) -> Result
         }
         Ok(())
     };
-    unique(status.conditions.iter().map(|c| c.kind.as_str()).collect(), "condition")?;
-    unique(status.nodes.iter().map(|n| n.node_name.as_str()).collect(), "node")?;
+    unique(
+        status.conditions.iter().map(|c| c.kind.as_str()).collect(),
+        "condition",
+    )?;
+    unique(
+        status.nodes.iter().map(|n| n.node_name.as_str()).collect(),
+        "node",
+    )?;
     for n in &status.nodes {
-        unique(n.conditions.iter().map(|c| c.kind.as_str()).collect(), "node condition")?;
-        unique(n.fencing_agents.iter().map(|a| a.name.as_str()).collect(), "fencing agent")?;
-        let names: Vec<String> = n.resources.iter().map(|r| format!("{:?}", r.name)).collect();
+        unique(
+            n.conditions.iter().map(|c| c.kind.as_str()).collect(),
+            "node condition",
+        )?;
+        unique(
+            n.fencing_agents.iter().map(|a| a.name.as_str()).collect(),
+            "fencing agent",
+        )?;
+        let names: Vec<String> = n
+            .resources
+            .iter()
+            .map(|r| format!("{:?}", r.name))
+            .collect();
         unique(names.iter().map(String::as_str).collect(), "resource")?;
         for r in &n.resources {
-            unique(r.conditions.iter().map(|c| c.kind.as_str()).collect(), "resource condition")?;
+            unique(
+                r.conditions.iter().map(|c| c.kind.as_str()).collect(),
+                "resource condition",
+            )?;
         }
         for a in &n.addresses {
             if !valid_crd_address(&a.address) {
