@@ -1,0 +1,191 @@
+//! The agent binary on its own (no daemon): meta-data valid under both the
+//! OCF 1.0 DTD and the OCF 1.1 RelaxNG schema, validate-all of bad
+//! parameters, and an unreachable daemon.
+
+mod agent_support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use agent_support::{agent, code, run, text, workspace};
+
+const T: Duration = Duration::from_secs(30);
+
+fn meta_data() -> String {
+    let out = run(Command::new(agent()).arg("meta-data").env_clear(), T);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// `xmllint --valid` on `doc` with `dtd_dir` as the working directory, where
+/// the DOCTYPE's relative "ra-api-1.dtd" resolves (as ocf-tester does it).
+fn dtd_valid(doc: &str, dtd_dir: &Path) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("md.xml");
+    std::fs::write(&file, doc).unwrap();
+    let out = run(
+        Command::new("sh")
+            .arg("-c")
+            .arg("xmllint --noout --valid - < \"$1\"")
+            .arg("sh")
+            .arg(&file)
+            .current_dir(dtd_dir),
+        T,
+    );
+    (out.status.success(), text(&out.stderr))
+}
+
+fn rng_valid(doc: &str) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("md.xml");
+    std::fs::write(&file, doc).unwrap();
+    let rng = workspace().join("resource-agent/schemas/ra-api-1.1.rng");
+    let out = run(
+        Command::new("xmllint")
+            .arg("--noout")
+            .arg("--relaxng")
+            .arg(rng)
+            .arg(&file),
+        T,
+    );
+    (out.status.success(), text(&out.stderr))
+}
+
+#[test]
+fn meta_data_is_valid_under_the_dtd_and_the_rng() {
+    let md = meta_data();
+    let schemas = workspace().join("resource-agent/schemas");
+    let (ok, err) = dtd_valid(&md, &schemas);
+    assert!(ok, "DTD (repo copy): {err}\n{md}");
+    // The copy ocf-tester uses, when resource-agents is installed.
+    let system = Path::new("/usr/share/resource-agents");
+    if system.join("ra-api-1.dtd").exists() {
+        let (ok, err) = dtd_valid(&md, system);
+        assert!(ok, "DTD (system): {err}");
+    }
+    let (ok, err) = rng_valid(&md);
+    assert!(ok, "OCF 1.1 RNG: {err}\n{md}");
+
+    // The checks can fail: OCF 1.1's reload-agent is what the DTD rejects,
+    // and a content type of "time" is what the RNG rejects.
+    let bad = md.replacen(
+        "<action name=\"reload\"",
+        "<action name=\"reload-agent\"",
+        1,
+    );
+    assert!(!dtd_valid(&bad, &schemas).0, "DTD accepted reload-agent");
+    let bad = md.replacen("type=\"integer\"", "type=\"time\"", 1);
+    assert!(!rng_valid(&bad).0, "RNG accepted type=time");
+}
+
+#[test]
+fn meta_data_declares_what_the_issue_asks_for() {
+    let md = meta_data();
+    // Legacy reload (see resource-agent/src/metadata.rs): non-unique
+    // parameters change by reload only for agents below OCF 1.1.
+    assert!(md.contains("<version>1.0</version>"));
+    assert!(md.contains("<action name=\"reload\""));
+    for action in ["start", "stop", "promote", "demote", "notify", "validate-all"] {
+        assert!(md.contains(&format!("<action name=\"{action}\"")), "{action}");
+    }
+    assert!(md.contains("depth=\"0\"") && md.contains("depth=\"10\""));
+    // Every parameter: type, default, uniqueness.
+    let params: Vec<&str> = md.split("<parameter ").skip(1).collect();
+    assert!(params.len() >= 2);
+    for p in params {
+        let block = &p[..p.find("</parameter>").unwrap()];
+        assert!(block.contains("unique=\""), "{block}");
+        assert!(block.contains("<content type=\""), "{block}");
+        assert!(block.contains("default=\""), "{block}");
+    }
+}
+
+#[test]
+fn meta_data_works_as_nobody_and_without_environment() {
+    // ocf-tester runs `su nobody -s /bin/sh -c "<agent> meta-data"`.
+    let out = run(
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(agent())
+            .arg("meta-data")
+            .env_clear(),
+        T,
+    );
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("<resource-agent name=\"etcd\""));
+}
+
+#[test]
+fn validate_all_names_the_bad_parameter_with_rc_6() {
+    for (param, value) in [
+        ("socket", "relative/api.sock"),
+        ("socket", "/run/etcd-warden/"),
+        ("daemon_wait", "ten"),
+        ("daemon_wait", "-3"),
+    ] {
+        let out = run(
+            Command::new(agent())
+                .arg("validate-all")
+                .env_clear()
+                .env(format!("OCF_RESKEY_{param}"), value),
+            T,
+        );
+        assert_eq!(code(&out), 6, "{param}={value}: {}", text(&out.stderr));
+        let stderr = text(&out.stderr);
+        let reason = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("ocf-exit-reason:"))
+            .unwrap_or_else(|| panic!("no exit reason: {stderr}"));
+        assert!(reason.contains(&format!("'{param}'")), "{reason}");
+        assert!(reason.contains(value.trim_end_matches('/')), "{reason}");
+    }
+}
+
+#[test]
+fn an_unreachable_daemon_fails_fast_with_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("api.sock");
+    for action in ["monitor", "validate-all", "notify"] {
+        let t0 = Instant::now();
+        let out = run(
+            Command::new(agent())
+                .arg(action)
+                .env_clear()
+                .env("OCF_RESKEY_socket", &socket)
+                .env("OCF_RESKEY_CRM_meta_timeout", "20000"),
+            T,
+        );
+        assert!(t0.elapsed() < Duration::from_secs(2), "{action} took {:?}", t0.elapsed());
+        assert_eq!(code(&out), 1, "{action}");
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains("ocf-exit-reason:") && stderr.contains("not reachable"),
+            "{action}: {stderr}"
+        );
+    }
+    // Start waits daemon_wait for a daemon that may be restarting, but never
+    // beyond its own timeout, and says it gave up.
+    let t0 = Instant::now();
+    let out = run(
+        Command::new(agent())
+            .arg("start")
+            .env_clear()
+            .env("OCF_RESKEY_socket", &socket)
+            .env("OCF_RESKEY_daemon_wait", "60")
+            .env("OCF_RESKEY_CRM_meta_timeout", "2000"),
+        T,
+    );
+    let took = t0.elapsed();
+    assert!(took < Duration::from_secs(2), "start took {took:?}");
+    assert!(took > Duration::from_millis(1000), "start took {took:?}");
+    assert_eq!(code(&out), 1);
+    assert!(text(&out.stderr).contains("kept trying"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn unsupported_actions_are_rc_3() {
+    let out = run(Command::new(agent()).arg("migrate_to").env_clear(), T);
+    assert_eq!(code(&out), 3);
+    assert!(text(&out.stderr).contains("ocf-exit-reason:"));
+}
