@@ -151,6 +151,11 @@ impl Connector {
         }
     }
 
+    /// Without TLS.
+    pub fn plain() -> Self {
+        Connector { tls: None }
+    }
+
     /// A client for `endpoints`, connected within `deadline`.
     pub async fn connect(
         &self,

@@ -1,12 +1,49 @@
-//! `etcd-warden` subcommand(s): Members.
+//! `etcd-warden members`: etcd's member list, asked live.
 
 use std::process::ExitCode;
 
+use warden_api::{Member, paths};
+
+use super::target::Target;
+
 /// Arguments: List etcd's members, live.
 #[derive(Debug, clap::Args)]
-pub struct MembersArgs {}
+pub struct MembersArgs {
+    /// Where the daemon is.
+    #[command(flatten)]
+    pub target: Target,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Render members as a table (IDs in hex, as etcdctl prints them).
+pub fn table(ms: &[Member]) -> String {
+    let mut out = format!(
+        "{:<16}  {:<16}  {:<7}  {:<30}  {}\n",
+        "ID", "NAME", "ROLE", "PEER URLS", "CLIENT URLS"
+    );
+    for m in ms {
+        out.push_str(&format!(
+            "{:<16x}  {:<16}  {:<7}  {:<30}  {}\n",
+            m.id,
+            if m.name.is_empty() { "(unstarted)" } else { &m.name },
+            if m.is_learner { "learner" } else { "voter" },
+            m.peer_urls.join(","),
+            m.client_urls.join(","),
+        ));
+    }
+    out
+}
 
 /// List etcd's members, live.
-pub fn run_members(_args: MembersArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not implemented yet")
+pub fn run_members(args: MembersArgs) -> anyhow::Result<ExitCode> {
+    let client = args.target.client();
+    let ms: Vec<Member> = client.get(paths::MEMBERS, args.target.timeout())?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&ms)?);
+    } else {
+        print!("{}", table(&ms));
+    }
+    Ok(ExitCode::SUCCESS)
 }

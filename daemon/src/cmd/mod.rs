@@ -10,3 +10,4 @@ pub mod pcs_config;
 pub mod recover;
 pub mod snapshot;
 pub mod status;
+pub mod target;
