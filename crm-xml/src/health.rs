@@ -335,7 +335,7 @@ pub fn evaluate(report: &Report, now: OffsetDateTime, th: &Thresholds) -> Evalua
         }
     }
 
-    f.sort_by(|a, b| b.severity.cmp(&a.severity));
+    f.sort_by_key(|x| std::cmp::Reverse(x.severity));
     let verdict = match f.first().map(|x| x.severity) {
         None => Verdict::Healthy,
         Some(Severity::Warning) => Verdict::Warning,

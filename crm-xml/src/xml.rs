@@ -131,7 +131,7 @@ pub(crate) fn parse_tree(input: &str) -> Result<Element, ParseError> {
             }
             Event::CData(t) => {
                 if let Some(el) = stack.last_mut() {
-                    el.text.push_str(&AsRef::<str>::as_ref(&t).to_owned());
+                    el.text.push_str(AsRef::<str>::as_ref(&t));
                 } else {
                     return Err(syntax(
                         before,

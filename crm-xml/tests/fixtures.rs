@@ -3,6 +3,8 @@
 //! lines per fact, no shared code with the parser). Every report also passes
 //! the status JSON Schema and round-trips through JSON.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
 mod common;
 
 use crm_xml::report::{self, Report};

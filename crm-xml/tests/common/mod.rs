@@ -1,5 +1,5 @@
 //! Helpers shared by the integration tests of crm-xml.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
