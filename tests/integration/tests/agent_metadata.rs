@@ -86,8 +86,18 @@ fn meta_data_declares_what_the_issue_asks_for() {
     // parameters change by reload only for agents below OCF 1.1.
     assert!(md.contains("<version>1.0</version>"));
     assert!(md.contains("<action name=\"reload\""));
-    for action in ["start", "stop", "promote", "demote", "notify", "validate-all"] {
-        assert!(md.contains(&format!("<action name=\"{action}\"")), "{action}");
+    for action in [
+        "start",
+        "stop",
+        "promote",
+        "demote",
+        "notify",
+        "validate-all",
+    ] {
+        assert!(
+            md.contains(&format!("<action name=\"{action}\"")),
+            "{action}"
+        );
     }
     assert!(md.contains("depth=\"0\"") && md.contains("depth=\"10\""));
     // Every parameter: type, default, uniqueness.
@@ -156,7 +166,11 @@ fn an_unreachable_daemon_fails_fast_with_a_reason() {
                 .env("OCF_RESKEY_CRM_meta_timeout", "20000"),
             T,
         );
-        assert!(t0.elapsed() < Duration::from_secs(2), "{action} took {:?}", t0.elapsed());
+        assert!(
+            t0.elapsed() < Duration::from_secs(2),
+            "{action} took {:?}",
+            t0.elapsed()
+        );
         assert_eq!(code(&out), 1, "{action}");
         let stderr = text(&out.stderr);
         assert!(
@@ -180,7 +194,11 @@ fn an_unreachable_daemon_fails_fast_with_a_reason() {
     assert!(took < Duration::from_secs(2), "start took {took:?}");
     assert!(took > Duration::from_millis(1000), "start took {took:?}");
     assert_eq!(code(&out), 1);
-    assert!(text(&out.stderr).contains("kept trying"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("kept trying"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

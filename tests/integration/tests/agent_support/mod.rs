@@ -205,10 +205,9 @@ impl StandaloneDaemon {
         let client = warden_api::client::Client::new(self.socket());
         let deadline = Instant::now() + timeout;
         loop {
-            match client.get::<warden_api::NodeStatus>(
-                warden_api::paths::STATUS,
-                Duration::from_secs(2),
-            ) {
+            match client
+                .get::<warden_api::NodeStatus>(warden_api::paths::STATUS, Duration::from_secs(2))
+            {
                 Ok(_) => return,
                 Err(e) if Instant::now() > deadline => {
                     panic!(
