@@ -409,9 +409,8 @@ pub fn from_texts(texts: &[(PathBuf, String)]) -> Result<Settings, ConfigError> 
 }
 
 fn parse_fragment(path: &Path, text: &str) -> Result<Fragment, ConfigError> {
-    let line_of = |span: Option<std::ops::Range<usize>>| {
-        span.map(|s| line_at(text, s.start)).unwrap_or(1)
-    };
+    let line_of =
+        |span: Option<std::ops::Range<usize>>| span.map(|s| line_at(text, s.start)).unwrap_or(1);
     let de = toml::Deserializer::parse(text).map_err(|e| ConfigError::Parse {
         file: path.to_path_buf(),
         line: line_of(e.span()),
@@ -419,7 +418,13 @@ fn parse_fragment(path: &Path, text: &str) -> Result<Fragment, ConfigError> {
         message: e.message().trim().to_string(),
     })?;
     serde_path_to_error::deserialize(de).map_err(|e| {
-        let key = e.path().to_string();
+        // Spanned<T> shows up in the path as a private field; the operator
+        // wants the key as written.
+        let key = e
+            .path()
+            .to_string()
+            .replace(".$__serde_spanned_private_value", "")
+            .replace("$__serde_spanned_private_value", "");
         let inner = e.into_inner();
         ConfigError::Parse {
             file: path.to_path_buf(),
@@ -583,7 +588,11 @@ impl Inputs {
         set(&mut self.data_dir, e.data_dir, ctx);
         set(&mut self.backend, e.backend, ctx);
         set(&mut self.unit_name, e.unit_name, ctx);
-        set(&mut self.initial_cluster_token, e.initial_cluster_token, ctx);
+        set(
+            &mut self.initial_cluster_token,
+            e.initial_cluster_token,
+            ctx,
+        );
         set(&mut self.quota_backend_bytes, e.quota_backend_bytes, ctx);
         set(&mut self.auto_compaction_mode, e.auto_compaction_mode, ctx);
         set(
@@ -592,7 +601,11 @@ impl Inputs {
             ctx,
         );
         set(&mut self.snapshot_count, e.snapshot_count, ctx);
-        set(&mut self.heartbeat_interval_ms, e.heartbeat_interval_ms, ctx);
+        set(
+            &mut self.heartbeat_interval_ms,
+            e.heartbeat_interval_ms,
+            ctx,
+        );
         set(&mut self.election_timeout_ms, e.election_timeout_ms, ctx);
         self.client_tls.absorb(f.tls.client, ctx);
         self.peer_tls.absorb(f.tls.peer, ctx);
@@ -723,7 +736,9 @@ impl Inputs {
                     other => {
                         return Err(m.invalid(
                             "etcd.auto_compaction_mode",
-                            format!("unknown mode {other:?}, expected \"periodic\" or \"revision\""),
+                            format!(
+                                "unknown mode {other:?}, expected \"periodic\" or \"revision\""
+                            ),
                         ));
                     }
                 };
@@ -796,15 +811,16 @@ impl Inputs {
             Some(l) => l.value,
         };
 
-        let ms = |v: Option<Located<u64>>, key: &str, default: u64| -> Result<Duration, ConfigError> {
-            let v = match v {
-                Some(l) => NonZeroU64::new(l.value)
-                    .ok_or_else(|| l.invalid(key, "must be greater than 0"))?
-                    .get(),
-                None => default,
+        let ms =
+            |v: Option<Located<u64>>, key: &str, default: u64| -> Result<Duration, ConfigError> {
+                let v = match v {
+                    Some(l) => NonZeroU64::new(l.value)
+                        .ok_or_else(|| l.invalid(key, "must be greater than 0"))?
+                        .get(),
+                    None => default,
+                };
+                Ok(Duration::from_millis(v))
             };
-            Ok(Duration::from_millis(v))
-        };
         let timeouts = Timeouts {
             probe_interval: ms(self.probe_interval_ms, "timeouts.probe_interval_ms", 2000)?,
             probe_timeout: ms(self.probe_timeout_ms, "timeouts.probe_timeout_ms", 1000)?,
@@ -813,12 +829,10 @@ impl Inputs {
             restart_delay: ms(self.restart_delay_ms, "timeouts.restart_delay_ms", 3000)?,
         };
 
-        let absolute = |v: Option<Located<PathBuf>>, key: &str, default: &str| {
-            match v {
-                Some(l) if !l.value.is_absolute() => Err(l.invalid(key, "must be an absolute path")),
-                Some(l) => Ok(l.value),
-                None => Ok(PathBuf::from(default)),
-            }
+        let absolute = |v: Option<Located<PathBuf>>, key: &str, default: &str| match v {
+            Some(l) if !l.value.is_absolute() => Err(l.invalid(key, "must be an absolute path")),
+            Some(l) => Ok(l.value),
+            None => Ok(PathBuf::from(default)),
         };
         Ok(Settings {
             node_name: node_name.value,
@@ -916,7 +930,10 @@ pub fn render_toml(s: &Settings) -> String {
     let list = |v: &[String]| {
         format!(
             "[{}]",
-            v.iter().map(|s| toml_quote(s)).collect::<Vec<_>>().join(", ")
+            v.iter()
+                .map(|s| toml_quote(s))
+                .collect::<Vec<_>>()
+                .join(", ")
         )
     };
     let mut out = String::new();
@@ -1026,7 +1043,10 @@ client_urls = ["https://[2001:db8::2]:2379", "http://b.example:2379"]
         ])
         .unwrap_err();
         let msg = e.to_string();
-        assert!(msg.starts_with("/etc/etcd-warden/config.d/50-x.toml:4:"), "{msg}");
+        assert!(
+            msg.starts_with("/etc/etcd-warden/config.d/50-x.toml:4:"),
+            "{msg}"
+        );
         assert!(msg.contains("etcd"), "{msg}");
         assert!(msg.contains("force_new_cluster"), "{msg}");
     }
@@ -1039,7 +1059,10 @@ client_urls = ["https://[2001:db8::2]:2379", "http://b.example:2379"]
         )])
         .unwrap_err();
         let msg = e.to_string();
-        assert!(msg.starts_with("/c.toml:4: key `timeouts.probe_interval_ms`"), "{msg}");
+        assert!(
+            msg.starts_with("/c.toml:4: key `timeouts.probe_interval_ms`"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -1059,9 +1082,12 @@ client_urls = ["https://[2001:db8::2]:2379", "http://b.example:2379"]
             .to_string();
         assert!(e.starts_with("/d.toml:1: key `node_name`"), "{e}");
 
-        let e = load(&[("/c.toml", GOOD), ("/d.toml", "\n[api]\nhttp_addr = \"0.0.0.0:80\"\n")])
-            .unwrap_err()
-            .to_string();
+        let e = load(&[
+            ("/c.toml", GOOD),
+            ("/d.toml", "\n[api]\nhttp_addr = \"0.0.0.0:80\"\n"),
+        ])
+        .unwrap_err()
+        .to_string();
         assert!(e.starts_with("/d.toml:3: key `api.http_addr`"), "{e}");
         assert!(e.contains("loopback"), "{e}");
 
@@ -1076,14 +1102,20 @@ client_urls = ["https://[2001:db8::2]:2379", "http://b.example:2379"]
 
     #[test]
     fn two_node_needs_two_nodes() {
-        let one = GOOD.split("[[nodes]]").take(2).collect::<Vec<_>>().join("[[nodes]]");
+        let one = GOOD
+            .split("[[nodes]]")
+            .take(2)
+            .collect::<Vec<_>>()
+            .join("[[nodes]]");
         let e = load(&[("/c.toml", &one)]).unwrap_err().to_string();
         assert!(e.contains("exactly 2 nodes"), "{e}");
     }
 
     #[test]
     fn missing_key_lists_files() {
-        let e = load(&[("/c.toml", "topology = \"ha\"\n")]).unwrap_err().to_string();
+        let e = load(&[("/c.toml", "topology = \"ha\"\n")])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("`node_name`") && e.contains("/c.toml"), "{e}");
     }
 

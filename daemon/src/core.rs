@@ -239,7 +239,9 @@ impl Core {
                                     "dbSize": s.db_size,
                                     "errors": s.errors,
                                 }),
-                                Err(e) => serde_json::json!({"reachable": false, "error": e.to_string()}),
+                                Err(e) => {
+                                    serde_json::json!({"reachable": false, "error": e.to_string()})
+                                }
                             };
                             serde_json::json!({"member": m, "status": status})
                         })
@@ -278,7 +280,10 @@ impl Core {
             _ => {
                 self.set_state("starting");
                 self.etcd.reset().await;
-                self.supervisor.start(mode).await.map_err(|e| e.to_string())?
+                self.supervisor
+                    .start(mode)
+                    .await
+                    .map_err(|e| e.to_string())?
             }
         };
         loop {
@@ -308,7 +313,9 @@ impl Core {
         self.want_running.store(false, Ordering::SeqCst);
         self.set_state("stopping");
         let r = self.supervisor.stop(grace).await;
-        let p = self.probe(self.settings.timeouts.probe_timeout, false).await;
+        let p = self
+            .probe(self.settings.timeouts.probe_timeout, false)
+            .await;
         self.record(&p);
         r
     }
@@ -373,7 +380,12 @@ impl Core {
     }
 
     async fn monitor(&self, depth: u32, budget: Duration) -> ActionReply {
-        let limit = budget.min(self.settings.timeouts.probe_timeout.max(Duration::from_millis(500)));
+        let limit = budget.min(
+            self.settings
+                .timeouts
+                .probe_timeout
+                .max(Duration::from_millis(500)),
+        );
         let p = self.probe(limit, depth >= 10).await;
         self.record(&p);
         match (&p.proc, &p.status, &p.read) {

@@ -281,10 +281,13 @@ impl LiveEtcd {
             c.member_add(peer_urls, Some(MemberAddOptions::new().with_is_learner())),
         )
         .await?;
-        let added = r.member().map(member_from).ok_or_else(|| EtcdError::Other {
-            code: None,
-            message: "etcd answered MemberAdd without the new member".into(),
-        })?;
+        let added = r
+            .member()
+            .map(member_from)
+            .ok_or_else(|| EtcdError::Other {
+                code: None,
+                message: "etcd answered MemberAdd without the new member".into(),
+            })?;
         Ok((added, r.member_list().iter().map(member_from).collect()))
     }
 
@@ -414,10 +417,7 @@ mod tests {
     #[tokio::test]
     async fn a_dead_endpoint_fails_within_the_deadline() {
         // Nothing listens on port 1 of loopback.
-        let live = LiveEtcd::new(
-            "http://127.0.0.1:1".into(),
-            Connector { tls: None },
-        );
+        let live = LiveEtcd::new("http://127.0.0.1:1".into(), Connector { tls: None });
         let t = std::time::Instant::now();
         let e = live.status(Duration::from_millis(300)).await.unwrap_err();
         assert!(e.is_unreachable(), "{e}");

@@ -47,10 +47,7 @@ pub fn render(s: &Settings, mode: &StartMode) -> Value {
         "initial-advertise-peer-urls",
         json!(local.peer_urls.join(",")),
     );
-    put(
-        "initial-cluster-token",
-        json!(s.etcd.initial_cluster_token),
-    );
+    put("initial-cluster-token", json!(s.etcd.initial_cluster_token));
     match mode {
         StartMode::Normal | StartMode::ForceNewCluster => {
             let all = s

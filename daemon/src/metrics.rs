@@ -211,8 +211,14 @@ mod tests {
         m.leader_changed();
         m.action(Action::Monitor, Duration::from_millis(3));
         let t = m.render();
-        assert!(t.contains("etcd_warden_member_role{role=\"leader\"} 1"), "{t}");
-        assert!(t.contains("etcd_warden_member_role{role=\"learner\"} 0"), "{t}");
+        assert!(
+            t.contains("etcd_warden_member_role{role=\"leader\"} 1"),
+            "{t}"
+        );
+        assert!(
+            t.contains("etcd_warden_member_role{role=\"learner\"} 0"),
+            "{t}"
+        );
         assert!(t.contains("etcd_warden_quorum 1"));
         assert!(t.contains("etcd_warden_leader_changes_total 1"));
         assert!(t.contains(

@@ -62,7 +62,9 @@ pub async fn run(settings: Settings, print_paths: bool) -> anyhow::Result<()> {
         BackendKind::Process => {
             let p = ProcessSupervisor::new(settings.clone());
             match p.stop_orphan(settings.timeouts.stop_grace).await {
-                Ok(Some(pid)) => tracing::warn!(pid, "stopped the etcd left by a previous daemon instance"),
+                Ok(Some(pid)) => {
+                    tracing::warn!(pid, "stopped the etcd left by a previous daemon instance")
+                }
                 Ok(None) => {}
                 Err(e) => anyhow::bail!("{e}"),
             }
@@ -85,7 +87,14 @@ pub async fn run(settings: Settings, print_paths: bool) -> anyhow::Result<()> {
     let http_addr = tcp.as_ref().and_then(|l| l.local_addr().ok());
     if print_paths {
         println!("etcd-warden standalone");
-        println!("  configuration: {}", settings.sources.first().map(|p| p.display().to_string()).unwrap_or_default());
+        println!(
+            "  configuration: {}",
+            settings
+                .sources
+                .first()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        );
         println!("  API socket:    {}", settings.api.socket.display());
         if let Some(a) = http_addr {
             println!("  HTTP:          http://{a}/readyz /metrics /status");
@@ -120,7 +129,9 @@ pub async fn run(settings: Settings, print_paths: bool) -> anyhow::Result<()> {
         }
     } else if settings.autostart {
         // Adopted: remember that it should keep running.
-        let _ = core.start_etcd(StartMode::Normal, settings.timeouts.probe_timeout).await;
+        let _ = core
+            .start_etcd(StartMode::Normal, settings.timeouts.probe_timeout)
+            .await;
     }
     let p = core.probe(settings.timeouts.probe_timeout, true).await;
     core.record(&p);
@@ -217,10 +228,7 @@ pub async fn run(settings: Settings, print_paths: bool) -> anyhow::Result<()> {
     outcome
 }
 
-fn task_end(
-    what: &str,
-    r: Result<std::io::Result<()>, tokio::task::JoinError>,
-) -> anyhow::Error {
+fn task_end(what: &str, r: Result<std::io::Result<()>, tokio::task::JoinError>) -> anyhow::Error {
     match r {
         Ok(Ok(())) => anyhow::anyhow!("{what} stopped"),
         Ok(Err(e)) => anyhow::Error::new(e).context(format!("{what} failed")),

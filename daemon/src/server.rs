@@ -156,7 +156,8 @@ fn leader_events(core: &Core) -> Response<Body> {
             match rx.recv().await {
                 Ok(ev) => {
                     let data = serde_json::to_string(&ev).unwrap_or_default();
-                    let frame = Frame::data(Bytes::from(format!("event: leader\ndata: {data}\n\n")));
+                    let frame =
+                        Frame::data(Bytes::from(format!("event: leader\ndata: {data}\n\n")));
                     return Some((Ok::<_, Infallible>(frame), rx));
                 }
                 // A slow reader missed events; the next one still comes.
@@ -211,7 +212,10 @@ async fn handle_unix(core: Arc<Core>, req: Request<Incoming>) -> Response<Body> 
                 Err(resp) => return resp,
             };
             if req.deadline_ms == 0 {
-                return error(StatusCode::BAD_REQUEST, "deadline_ms must be greater than 0");
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "deadline_ms must be greater than 0",
+                );
             }
             json(StatusCode::OK, &core.action(req).await)
         }
@@ -274,7 +278,10 @@ pub async fn serve_unix(
         tokio::spawn(async move {
             let permitted = uid.is_some_and(|u| allow.allows(u));
             if !permitted {
-                tracing::warn!(?uid, "refused an API connection from a uid outside the allow-list");
+                tracing::warn!(
+                    ?uid,
+                    "refused an API connection from a uid outside the allow-list"
+                );
             }
             let svc = service_fn(move |req| {
                 let core = core.clone();
@@ -285,7 +292,8 @@ pub async fn serve_unix(
                             StatusCode::FORBIDDEN,
                             format!(
                                 "uid {} may not use the etcd-warden API (allowed: {})",
-                                uid.map(|u| u.to_string()).unwrap_or_else(|| "unknown".into()),
+                                uid.map(|u| u.to_string())
+                                    .unwrap_or_else(|| "unknown".into()),
                                 allow.names.join(", ")
                             ),
                         ));

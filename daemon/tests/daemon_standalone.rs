@@ -21,12 +21,18 @@ fn autostart_is_ready_within_10s_and_reports_a_live_voter() {
     assert!(s.member_id.is_some() && s.leader_id == s.member_id, "{s:?}");
     let (code, metrics) = d.http_get("/metrics").unwrap();
     assert_eq!(code, 200);
-    assert_eq!(metric(&metrics, "etcd_warden_member_role{role=\"leader\"}"), Some(1.0));
+    assert_eq!(
+        metric(&metrics, "etcd_warden_member_role{role=\"leader\"}"),
+        Some(1.0)
+    );
     assert_eq!(metric(&metrics, "etcd_warden_etcd_up"), Some(1.0));
     let (code, body) = d.http_get("/status").unwrap();
     assert_eq!(code, 200);
     let report: serde_json::Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(report["etcd"]["members"][0]["status"]["reachable"], true, "{report}");
+    assert_eq!(
+        report["etcd"]["members"][0]["status"]["reachable"], true,
+        "{report}"
+    );
     assert_eq!(d.http_get("/healthz").unwrap().0, 200);
 }
 
@@ -36,22 +42,33 @@ fn without_autostart_etcd_runs_only_when_asked() {
     let s = d.status();
     assert!(!s.etcd_running);
     assert_eq!(s.state, "stopped");
-    assert_eq!(d.action(Action::Monitor, 0, 2000).outcome, Outcome::NotRunning);
+    assert_eq!(
+        d.action(Action::Monitor, 0, 2000).outcome,
+        Outcome::NotRunning
+    );
     assert_eq!(d.http_get("/readyz").unwrap().0, 503);
 
     assert_eq!(d.action(Action::Start, 0, 30_000).outcome, Outcome::Success);
     d.wait_ready(Duration::from_secs(10));
     assert_eq!(d.action(Action::Monitor, 0, 2000).outcome, Outcome::Success);
-    assert_eq!(d.action(Action::Monitor, 10, 2000).outcome, Outcome::Success);
+    assert_eq!(
+        d.action(Action::Monitor, 10, 2000).outcome,
+        Outcome::Success
+    );
     // Start is idempotent.
     assert_eq!(d.action(Action::Start, 0, 10_000).outcome, Outcome::Success);
     let pid = d.status().etcd_pid.unwrap();
 
     assert_eq!(d.action(Action::Stop, 0, 20_000).outcome, Outcome::Success);
     assert!(!alive(pid), "etcd {pid} still alive after stop");
-    assert_eq!(d.action(Action::Monitor, 0, 2000).outcome, Outcome::NotRunning);
+    assert_eq!(
+        d.action(Action::Monitor, 0, 2000).outcome,
+        Outcome::NotRunning
+    );
     // The data dir is reused: the same member comes back.
-    let before = std::fs::read_dir(d.dir.path().join("etcd")).unwrap().count();
+    let before = std::fs::read_dir(d.dir.path().join("etcd"))
+        .unwrap()
+        .count();
     assert!(before > 0);
     assert_eq!(d.action(Action::Start, 0, 30_000).outcome, Outcome::Success);
     d.wait_ready(Duration::from_secs(10));
@@ -67,15 +84,22 @@ fn a_sigkilled_etcd_is_noticed_within_one_probe_interval() {
     let t = Instant::now();
     // The probe loop runs every second (standalone default): the metric is
     // the probe loop's own record of the death.
-    wait_for("the probe to count the death", Duration::from_millis(2500), || {
-        let (_, m) = d.http_get("/metrics")?;
-        (metric(&m, "etcd_warden_etcd_unexpected_exits_total") == Some(1.0)).then_some(())
-    });
+    wait_for(
+        "the probe to count the death",
+        Duration::from_millis(2500),
+        || {
+            let (_, m) = d.http_get("/metrics")?;
+            (metric(&m, "etcd_warden_etcd_unexpected_exits_total") == Some(1.0)).then_some(())
+        },
+    );
     eprintln!("noticed after {:?}", t.elapsed());
     let s = d.status();
     assert_eq!(s.state, "failed", "{s:?}");
     assert!(!s.etcd_running);
-    assert!(s.reason.as_deref().unwrap_or("").contains("signal 9"), "{s:?}");
+    assert!(
+        s.reason.as_deref().unwrap_or("").contains("signal 9"),
+        "{s:?}"
+    );
     let r = d.action(Action::Monitor, 0, 2000);
     assert_eq!(r.outcome, Outcome::Failed, "{r:?}");
     assert!(r.reason.unwrap().contains("exited unexpectedly"));
@@ -84,7 +108,10 @@ fn a_sigkilled_etcd_is_noticed_within_one_probe_interval() {
     assert!(!d.status().etcd_running);
     // A stop turns "failed" into "cleanly stopped".
     assert_eq!(d.action(Action::Stop, 0, 5000).outcome, Outcome::Success);
-    assert_eq!(d.action(Action::Monitor, 0, 2000).outcome, Outcome::NotRunning);
+    assert_eq!(
+        d.action(Action::Monitor, 0, 2000).outcome,
+        Outcome::NotRunning
+    );
 }
 
 #[test]
@@ -99,7 +126,10 @@ fn with_autostart_a_dead_etcd_is_restarted_and_counted() {
     });
     assert_ne!(new, pid);
     let (_, m) = d.http_get("/metrics").unwrap();
-    assert_eq!(metric(&m, "etcd_warden_supervision_restarts_total"), Some(1.0));
+    assert_eq!(
+        metric(&m, "etcd_warden_supervision_restarts_total"),
+        Some(1.0)
+    );
 }
 
 #[test]
@@ -117,7 +147,11 @@ fn a_hung_etcd_is_failed_within_the_deadline_and_never_blocks_the_api() {
     for path in ["/healthz", "/metrics", "/readyz"] {
         let t = Instant::now();
         let (code, _) = d.http_get(path).unwrap();
-        assert!(t.elapsed() < Duration::from_millis(1500), "{path} took {:?}", t.elapsed());
+        assert!(
+            t.elapsed() < Duration::from_millis(1500),
+            "{path} took {:?}",
+            t.elapsed()
+        );
         assert!(code == 200 || code == 503, "{path}: {code}");
     }
     let t = Instant::now();
@@ -127,7 +161,10 @@ fn a_hung_etcd_is_failed_within_the_deadline_and_never_blocks_the_api() {
     assert!(!s.quorum);
     kill(pid, 18); // SIGCONT
     d.wait_ready(Duration::from_secs(10));
-    assert_eq!(d.action(Action::Monitor, 10, 2000).outcome, Outcome::Success);
+    assert_eq!(
+        d.action(Action::Monitor, 10, 2000).outcome,
+        Outcome::Success
+    );
 }
 
 #[test]
@@ -162,7 +199,10 @@ fn process_backend_after_daemon_sigkill_stops_the_orphan_then_starts_fresh() {
     d.wait_ready(Duration::from_secs(15));
     let after = d.status();
     assert_ne!(after.etcd_pid, Some(old));
-    assert_eq!(after.member_id, before.member_id, "same data dir, same member");
+    assert_eq!(
+        after.member_id, before.member_id,
+        "same data dir, same member"
+    );
     assert!(d.log().contains("previous etcd-warden instance"));
 }
 
@@ -195,7 +235,9 @@ fn leader_changes_are_a_server_sent_event_stream() {
     r.read_line(&mut line).unwrap();
     assert!(line.starts_with("HTTP/1.1 200"), "{line}");
     assert_eq!(d.action(Action::Start, 0, 30_000).outcome, Outcome::Success);
-    let member = wait_for("member id", Duration::from_secs(10), || d.status().leader_id);
+    let member = wait_for("member id", Duration::from_secs(10), || {
+        d.status().leader_id
+    });
     loop {
         line.clear();
         r.read_line(&mut line).unwrap();

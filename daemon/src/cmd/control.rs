@@ -29,7 +29,10 @@ fn act(target: &Target, action: Action) -> anyhow::Result<ExitCode> {
         action,
         depth: 0,
         // Leave the daemon room to answer before the client gives up.
-        deadline_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX).saturating_sub(500).max(500),
+        deadline_ms: u64::try_from(timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .saturating_sub(500)
+            .max(500),
         params: Default::default(),
         notify: None,
         instance: None,

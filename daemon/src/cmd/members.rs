@@ -27,7 +27,11 @@ pub fn table(ms: &[Member]) -> String {
         out.push_str(&format!(
             "{:<16x}  {:<16}  {:<7}  {:<30}  {}\n",
             m.id,
-            if m.name.is_empty() { "(unstarted)" } else { &m.name },
+            if m.name.is_empty() {
+                "(unstarted)"
+            } else {
+                &m.name
+            },
             if m.is_learner { "learner" } else { "voter" },
             m.peer_urls.join(","),
             m.client_urls.join(","),

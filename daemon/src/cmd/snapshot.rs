@@ -112,7 +112,10 @@ async fn fetch(
         std::fs::read(&part).with_context(|| format!("cannot read back {}", part.display()))?;
     if let Err(e) = verify(&written) {
         let _ = std::fs::remove_file(&part);
-        anyhow::bail!("the snapshot written to {} does not verify: {e}", part.display());
+        anyhow::bail!(
+            "the snapshot written to {} does not verify: {e}",
+            part.display()
+        );
     }
     std::fs::rename(&part, path)
         .with_context(|| format!("cannot move the snapshot to {}", path.display()))?;
@@ -142,7 +145,10 @@ pub fn run_snapshot(args: SnapshotArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot build the tokio runtime")?;
     let size = rt.block_on(fetch(&connector, &endpoint, &path, target.timeout()))?;
-    println!("snapshot saved to {} ({size} bytes, verified)", path.display());
+    println!(
+        "snapshot saved to {} ({size} bytes, verified)",
+        path.display()
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -40,9 +40,7 @@ pub fn table(s: &NodeStatus) -> String {
         ("revision", opt(s.revision.map(|v| v.to_string()))),
         ("reason", opt(s.reason.clone())),
     ];
-    rows.iter()
-        .map(|(k, v)| format!("{k:<11} {v}\n"))
-        .collect()
+    rows.iter().map(|(k, v)| format!("{k:<11} {v}\n")).collect()
 }
 
 /// Show this node's state and etcd's live view.

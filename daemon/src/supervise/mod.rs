@@ -66,10 +66,7 @@ pub enum SuperviseError {
 /// Supervision of the local etcd. Operations that the failover logic calls.
 pub trait Supervisor: Send + Sync {
     /// Start etcd in `mode` (the configuration is regenerated first).
-    fn start(
-        &self,
-        mode: StartMode,
-    ) -> impl Future<Output = Result<u32, SuperviseError>> + Send;
+    fn start(&self, mode: StartMode) -> impl Future<Output = Result<u32, SuperviseError>> + Send;
     /// Stop etcd: SIGTERM, then SIGKILL once `grace` has passed. Returns
     /// whether it stopped gracefully.
     fn stop(&self, grace: Duration) -> impl Future<Output = Result<bool, SuperviseError>> + Send;

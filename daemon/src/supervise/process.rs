@@ -169,7 +169,8 @@ impl Supervisor for ProcessSupervisor {
             .id()
             .ok_or_else(|| SuperviseError::Spawn("etcd exited at once".into()))?;
         if let Some((_, start)) = proc_stat(pid)
-            && let Err(e) = etcd_conf::write_atomic(&self.pid_file(), format!("{pid} {start}\n").as_bytes())
+            && let Err(e) =
+                etcd_conf::write_atomic(&self.pid_file(), format!("{pid} {start}\n").as_bytes())
         {
             tracing::warn!(error = %e, "cannot write the etcd PID file");
         }
@@ -185,7 +186,10 @@ impl Supervisor for ProcessSupervisor {
         let pid_file = self.pid_file();
         tokio::spawn(async move {
             let how = match child.wait().await {
-                Ok(st) => match (st.code(), std::os::unix::process::ExitStatusExt::signal(&st)) {
+                Ok(st) => match (
+                    st.code(),
+                    std::os::unix::process::ExitStatusExt::signal(&st),
+                ) {
                     (Some(c), _) => format!("exit code {c}"),
                     (None, Some(s)) => format!("signal {s}"),
                     _ => "unknown status".into(),
@@ -228,7 +232,10 @@ impl Supervisor for ProcessSupervisor {
         let _ = killpg(pgid, Signal::SIGTERM);
         let mut rx = self.state_tx.subscribe();
         let stopped = |st: &Inner| matches!(st, Inner::Stopped | Inner::Died { .. });
-        if tokio::time::timeout(grace, rx.wait_for(stopped)).await.is_ok() {
+        if tokio::time::timeout(grace, rx.wait_for(stopped))
+            .await
+            .is_ok()
+        {
             self.state_tx.send_replace(Inner::Stopped);
             return Ok(true);
         }

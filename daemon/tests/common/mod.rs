@@ -4,6 +4,8 @@
 //! panic, through Drop).
 
 #![allow(dead_code)]
+// Test helpers, not input paths: a failure here is a test failure.
+#![allow(clippy::unwrap_used)]
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -32,7 +34,10 @@ pub fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>
         if let Some(v) = f() {
             return v;
         }
-        assert!(Instant::now() < deadline, "timed out after {limit:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -50,7 +55,10 @@ pub fn kill(pid: u32, sig: i32) {
 pub fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(s) => {
-            let state = s.rsplit(')').next().and_then(|r| r.split_whitespace().next());
+            let state = s
+                .rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next());
             !matches!(state, Some("Z") | Some("X"))
         }
         Err(_) => false,
