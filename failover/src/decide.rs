@@ -1,0 +1,892 @@
+//! The decision function: facts in, steps out. No I/O, no clock.
+//!
+//! The rules it encodes, with the lesson or issue rule each comes from:
+//! - A new cluster is forced only with Pacemaker's proof that the peer is
+//!   down ([`peer_down_proof`]), never on "no leader" alone (rule 1, lesson 3).
+//! - …and only from data known to hold every acknowledged write: the member
+//!   was a voter with quorum during this boot and etcd has not been stopped
+//!   since (the in-sync marker). Otherwise a lone node refuses and names the
+//!   recover command (rules 2 and 6, scenario S8).
+//! - A node that left the member list gracefully never forces (lesson 18).
+//! - The claim is written and read back before forcing; a valid peer claim
+//!   makes this node yield. The loser path is a wait, never a hard error
+//!   (rule 4, lesson 1).
+//! - Stale data is archived, never deleted, before a node joins as a learner
+//!   (rule 3).
+//! - Membership changes are made by the leader's daemon only, one at a time;
+//!   a learner is promoted only when etcd reports it in sync; only the
+//!   holder of the leave lock leaves; the last voter never leaves (rule 5,
+//!   lessons 11, 16, 17).
+//! - Roles come from the live member list whenever etcd answers (lesson 11);
+//!   notify data only hints (lesson 14).
+
+use warden_api::Outcome;
+
+use crate::decision::{Decision, StartMode, Step};
+use crate::facts::{
+    Claim, DataRecord, EtcdView, Facts, FenceAction, FenceStatus, LiveEtcd, MemberInfo, NodeView,
+    ResourceState, Stamp, Topology, Trigger,
+};
+
+/// A rule broken on purpose. Production code always uses
+/// [`Policy::default()`] (no mutation); the model checker's tests inject
+/// these to prove that it finds the violation each one causes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mutation {
+    /// Treat "no leader" as proof the peer is down (the incumbent's bug):
+    /// breaks rule 1 in a partition.
+    ForceOnNoLeader,
+    /// Write the claim on "no leader", without proof: breaks rule 4.
+    ClaimOnNoLeader,
+    /// Force without the in-sync marker: breaks rule 2.
+    ForceWithoutInSync,
+    /// Join as a learner without archiving the old data first: breaks rule 3.
+    JoinWithoutArchive,
+    /// Promote a learner that etcd does not report in sync: breaks rule 5.
+    PromoteUnsynced,
+    /// Leave the member list whenever another voter answers, without the
+    /// leave lock and without looking at whether the peer is stopping too
+    /// (the incumbent's way): two nodes that stop at once both leave,
+    /// breaking rule 5 (lesson 17).
+    LeaveWithoutArbitration,
+}
+
+/// How `decide` behaves. Only tests set anything.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Policy {
+    /// The rule to break, if any.
+    pub mutation: Option<Mutation>,
+}
+
+/// Why the peer counts as down (rule 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DownProof {
+    /// A fence of the peer succeeded after it last joined.
+    Fenced {
+        /// When the fence completed.
+        at: Stamp,
+    },
+    /// The peer left the cluster cleanly (offline, not unclean, not
+    /// expected up).
+    CleanlyDown,
+    /// A stop of the peer's etcd completed and it is not unclean.
+    EtcdStopped {
+        /// When the stop completed.
+        at: Stamp,
+    },
+    /// No proof at all: only a mutation produces this.
+    NoLeaderOnly,
+}
+
+impl std::fmt::Display for DownProof {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DownProof::Fenced { at } => write!(f, "fenced at {}", at.0),
+            DownProof::CleanlyDown => write!(f, "cleanly down"),
+            DownProof::EtcdStopped { at } => write!(f, "its etcd stopped at {}", at.0),
+            DownProof::NoLeaderOnly => write!(f, "no leader (no proof)"),
+        }
+    }
+}
+
+/// Pacemaker's proof that `peer` is down, if there is one.
+///
+/// "No leader" is never part of it: a partition looks the same.
+pub fn peer_down_proof(facts: &Facts, peer: &NodeView) -> Option<DownProof> {
+    if peer.online {
+        // Online with its etcd stopped by a completed stop action.
+        return match peer.etcd {
+            ResourceState::Stopped { at } if !peer.unclean => Some(DownProof::EtcdStopped { at }),
+            _ => None,
+        };
+    }
+    let fenced = facts
+        .fence_events()
+        .filter(|e| e.target == peer.name && e.status == FenceStatus::Success)
+        .filter(|e| e.action != FenceAction::On)
+        .filter_map(|e| e.completed)
+        // Newer than its last join; a tie proves nothing.
+        .filter(|at| peer.last_seen.is_none_or(|seen| *at > seen))
+        .max();
+    if let Some(at) = fenced {
+        return Some(DownProof::Fenced { at });
+    }
+    if !peer.unclean && !peer.expected_up && peer.last_seen.is_some() {
+        return Some(DownProof::CleanlyDown);
+    }
+    match peer.etcd {
+        ResourceState::Stopped { at } if !peer.unclean => Some(DownProof::EtcdStopped { at }),
+        _ => None,
+    }
+}
+
+/// Whether `claim` (found on `owner`) still stands: its owner has neither
+/// rebooted nor been fenced since writing it.
+pub fn claim_is_valid(facts: &Facts, owner: &NodeView, claim: &Claim) -> bool {
+    if claim.owner != owner.name {
+        return false;
+    }
+    if let Some(record) = &owner.record
+        && record.boot_id != claim.boot_id
+    {
+        return false;
+    }
+    let fenced_since = facts
+        .fence_events()
+        .filter(|e| e.target == owner.name && e.status == FenceStatus::Success)
+        .filter(|e| e.action != FenceAction::On)
+        .filter_map(|e| e.completed)
+        .any(|at| at > claim.at);
+    !fenced_since
+}
+
+/// The record this node should have published for this boot.
+pub fn expected_record(facts: &Facts) -> DataRecord {
+    DataRecord {
+        boot_id: facts.boot_id.clone(),
+        has_data: facts.data.exists,
+        epoch: facts.data.epoch,
+        cluster_id: facts.data.cluster_id,
+        departed: facts.data.departed,
+        archives: facts.data.archives,
+    }
+}
+
+/// The command that resolves a refusal, so that every refusal names one.
+pub mod resolve {
+    /// Force a new cluster from this node's data, accepting that it may
+    /// lack writes the peer acknowledged.
+    pub fn force_new_cluster(node: &str) -> String {
+        format!("etcd-warden recover force-new-cluster --node {node}")
+    }
+
+    /// Keep one node's history; the other's data is archived.
+    pub fn keep_data_of(node: &str) -> String {
+        format!("etcd-warden recover keep-data-of --node {node}")
+    }
+
+    /// Restore the newest archive on a node and start from it.
+    pub fn restore_archive(node: &str) -> String {
+        format!("etcd-warden recover restore-archive --node {node}")
+    }
+}
+
+/// Decide with the production policy.
+pub fn decide(facts: &Facts) -> Decision {
+    decide_with(facts, &Policy::default())
+}
+
+/// Decide with a given policy (tests inject mutations through it).
+pub fn decide_with(facts: &Facts, policy: &Policy) -> Decision {
+    let mut d = Decider {
+        f: facts,
+        policy,
+        steps: Vec::new(),
+    };
+    d.run()
+}
+
+struct Decider<'a> {
+    f: &'a Facts,
+    policy: &'a Policy,
+    steps: Vec<Step>,
+}
+
+impl<'a> Decider<'a> {
+    fn broken(&self, m: Mutation) -> bool {
+        self.policy.mutation == Some(m)
+    }
+
+    fn run(&mut self) -> Decision {
+        let Some(me) = self.f.me() else {
+            return self.fail(format!(
+                "node {} is not in Pacemaker's node list; check the node name in the configuration",
+                self.f.node
+            ));
+        };
+        if matches!(self.f.trigger, Trigger::Promote | Trigger::Demote) {
+            return self.done(
+                Outcome::Unimplemented,
+                Some("the etcd clone is not promotable".into()),
+            );
+        }
+        if me.record.as_ref() != Some(&expected_record(self.f)) {
+            self.steps.push(Step::PublishRecord);
+        }
+        // A claim left from an earlier boot (attrd did not purge it) is
+        // cleared by its owner before anything else.
+        if let Some(c) = &me.claim
+            && c.boot_id != self.f.boot_id
+        {
+            self.steps.push(Step::ClearClaim);
+        }
+        if self.f.trigger == Trigger::Stop {
+            return self.stop(me);
+        }
+        match self.f.topology {
+            Topology::TwoNode => self.two_node(me),
+            Topology::Ha => self.ha(me),
+        }
+    }
+
+    // ---- outcomes -------------------------------------------------------
+
+    fn done(&mut self, outcome: Outcome, reason: Option<String>) -> Decision {
+        let outcome = match self.f.trigger {
+            // Notify failures are ignored by Pacemaker; never report one.
+            Trigger::Notify(_) => Outcome::Success,
+            _ => outcome,
+        };
+        Decision {
+            steps: std::mem::take(&mut self.steps),
+            outcome,
+            reason,
+        }
+    }
+
+    fn fail(&mut self, reason: String) -> Decision {
+        self.steps.push(Step::Wait {
+            reason: reason.clone(),
+        });
+        self.done(Outcome::Failed, Some(reason))
+    }
+
+    /// Waiting: what to report depends on the action and on etcd.
+    fn wait(&mut self, reason: String) -> Decision {
+        self.steps.push(Step::Wait {
+            reason: reason.clone(),
+        });
+        let outcome = self.waiting_outcome();
+        self.done(outcome, Some(reason))
+    }
+
+    fn refuse(&mut self, reason: String, resolve_command: String) -> Decision {
+        let shown = format!("{reason}; resolve with: {resolve_command}");
+        self.steps.push(Step::Refuse {
+            reason,
+            resolve_command,
+        });
+        let outcome = self.waiting_outcome();
+        self.done(outcome, Some(shown))
+    }
+
+    /// An action that acts now: report what it will be once done.
+    fn act(&mut self, step: Step, outcome: Outcome, reason: Option<String>) -> Decision {
+        self.steps.push(step);
+        self.done(outcome, reason)
+    }
+
+    fn waiting_outcome(&self) -> Outcome {
+        let running = matches!(self.f.etcd, EtcdView::Running(_));
+        match self.f.trigger {
+            // A start that is still waiting when its deadline passes failed,
+            // transiently (1, never 6: lesson 1). A running etcd is started.
+            Trigger::Start if running => Outcome::Success,
+            Trigger::Start => Outcome::Failed,
+            // Running but not serving: degraded (190), not failed, so that
+            // Pacemaker does not restart it (a stop would end the in-sync
+            // marker) and not success either (lesson 20).
+            _ if running => Outcome::Degraded,
+            _ => self.down_outcome(),
+        }
+    }
+
+    fn down_outcome(&self) -> Outcome {
+        match self.f.me().map(|m| m.etcd) {
+            Some(ResourceState::Started | ResourceState::Starting) => Outcome::Failed,
+            _ => Outcome::NotRunning,
+        }
+    }
+
+    // ---- stop -----------------------------------------------------------
+
+    fn stop(&mut self, me: &NodeView) -> Decision {
+        if me
+            .claim
+            .as_ref()
+            .is_some_and(|c| c.boot_id == self.f.boot_id)
+        {
+            self.steps.push(Step::ClearClaim);
+        }
+        // From the moment Pacemaker can see this stop, the peer may go on
+        // without us: our data stops being known complete.
+        if self.f.local.in_sync_boot.is_some() {
+            self.steps.push(Step::ClearInSync);
+        }
+        let EtcdView::Running(live) = &self.f.etcd else {
+            return self.done(Outcome::Success, None);
+        };
+        if self.f.topology == Topology::TwoNode && !live.is_learner && live.quorate() {
+            let others_voting = live
+                .voters()
+                .filter(|m| m.id != live.member_id && m.in_sync)
+                .count();
+            let peer_stopping = self.f.others().any(|p| {
+                p.etcd == ResourceState::Stopping
+                    || matches!(&self.f.trigger, Trigger::Notify(n) if n.stop.contains(&p.name))
+            });
+            let lock = live.leave_lock.as_deref();
+            let unarbitrated = self.broken(Mutation::LeaveWithoutArbitration);
+            let may_leave = others_voting > 0 && (!peer_stopping || unarbitrated);
+            let holds_lock = lock == Some(self.f.node.as_str());
+            if may_leave && (holds_lock || unarbitrated) {
+                if !self.f.data.departed {
+                    self.steps.push(Step::RecordDeparture);
+                }
+                self.steps.push(Step::RemoveMember {
+                    id: live.member_id,
+                    node: self.f.node.clone(),
+                });
+                return self.done(Outcome::Success, None);
+            }
+            if may_leave && lock.is_none() {
+                return self.act(Step::AcquireLeaveLock, Outcome::Success, None);
+            }
+        }
+        self.act(Step::StopEtcd, Outcome::Success, None)
+    }
+
+    // ---- two nodes ------------------------------------------------------
+
+    fn two_node(&mut self, me: &NodeView) -> Decision {
+        let others: Vec<&NodeView> = self.f.others().collect();
+        let [peer] = others.as_slice() else {
+            return self.fail(format!(
+                "the two-node topology needs exactly one peer in Pacemaker's node list, found {}",
+                others.len()
+            ));
+        };
+        match &self.f.etcd {
+            EtcdView::Running(live) => self.two_node_running(live, peer),
+            EtcdView::NotRunning => {
+                let wanted = match self.f.trigger {
+                    Trigger::Start => true,
+                    // Pacemaker believes it started: the daemon restarts it
+                    // in place (S5) rather than wait for monitor.
+                    _ => matches!(me.etcd, ResourceState::Started | ResourceState::Starting),
+                };
+                if wanted {
+                    self.two_node_start(peer)
+                } else {
+                    self.done(Outcome::NotRunning, None)
+                }
+            }
+        }
+    }
+
+    fn two_node_start(&mut self, peer: &NodeView) -> Decision {
+        let f = self.f;
+        if !f.pacemaker.quorate {
+            return self.wait(
+                "the corosync partition has no quorum (wait_for_all: both nodes must have been seen since boot)".into(),
+            );
+        }
+        if !f.data.exists {
+            return self.start_without_data(peer);
+        }
+        if let Some(cluster) = &f.cluster {
+            return self.start_beside_live_cluster(cluster.members.as_slice(), cluster.cluster_id);
+        }
+        if f.data.departed {
+            if let Some(proof) = peer_down_proof(f, peer) {
+                return self.refuse(
+                    format!(
+                        "this node left the member list gracefully, so its data ends with its own removal and it can never form a cluster alone; peer {} is down ({proof})",
+                        peer.name
+                    ),
+                    resolve::keep_data_of(&peer.name),
+                );
+            }
+            return self.wait(format!(
+                "this node left the member list gracefully and never forces a new cluster; waiting for {} to start etcd",
+                peer.name
+            ));
+        }
+        if let Some(r) = &peer.record
+            && r.has_data
+        {
+            if r.epoch > f.data.epoch {
+                return self.archive(format!(
+                    "local data has epoch {} but {} holds epoch {}: it is stale",
+                    f.data.epoch, peer.name, r.epoch
+                ));
+            }
+            if r.epoch == f.data.epoch
+                && r.cluster_id.is_some()
+                && f.data.cluster_id.is_some()
+                && r.cluster_id != f.data.cluster_id
+            {
+                return self.refuse(
+                    format!(
+                        "divergent histories: this node and {} both hold epoch {} data of different clusters ({:?} vs {:?})",
+                        peer.name, r.epoch, f.data.cluster_id, r.cluster_id
+                    ),
+                    resolve::keep_data_of(&f.node),
+                );
+            }
+        }
+        // The peer is forcing a new cluster from its data: starting ours in
+        // the old membership could re-form a quorum with the peer just before
+        // its forced restart. Wait; once its cluster runs, this node's data
+        // is stale and is archived. (A claim written before this node joined
+        // reaches it with the CIB at join; one written after it joined was
+        // written seeing it online, so the peer does not force.)
+        if let Some(c) = &peer.claim
+            && claim_is_valid(f, peer, c)
+        {
+            return self.wait(format!(
+                "{} holds the force-new-cluster claim (epoch {}); waiting for its cluster to join it",
+                peer.name, c.epoch
+            ));
+        }
+        // Our data is current: start the member from it. Alone it has no
+        // quorum unless it is the sole voter; the running branch takes it
+        // from there (and forces only with proof).
+        self.act(
+            Step::StartEtcd {
+                mode: StartMode::Existing,
+            },
+            Outcome::Success,
+            None,
+        )
+    }
+
+    fn start_without_data(&mut self, peer: &NodeView) -> Decision {
+        let f = self.f;
+        if let Some(cluster) = &f.cluster {
+            return match cluster.members.iter().find(|m| m.node == f.node) {
+                Some(m) if m.is_learner => self.act(
+                    Step::StartEtcd {
+                        mode: StartMode::Join {
+                            epoch: cluster.epoch,
+                        },
+                    },
+                    Outcome::Success,
+                    None,
+                ),
+                Some(m) => self.refuse(
+                    format!(
+                        "this node has no data but the cluster lists it as voter {:x}",
+                        m.id
+                    ),
+                    resolve::keep_data_of(&peer.name),
+                ),
+                None => self.wait(format!(
+                    "waiting for the voter on {} to add this node as a learner",
+                    peer.name
+                )),
+            };
+        }
+        match &peer.record {
+            None => self.wait(format!(
+                "waiting for {}'s daemon to publish its record",
+                peer.name
+            )),
+            Some(r) if r.has_data => self.wait(format!(
+                "{} holds the data; waiting for its etcd to start so that this node can join",
+                peer.name
+            )),
+            Some(r) if r.archives > 0 || f.data.archives > 0 => self.refuse(
+                "no node has live data, but archived data exists: a fresh bootstrap would lose it"
+                    .into(),
+                resolve::restore_archive(if f.data.archives > 0 {
+                    &f.node
+                } else {
+                    &peer.name
+                }),
+            ),
+            Some(_) if peer.online => self.act(
+                Step::StartEtcd {
+                    mode: StartMode::New,
+                },
+                Outcome::Success,
+                None,
+            ),
+            Some(_) => self.wait(format!(
+                "fresh bootstrap: waiting for {} to be online",
+                peer.name
+            )),
+        }
+    }
+
+    fn start_beside_live_cluster(&mut self, members: &[MemberInfo], cluster_id: u64) -> Decision {
+        let f = self.f;
+        let mine = f
+            .data
+            .member_id
+            .and_then(|id| members.iter().find(|m| m.id == id))
+            .filter(|_| f.data.cluster_id == Some(cluster_id));
+        match mine {
+            Some(m) => {
+                if f.data.departed && !m.is_learner {
+                    self.steps.push(Step::ClearDeparture);
+                }
+                self.act(
+                    Step::StartEtcd {
+                        mode: StartMode::Existing,
+                    },
+                    Outcome::Success,
+                    None,
+                )
+            }
+            None => self.archive(format!(
+                "member {:x} of this node's data is not in the running cluster",
+                f.data.member_id.unwrap_or(0)
+            )),
+        }
+    }
+
+    /// Archive stale data (rule 3); the next decision joins as a learner.
+    fn archive(&mut self, reason: String) -> Decision {
+        if self.broken(Mutation::JoinWithoutArchive)
+            && let Some(cluster) = &self.f.cluster
+            && cluster
+                .members
+                .iter()
+                .any(|m| m.node == self.f.node && m.is_learner)
+        {
+            let epoch = cluster.epoch;
+            return self.act(
+                Step::StartEtcd {
+                    mode: StartMode::Join { epoch },
+                },
+                Outcome::Success,
+                None,
+            );
+        }
+        if self.broken(Mutation::JoinWithoutArchive) {
+            return self.wait("waiting to be added as a learner".into());
+        }
+        let outcome = self.waiting_outcome();
+        self.act(Step::ArchiveDataDir { reason }, outcome, None)
+    }
+
+    fn two_node_running(&mut self, live: &LiveEtcd, peer: &NodeView) -> Decision {
+        let f = self.f;
+        if live.is_learner {
+            let reason = if live.quorate() {
+                "learner catching up; the voter promotes it once etcd reports it in sync".into()
+            } else {
+                format!(
+                    "learner without a leader: waiting for the voter on {}",
+                    peer.name
+                )
+            };
+            return self.wait(reason);
+        }
+        if live.quorate() {
+            return self.two_node_quorate(live, peer);
+        }
+        let peer_votes = live.voters().any(|m| m.node == peer.name);
+        if !peer_votes {
+            return self.wait("etcd has no leader yet (the sole voter is electing itself)".into());
+        }
+        let mut proof = peer_down_proof(f, peer);
+        if proof.is_none() && self.broken(Mutation::ForceOnNoLeader) {
+            proof = Some(DownProof::NoLeaderOnly);
+        }
+        let Some(proof) = proof else {
+            let own_claim = f.me().and_then(|m| m.claim.as_ref());
+            // The proof is gone (the peer is back) before we forced: give the
+            // claim up, or the peer would wait for it forever.
+            if let Some(c) = own_claim
+                && c.boot_id == f.boot_id
+                && f.data.epoch < c.epoch
+            {
+                self.steps.push(Step::ClearClaim);
+            }
+            if self.broken(Mutation::ClaimOnNoLeader) && own_claim.is_none() {
+                let epoch = self.next_epoch(peer);
+                self.steps.push(Step::SetClaim { epoch });
+            }
+            return self.wait(format!(
+                "etcd has no quorum; peer {} is {}: waiting for Pacemaker to fence it or for it to return",
+                peer.name,
+                describe(peer)
+            ));
+        };
+        self.force_path(proof, peer)
+    }
+
+    fn next_epoch(&self, peer: &NodeView) -> u64 {
+        let peer_epoch = peer.record.as_ref().map_or(0, |r| r.epoch);
+        self.f.data.epoch.max(peer_epoch) + 1
+    }
+
+    fn force_path(&mut self, proof: DownProof, peer: &NodeView) -> Decision {
+        let f = self.f;
+        if f.data.departed {
+            return self.refuse(
+                format!(
+                    "peer {} is down ({proof}) but this node left the member list gracefully, so it never forces a new cluster",
+                    peer.name
+                ),
+                resolve::keep_data_of(&f.node),
+            );
+        }
+        if !f.in_sync_this_boot() && !self.broken(Mutation::ForceWithoutInSync) {
+            return self.refuse(
+                format!(
+                    "peer {} is down ({proof}), but this node has not been a voter with quorum since it booted (or its etcd was stopped since), so its data may lack writes {} acknowledged",
+                    peer.name, peer.name
+                ),
+                resolve::force_new_cluster(&f.node),
+            );
+        }
+        if let Some(c) = &peer.claim
+            && claim_is_valid(f, peer, c)
+        {
+            return self.wait(format!(
+                "{} holds the force-new-cluster claim (epoch {}); this node yields",
+                peer.name, c.epoch
+            ));
+        }
+        let reason = format!(
+            "recovering quorum alone: peer {} is down ({proof})",
+            peer.name
+        );
+        let own = f
+            .me()
+            .and_then(|m| m.claim.as_ref())
+            .filter(|c| c.boot_id == f.boot_id);
+        match own {
+            None => {
+                let epoch = self.next_epoch(peer);
+                self.act(Step::SetClaim { epoch }, Outcome::Degraded, Some(reason))
+            }
+            Some(c) => {
+                let epoch = c.epoch;
+                self.act(
+                    Step::ForceNewCluster { epoch },
+                    Outcome::Degraded,
+                    Some(reason),
+                )
+            }
+        }
+    }
+
+    fn two_node_quorate(&mut self, live: &LiveEtcd, peer: &NodeView) -> Decision {
+        let f = self.f;
+        if !f.in_sync_this_boot() {
+            self.steps.push(Step::MarkInSync);
+        }
+        if f.me().is_some_and(|m| m.claim.is_some()) {
+            self.steps.push(Step::ClearClaim);
+        }
+        if f.data.departed {
+            self.steps.push(Step::ClearDeparture);
+        }
+        if live.is_leader {
+            self.membership_changes(live, std::slice::from_ref(&peer));
+        }
+        let voters = live.voters().count();
+        let learner = live.members.iter().find(|m| m.is_learner);
+        let (outcome, reason) = match (voters, learner) {
+            (2, None) => (Outcome::Success, None),
+            (_, Some(l)) => (
+                Outcome::Degraded,
+                Some(format!(
+                    "running as the only voter; learner on {} is {}",
+                    l.node,
+                    if l.in_sync { "in sync" } else { "catching up" }
+                )),
+            ),
+            _ => (
+                Outcome::Degraded,
+                Some(format!(
+                    "running as the only voter; peer {} is {}",
+                    peer.name,
+                    describe(peer)
+                )),
+            ),
+        };
+        self.done(outcome, reason)
+    }
+
+    /// Leader only, one change per decision.
+    fn membership_changes(&mut self, live: &LiveEtcd, peers: &[&NodeView]) {
+        if let Some(holder) = &live.leave_lock
+            && live.voters().any(|m| &m.node == holder)
+            && f_is_not_stopping(self.f, holder)
+        {
+            self.steps.push(Step::ReleaseLeaveLock);
+            return;
+        }
+        if let Some(l) = live.members.iter().find(|m| m.is_learner) {
+            if l.in_sync || self.broken(Mutation::PromoteUnsynced) {
+                self.steps.push(Step::PromoteLearner {
+                    id: l.id,
+                    node: l.node.clone(),
+                });
+            }
+            // etcd 3.4/3.5 allow one learner at a time.
+            return;
+        }
+        if let Some(p) = peers
+            .iter()
+            .find(|p| wants_to_join(p) && !live.members.iter().any(|m| m.node == p.name))
+        {
+            self.steps.push(Step::AddLearner {
+                node: p.name.clone(),
+            });
+        }
+    }
+
+    // ---- HA -------------------------------------------------------------
+
+    fn ha(&mut self, me: &NodeView) -> Decision {
+        let f = self.f;
+        match &f.etcd {
+            EtcdView::Running(live) => {
+                if live.is_learner {
+                    return self.wait(
+                        "learner catching up; the leader promotes it once etcd reports it in sync"
+                            .into(),
+                    );
+                }
+                if !live.quorate() {
+                    return self.wait(
+                        "etcd has no quorum; waiting for a majority of voters (HA mode never forces a new cluster)"
+                            .into(),
+                    );
+                }
+                if live.is_leader {
+                    self.ha_membership(live);
+                }
+                let configured = f.pacemaker.nodes.len();
+                let voters = live.voters().count();
+                if voters == configured && live.members.len() == configured {
+                    self.done(Outcome::Success, None)
+                } else {
+                    self.done(
+                        Outcome::Degraded,
+                        Some(format!(
+                            "{voters} voters and {} members for {configured} configured nodes",
+                            live.members.len()
+                        )),
+                    )
+                }
+            }
+            EtcdView::NotRunning => {
+                let wanted = f.trigger == Trigger::Start
+                    || matches!(me.etcd, ResourceState::Started | ResourceState::Starting);
+                if !wanted {
+                    return self.done(Outcome::NotRunning, None);
+                }
+                if !f.pacemaker.quorate {
+                    return self.wait("the corosync partition has no quorum".into());
+                }
+                if f.data.exists {
+                    if let Some(c) = &f.cluster {
+                        return self.start_beside_live_cluster(&c.members, c.cluster_id);
+                    }
+                    // A majority forms from existing members; no forcing.
+                    return self.act(
+                        Step::StartEtcd {
+                            mode: StartMode::Existing,
+                        },
+                        Outcome::Success,
+                        None,
+                    );
+                }
+                if let Some(c) = &f.cluster {
+                    return if c.members.iter().any(|m| m.node == f.node && m.is_learner) {
+                        self.act(
+                            Step::StartEtcd {
+                                mode: StartMode::Join { epoch: c.epoch },
+                            },
+                            Outcome::Success,
+                            None,
+                        )
+                    } else {
+                        self.wait("waiting for the leader to add this node as a learner".into())
+                    };
+                }
+                let all_fresh = f.others().all(|n| {
+                    n.online
+                        && n.record
+                            .as_ref()
+                            .is_some_and(|r| !r.has_data && r.archives == 0)
+                });
+                if all_fresh && f.data.archives == 0 {
+                    self.act(
+                        Step::StartEtcd {
+                            mode: StartMode::New,
+                        },
+                        Outcome::Success,
+                        None,
+                    )
+                } else {
+                    self.wait("waiting for a running cluster to join".into())
+                }
+            }
+        }
+    }
+
+    /// Replacement is learner → promote → remove the old voter: at most one
+    /// extra voter, one change at a time, and no change while a member that
+    /// stays is unhealthy.
+    fn ha_membership(&mut self, live: &LiveEtcd) {
+        let f = self.f;
+        let configured = |node: &str| f.pacemaker.nodes.iter().any(|n| n.name == node);
+        let staying_unhealthy = live
+            .voters()
+            .any(|m| configured(&m.node) && !m.in_sync && m.id != live.member_id);
+        if staying_unhealthy {
+            return;
+        }
+        if let Some(l) = live.members.iter().find(|m| m.is_learner) {
+            if l.in_sync || self.broken(Mutation::PromoteUnsynced) {
+                self.steps.push(Step::PromoteLearner {
+                    id: l.id,
+                    node: l.node.clone(),
+                });
+            }
+            return;
+        }
+        let voters = live.voters().count();
+        let wanted = f.pacemaker.nodes.len();
+        if let Some(old) = live.voters().find(|m| !configured(&m.node))
+            && voters > wanted
+        {
+            self.steps.push(Step::RemoveMember {
+                id: old.id,
+                node: old.node.clone(),
+            });
+            return;
+        }
+        if voters <= wanted
+            && let Some(p) = f
+                .others()
+                .find(|p| wants_to_join(p) && !live.members.iter().any(|m| m.node == p.name))
+        {
+            self.steps.push(Step::AddLearner {
+                node: p.name.clone(),
+            });
+        }
+    }
+}
+
+fn f_is_not_stopping(f: &Facts, node: &str) -> bool {
+    f.pacemaker
+        .nodes
+        .iter()
+        .find(|n| n.name == node)
+        .is_some_and(|n| n.etcd != ResourceState::Stopping)
+}
+
+/// A node whose daemon is up (it published a record this boot), online and
+/// not being stopped: adding it as a learner is useful and harmless
+/// (learners never count as voters).
+fn wants_to_join(p: &NodeView) -> bool {
+    p.online && !p.standby && p.record.is_some() && p.etcd != ResourceState::Stopping
+}
+
+fn describe(p: &NodeView) -> String {
+    match (p.online, p.unclean) {
+        (true, _) => format!("online, its etcd {:?}", p.etcd).to_lowercase(),
+        (false, true) => "lost (unclean, not yet fenced)".into(),
+        (false, false) if p.expected_up => "offline (expected up)".into(),
+        (false, false) => "offline".into(),
+    }
+}

@@ -1,0 +1,383 @@
+//! What the daemon observes, as plain data: the input of [`crate::decide`].
+//!
+//! Every field is something the daemon reads live just before it calls
+//! `decide` (crm_mon XML, node attributes, etcd Status/MemberList, the local
+//! data directory and state file, alert events). Nothing here is a cached
+//! decision: a quorum answer is a fact about *now* (lesson 2).
+//! Time enters only as [`Stamp`] values that the daemon took from Pacemaker's
+//! own records, never as a clock read inside `decide`.
+
+use serde::{Deserialize, Serialize};
+
+/// A point in Pacemaker's time (seconds since the epoch, as crm_mon prints
+/// `last-rc-change`, fence `completed` and node join times). Only compared
+/// with other stamps from the same cluster, never with a local clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Stamp(pub u64);
+
+/// How many voters the cluster is meant to have, and so whether fencing is
+/// the only safe way to go on after a loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Topology {
+    /// Two nodes with fencing: the survivor may force a one-member cluster
+    /// once Pacemaker has proved the peer down.
+    TwoNode,
+    /// Three or more voters (or an arbiter): a majority survives any single
+    /// loss, so a new cluster is never forced.
+    Ha,
+}
+
+/// Why the daemon is deciding now.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Trigger {
+    /// Pacemaker runs `start` for this node's instance.
+    Start,
+    /// Pacemaker runs `stop` for this node's instance.
+    Stop,
+    /// Pacemaker runs `monitor` (a probe too).
+    Monitor,
+    /// A clone notification (a hint only: the CIB status is the truth, lesson 14).
+    Notify(Notification),
+    /// Pacemaker runs `promote` (not used: the clone is not promotable).
+    Promote,
+    /// Pacemaker runs `demote` (not used: the clone is not promotable).
+    Demote,
+    /// The daemon's own loop: a timer, an alert event or a change it watches.
+    /// Recovery is driven from here, not only from monitor (lessons 15, 20).
+    Reconcile,
+}
+
+/// Clone notification data, reduced to what the decision uses.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Notification {
+    /// Before or after the operation.
+    pub phase: NotifyPhase,
+    /// The operation being notified (`start`, `stop`, …).
+    pub operation: String,
+    /// Nodes whose instance is being started in this transition.
+    pub start: Vec<String>,
+    /// Nodes whose instance is being stopped in this transition.
+    pub stop: Vec<String>,
+}
+
+/// `pre` or `post`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NotifyPhase {
+    /// Before the operation.
+    Pre,
+    /// After the operation.
+    Post,
+}
+
+/// Everything `decide` looks at.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Facts {
+    /// This node's Pacemaker node name.
+    pub node: String,
+    /// This boot's identity (`/proc/sys/kernel/random/boot_id`).
+    pub boot_id: String,
+    /// The intended topology, from configuration.
+    pub topology: Topology,
+    /// Why we decide now.
+    pub trigger: Trigger,
+    /// Pacemaker's view from this node.
+    pub pacemaker: PacemakerView,
+    /// The local etcd process, read live.
+    pub etcd: EtcdView,
+    /// The cluster as a running member elsewhere answers it with a
+    /// linearizable request, when this node's etcd does not run (or has no
+    /// leader) and a peer's does. `None` when no member answered with quorum.
+    pub cluster: Option<ClusterView>,
+    /// The local data directory and the daemon's state file beside it.
+    pub data: LocalData,
+    /// Reboot-scoped markers this node's daemon owns.
+    pub local: LocalMarkers,
+    /// Fence results pushed by the alert agent that crm_mon may not show yet.
+    /// Treated exactly like [`PacemakerView::fence_history`].
+    pub alerts: Vec<FenceEvent>,
+}
+
+/// Pacemaker's view, as this node's crm_mon XML and CIB show it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PacemakerView {
+    /// Whether this node's corosync partition has quorum (with `two_node`
+    /// and `wait_for_all`: whether both nodes were seen together since boot).
+    pub quorate: bool,
+    /// Every configured node, this one included.
+    pub nodes: Vec<NodeView>,
+    /// Fence operations (crm_mon `fence_history`).
+    pub fence_history: Vec<FenceEvent>,
+}
+
+/// One node as Pacemaker sees it, with the attributes its daemon publishes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct NodeView {
+    /// Node name.
+    pub name: String,
+    /// `online="true"`.
+    pub online: bool,
+    /// `unclean="true"`: lost without proof it is down; it must be fenced.
+    pub unclean: bool,
+    /// `expected_up="true"`: the cluster wants it up.
+    pub expected_up: bool,
+    /// `shutdown="true"`: it is leaving the cluster cleanly.
+    pub shutdown: bool,
+    /// `standby="true"`.
+    pub standby: bool,
+    /// When this node last joined the cluster (crm_mon node history / the
+    /// `member` alert), if ever in this view.
+    pub last_seen: Option<Stamp>,
+    /// The etcd clone instance on that node.
+    pub etcd: ResourceState,
+    /// Its daemon's published record for this boot (transient attribute
+    /// `etcd-warden-record`, lifetime reboot, owner: that node's daemon).
+    pub record: Option<DataRecord>,
+    /// Its force-new-cluster claim (transient attribute
+    /// `etcd-warden-claim`, lifetime reboot, owner: that node's daemon).
+    pub claim: Option<Claim>,
+}
+
+/// The etcd instance on a node, from the CIB's operation history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ResourceState {
+    /// Started (last start succeeded, no later stop).
+    Started,
+    /// A start is in flight.
+    Starting,
+    /// A stop is in flight.
+    Stopping,
+    /// A stop completed successfully at the given time: its etcd is down.
+    Stopped {
+        /// When the stop completed.
+        at: Stamp,
+    },
+    /// Never started in this view, or unknown (e.g. the node is lost).
+    Unknown,
+}
+
+/// One fence operation.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FenceEvent {
+    /// The node fenced.
+    pub target: String,
+    /// reboot / off / on.
+    pub action: FenceAction,
+    /// Its result.
+    pub status: FenceStatus,
+    /// When it completed (absent while pending).
+    pub completed: Option<Stamp>,
+}
+
+/// The fence action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FenceAction {
+    /// Power-cycle.
+    Reboot,
+    /// Power off.
+    Off,
+    /// Power on (unfencing): proves nothing about being down.
+    On,
+}
+
+/// The result of a fence operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FenceStatus {
+    /// Done: the target was powered off or reset.
+    Success,
+    /// Failed: proves nothing.
+    Failed,
+    /// Still running.
+    Pending,
+}
+
+/// What a node's daemon publishes about its data for the current boot.
+/// Being a reboot-lifetime attribute, a record that is present was written
+/// during the owner's current boot.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct DataRecord {
+    /// The owner's boot id.
+    pub boot_id: String,
+    /// Whether it has an etcd data directory.
+    pub has_data: bool,
+    /// The lineage of that data (see [`LocalData::epoch`]).
+    pub epoch: u64,
+    /// etcd cluster id of that data.
+    pub cluster_id: Option<u64>,
+    /// Whether it left the member list gracefully and has not rejoined.
+    pub departed: bool,
+    /// How many archived data directories it keeps.
+    pub archives: u32,
+}
+
+/// A claim to force a new cluster. At most one node may hold one (rule 4).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Claim {
+    /// The node that wrote it (always the node the attribute belongs to).
+    pub owner: String,
+    /// The owner's boot id when it wrote it.
+    pub boot_id: String,
+    /// The epoch the owner will create.
+    pub epoch: u64,
+    /// When it was written (the attribute's CIB change time).
+    pub at: Stamp,
+}
+
+/// The local etcd process.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EtcdView {
+    /// No etcd process runs here.
+    NotRunning,
+    /// etcd runs; what it answered.
+    Running(LiveEtcd),
+}
+
+/// What the local etcd answered, live and with deadlines (Status, a
+/// linearizable range read, MemberList).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LiveEtcd {
+    /// Its member id (u64 end to end).
+    pub member_id: u64,
+    /// Its cluster id.
+    pub cluster_id: u64,
+    /// Whether it is a learner.
+    pub is_learner: bool,
+    /// Status reports a leader.
+    pub has_leader: bool,
+    /// This member is the leader. Only the leader's daemon changes
+    /// membership, so that changes are made one at a time.
+    pub is_leader: bool,
+    /// A linearizable read succeeded just now. Together with `has_leader`
+    /// this is the quorum test; MemberList answering is not (lesson 27).
+    pub linearizable_ok: bool,
+    /// The member list.
+    pub members: Vec<MemberInfo>,
+    /// The node holding the leave lock (see [`ClusterView::leave_lock`]).
+    pub leave_lock: Option<String>,
+    /// Raft term and index.
+    pub position: RaftPosition,
+}
+
+/// A member of the etcd cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MemberInfo {
+    /// Member id.
+    pub id: u64,
+    /// Member name (= Pacemaker node name); empty if added but never started.
+    pub name: String,
+    /// The node the member's peer URL belongs to (matched on the exact URL).
+    pub node: String,
+    /// Whether it is a learner.
+    pub is_learner: bool,
+    /// For a learner: etcd reports it in sync with the leader (its applied
+    /// index has reached the leader's commit index). For a voter: it answers
+    /// Status. Read live.
+    pub in_sync: bool,
+}
+
+/// Raft term and index.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct RaftPosition {
+    /// Raft term.
+    pub term: u64,
+    /// Raft index.
+    pub index: u64,
+}
+
+/// The cluster as seen through a member that has quorum.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ClusterView {
+    /// Cluster id.
+    pub cluster_id: u64,
+    /// Its epoch (from the answering node's record).
+    pub epoch: u64,
+    /// Its member list.
+    pub members: Vec<MemberInfo>,
+    /// The node holding the leave lock (a key in etcd written with a
+    /// compare-and-swap transaction), if any.
+    pub leave_lock: Option<String>,
+}
+
+/// The local data directory and the daemon's state file next to it
+/// (written with fsync before every change it describes).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LocalData {
+    /// A member directory exists.
+    pub exists: bool,
+    /// The lineage of the data: 0 for a bootstrap, raised by every
+    /// force-new-cluster, copied from the cluster when joining. A node whose
+    /// epoch is lower than the cluster's holds stale data.
+    pub epoch: u64,
+    /// Cluster id of the data.
+    pub cluster_id: Option<u64>,
+    /// This node's member id in the data.
+    pub member_id: Option<u64>,
+    /// The voters the data's last membership lists (node names).
+    pub voters: Vec<String>,
+    /// The last persisted position.
+    pub position: Option<RaftPosition>,
+    /// The node left the member list gracefully (written before the
+    /// removal is proposed; its WAL then contains its own removal, so it must
+    /// never force a new cluster, lesson 18).
+    pub departed: bool,
+    /// How many archived data directories are kept.
+    pub archives: u32,
+}
+
+/// Markers that live for one boot (a file under /run), owned by this node.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LocalMarkers {
+    /// Set while this node's member was a voter in a quorate cluster during
+    /// this boot; cleared by any stop of etcd that Pacemaker can see (the
+    /// peer may go on without us from then on). While it is set, the local
+    /// data holds every acknowledged write, so forcing from it loses none.
+    pub in_sync_boot: Option<String>,
+}
+
+impl Facts {
+    /// This node's own entry in Pacemaker's view.
+    pub fn me(&self) -> Option<&NodeView> {
+        self.pacemaker.nodes.iter().find(|n| n.name == self.node)
+    }
+
+    /// The other configured nodes.
+    pub fn others(&self) -> impl Iterator<Item = &NodeView> {
+        self.pacemaker
+            .nodes
+            .iter()
+            .filter(move |n| n.name != self.node)
+    }
+
+    /// Every fence event known, from crm_mon and from alerts.
+    pub fn fence_events(&self) -> impl Iterator<Item = &FenceEvent> {
+        self.pacemaker
+            .fence_history
+            .iter()
+            .chain(self.alerts.iter())
+    }
+
+    /// Whether the in-sync marker is set for this boot.
+    pub fn in_sync_this_boot(&self) -> bool {
+        self.local.in_sync_boot.as_deref() == Some(self.boot_id.as_str())
+    }
+}
+
+impl LiveEtcd {
+    /// Quorum, from live answers only.
+    pub fn quorate(&self) -> bool {
+        self.has_leader && self.linearizable_ok
+    }
+
+    /// The voters in the member list.
+    pub fn voters(&self) -> impl Iterator<Item = &MemberInfo> {
+        self.members.iter().filter(|m| !m.is_learner)
+    }
+}
