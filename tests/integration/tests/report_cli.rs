@@ -627,12 +627,10 @@ fn transition_times_survive_across_collect_runs() {
     // node-b goes standby: only its Active (and the aggregates) change.
     std::fs::write(
         &xml,
-        online
-            .replacen("standby=\"false\"", "standby=\"false\"", 1)
-            .replace(
-                r#"name="node-b" id="2" online="true" standby="false""#,
-                r#"name="node-b" id="2" online="true" standby="true""#,
-            ),
+        online.replace(
+            r#"name="node-b" id="2" online="true" standby="false""#,
+            r#"name="node-b" id="2" online="true" standby="true""#,
+        ),
     )
     .unwrap();
     let second = Command::new(warden())
