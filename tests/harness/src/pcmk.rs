@@ -13,7 +13,7 @@
 //!   nodeN/*.log                     stdout/stderr of corosync, pacemakerd, spawned processes
 //! ```
 //!
-//! Network: node N has address 192.0.2.N/32 on its loopback. Every pair of
+//! Network: node N has address 198.51.100.N/32 on its loopback. Every pair of
 //! nodes is linked by its own veth pair (`to-nodeM` inside node N) with a /32
 //! host route to the peer, so a full mesh for three nodes. A partition between
 //! two nodes is just that pair's links going down; no bridge, no host-side
@@ -187,7 +187,7 @@ impl Cluster {
             .map(|i| {
                 let name = format!("node{}", i + 1);
                 NodeSpec {
-                    addr: Ipv4Addr::new(192, 0, 2, (i + 1) as u8),
+                    addr: Ipv4Addr::new(198, 51, 100, (i + 1) as u8),
                     netns: format!("{id}-{name}"),
                     dir: root.join(&name),
                     name,
@@ -226,11 +226,15 @@ impl Cluster {
         }
         let names = c.node_names();
         let first = names[0].clone();
+        let timeout = c.inner.opts.start_timeout;
         c.wait_for(
             &first,
             crm::all_online(&names).and(crm::dc_present()),
-            c.inner.opts.start_timeout,
+            timeout,
         )?;
+        for i in 0..c.len() {
+            c.wait_joined(i, timeout)?;
+        }
         tracing::info!("cluster {} online after {:?}", c.id(), t0.elapsed());
         Ok(c)
     }
@@ -283,7 +287,7 @@ impl Cluster {
         self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The node's cluster address (192.0.2.N), reachable from the other nodes.
+    /// The node's cluster address (198.51.100.N), reachable from the other nodes.
     pub fn addr(&self, node: &str) -> Result<Ipv4Addr> {
         Ok(self.inner.nodes[self.idx(node)?].addr)
     }
@@ -785,7 +789,8 @@ impl Cluster {
 
     /// "Powers on" a crashed or fenced node: clears the stale pid file and IPC
     /// files, starts Corosync and Pacemaker, and waits (up to `timeout`) until
-    /// the node sees itself online.
+    /// the node has joined: its controller is past `S_PENDING` and every other
+    /// running node sees it online.
     pub fn power_on(&self, node: &str, timeout: Duration) -> Result<()> {
         let i = self.idx(node)?;
         self.forget_dead(i);
@@ -805,8 +810,62 @@ impl Cluster {
         self.start_corosync(i)?;
         self.wait_corosync(i)?;
         self.start_pacemakerd(i)?;
-        self.wait_for(node, crm::node_online(node), timeout)?;
-        Ok(())
+        self.wait_joined(i, timeout)
+    }
+
+    /// The state of `node`'s controller (`S_NOT_DC`, `S_IDLE`, …), asked
+    /// locally: asking a node that is down would hang crmadmin.
+    pub fn controller_state(&self, node: &str) -> Result<String> {
+        let i = self.idx(node)?;
+        let out = self
+            .exec_idx(
+                i,
+                &["crmadmin", "-S", node, "--output-as=xml", "-t", "5000"],
+                Duration::from_secs(10),
+            )?
+            .ok()?;
+        let doc = roxmltree::Document::parse(&out.stdout).context("crmadmin output is not XML")?;
+        doc.descendants()
+            .find(|n| n.has_tag_name("crmd"))
+            .and_then(|n| n.attribute("state"))
+            .map(str::to_owned)
+            .with_context(|| format!("no controller state in {:?}", out.stdout))
+    }
+
+    // Waits until node i has completed its join: its controller left
+    // S_PENDING (a node still joining looks online in its own stale CIB,
+    // and a node cut off before its join completes is not fenced, as
+    // Pacemaker never counted it in), and every other running node sees it
+    // online.
+    fn wait_joined(&self, i: usize, timeout: Duration) -> Result<()> {
+        let name = self.inner.nodes[i].name.clone();
+        let others: Vec<usize> = (0..self.len())
+            .filter(|&j| j != i && self.state().nodes[j].corosync.is_some_and(process::alive))
+            .collect();
+        process::poll(
+            &format!("{name} to join the cluster"),
+            timeout,
+            POLL,
+            || {
+                let st = self.controller_state(&name).map_err(|e| format!("{e:#}"))?;
+                if !matches!(
+                    st.as_str(),
+                    "S_NOT_DC" | "S_IDLE" | "S_POLICY_ENGINE" | "S_TRANSITION_ENGINE"
+                ) {
+                    return Err(format!("{name}'s controller in {st}"));
+                }
+                for &j in &others {
+                    let from = &self.inner.nodes[j].name;
+                    let m = self
+                        .crm_mon(from)
+                        .map_err(|e| format!("crm_mon on {from}: {e:#}"))?;
+                    if !m.node(&name).is_some_and(|s| s.online) {
+                        return Err(format!("{from} sees {}", m.summary()));
+                    }
+                }
+                Ok(())
+            },
+        )
     }
 
     /// Fences `node` with `stonith_admin --reboot`, asked from another running

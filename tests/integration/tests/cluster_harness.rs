@@ -86,7 +86,7 @@ fn cluster_one_node_comes_up_and_goes_away() {
         .exec_ok("node1", &["ip", "-4", "-o", "addr", "show"])
         .unwrap()
         .stdout;
-    assert!(addrs.contains("192.0.2.1/32"), "{addrs}");
+    assert!(addrs.contains("198.51.100.1/32"), "{addrs}");
     let e = c.exec("node9", &["true"]).unwrap_err().to_string();
     assert!(e.contains("no node \"node9\""), "{e}");
     // Pacemaker's state dir is the node's own
@@ -120,7 +120,7 @@ fn cluster_three_nodes_online_crash_and_power_on() {
         .args(["-4", "-o", "addr"])
         .output()
         .unwrap();
-    assert!(!String::from_utf8_lossy(&host.stdout).contains("192.0.2."));
+    assert!(!String::from_utf8_lossy(&host.stdout).contains("198.51.100."));
 
     // a crash of node3 (no Pacemaker involved) is fenced by the majority
     let t = Instant::now();
