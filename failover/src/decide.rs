@@ -145,6 +145,7 @@ pub fn expected_record(facts: &Facts) -> DataRecord {
     DataRecord {
         boot_id: facts.boot_id.clone(),
         has_data: facts.data.exists,
+        formed: facts.data.formed,
         epoch: facts.data.epoch,
         cluster_id: facts.data.cluster_id,
         departed: facts.data.departed,
@@ -270,9 +271,16 @@ impl<'a> Decider<'a> {
         self.done(outcome, Some(shown))
     }
 
-    /// An action that acts now: report what it will be once done.
+    /// An action that acts now. Start and stop report what it will be once
+    /// done; monitor (and reconcile) describe etcd as it is now, because a
+    /// monitor never acts itself: the daemon's loop carries the steps out.
     fn act(&mut self, step: Step, outcome: Outcome, reason: Option<String>) -> Decision {
         self.steps.push(step);
+        let running = matches!(self.f.etcd, EtcdView::Running(_));
+        let outcome = match self.f.trigger {
+            Trigger::Monitor | Trigger::Reconcile if !running => self.down_outcome(),
+            _ => outcome,
+        };
         self.done(outcome, reason)
     }
 
@@ -482,6 +490,25 @@ impl<'a> Decider<'a> {
                 "waiting for {}'s daemon to publish its record",
                 peer.name
             )),
+            // The peer bootstrapped (`new`) but never reached quorum without
+            // us: starting `new` with the same initial cluster completes that
+            // bootstrap. Nothing was ever committed, so nothing can be lost.
+            Some(r)
+                if r.has_data
+                    && !r.formed
+                    && r.epoch == 0
+                    && r.archives == 0
+                    && f.data.archives == 0
+                    && peer.online =>
+            {
+                self.act(
+                    Step::StartEtcd {
+                        mode: StartMode::New,
+                    },
+                    Outcome::Success,
+                    None,
+                )
+            }
             Some(r) if r.has_data => self.wait(format!(
                 "{} holds the data; waiting for its etcd to start so that this node can join",
                 peer.name

@@ -124,8 +124,10 @@ impl Step {
 pub struct Decision {
     /// In order.
     pub steps: Vec<Step>,
-    /// What the pending OCF action reports if the steps are done (or, for
-    /// [`crate::facts::Trigger::Reconcile`], what a monitor would report now).
+    /// What to report to Pacemaker. For start and stop: what the action
+    /// reports once the steps are done (while it still waits: what it reports
+    /// if its deadline passes now). For monitor and reconcile: etcd as it is
+    /// now; a monitor never carries steps out itself, the daemon's loop does.
     pub outcome: Outcome,
     /// The exit reason shown in crm_mon, for anything but plain success.
     pub reason: Option<String>,

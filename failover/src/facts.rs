@@ -205,6 +205,9 @@ pub struct DataRecord {
     pub boot_id: String,
     /// Whether it has an etcd data directory.
     pub has_data: bool,
+    /// Whether that data was ever part of a cluster with quorum (see
+    /// [`LocalData::formed`]).
+    pub formed: bool,
     /// The lineage of that data (see [`LocalData::epoch`]).
     pub epoch: u64,
     /// etcd cluster id of that data.
@@ -312,6 +315,10 @@ pub struct ClusterView {
 pub struct LocalData {
     /// A member directory exists.
     pub exists: bool,
+    /// The data was part of a cluster with quorum at least once: its applied
+    /// index is past the bootstrap entries. A bootstrap that never reached
+    /// quorum can still be completed by a peer starting `new`.
+    pub formed: bool,
     /// The lineage of the data: 0 for a bootstrap, raised by every
     /// force-new-cluster, copied from the cluster when joining. A node whose
     /// epoch is lower than the cluster's holds stale data.

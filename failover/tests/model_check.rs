@@ -57,6 +57,71 @@ fn two_node_from_a_healthy_cluster_holds() {
     );
 }
 
+#[test]
+fn two_node_from_a_fresh_bootstrap_holds() {
+    let config = Config {
+        initial: Initial::Fresh,
+        ..Config::two_node()
+    };
+    expect_holds(
+        "two-node fresh",
+        config,
+        depth_from_env(20),
+        &[
+            "write acknowledged",
+            "fenced",
+            "claim held",
+            "decision in flight",
+        ],
+    );
+}
+
+#[test]
+fn ha_three_voters_hold_and_never_force() {
+    let config = Config {
+        max_faults: 2,
+        ..Config::ha()
+    };
+    let report = run("HA", config, depth_from_env(16));
+    if let Some(cx) = &report.violation {
+        panic!("HA: {}", cx.render());
+    }
+    assert!(report.witnessed.contains_key("write acknowledged"));
+    assert!(report.witnessed.contains_key("decision in flight"));
+    assert!(
+        !report.witnessed.contains_key("forced a new cluster")
+            && !report.witnessed.contains_key("claim held"),
+        "HA mode must never claim or force: {:?}",
+        report.witnessed
+    );
+}
+
+/// Lesson 26: with the power-loss window modelled (a follower learns of a
+/// commit only from the leader's next message), forcing from the survivor
+/// can lose an acknowledged write. The checker must find that trace; the
+/// default model assumes the window closed, as docs/failover.md explains.
+#[test]
+fn the_power_loss_window_of_lesson_26_is_found_when_modelled() {
+    let config = Config {
+        power_loss_window: true,
+        check_liveness: false,
+        ..Config::two_node()
+    };
+    let report = run("power-loss window", config, 20);
+    let cx = report
+        .violation
+        .expect("the checker must find the lesson 26 window");
+    eprintln!("{}", cx.render());
+    assert_eq!(cx.violation.rule, "rule 2", "{}", cx.render());
+    assert!(
+        cx.events
+            .iter()
+            .any(|e| matches!(e, Event::Crash(_) | Event::Partition(_))),
+        "{}",
+        cx.render()
+    );
+}
+
 fn expect_violation(mutation: Mutation, rule: &str, mut config: Config, depth: usize) {
     config.policy = Policy {
         mutation: Some(mutation),

@@ -158,6 +158,8 @@ pub struct Data {
     pub removed: bool,
     /// For a learner: caught up with the leader.
     pub synced: bool,
+    /// Was part of a quorate cluster once.
+    pub formed: bool,
 }
 
 /// A published record, as the model keeps it.
@@ -167,6 +169,8 @@ pub struct Rec {
     pub boot: u8,
     /// Has data.
     pub has_data: bool,
+    /// Data formed a quorate cluster once.
+    pub formed: bool,
     /// Epoch.
     pub epoch: u8,
     /// Departed.
@@ -432,6 +436,7 @@ impl EtcdModel {
                     departed: false,
                     removed: false,
                     synced: true,
+                    formed: true,
                 });
                 node.etcd = true;
                 node.started = true;
@@ -447,6 +452,7 @@ impl EtcdModel {
         Rec {
             boot: node.boot,
             has_data: node.data.is_some(),
+            formed: node.data.as_ref().is_some_and(|d| d.formed),
             epoch: node.data.as_ref().map_or(0, |d| d.epoch),
             departed: node.data.as_ref().is_some_and(|d| d.departed),
             archives: node.archives,
@@ -491,9 +497,21 @@ impl EtcdModel {
         if !self.quorate(s, x) {
             return None;
         }
-        self.group(s, x)
-            .into_iter()
-            .find(|&y| running_data(s, y).is_some_and(|d| is_voter(d, y)) && self.quorate(s, y))
+        // Raft elects only a voter whose log is at least as long as a
+        // majority's: the longest log wins here, the lowest index on a tie.
+        let mut best: Option<(usize, usize)> = None;
+        for y in self.group(s, x) {
+            let Some(d) = running_data(s, y) else {
+                continue;
+            };
+            if !is_voter(d, y) || !self.quorate(s, y) {
+                continue;
+            }
+            if best.is_none_or(|(_, len)| d.log.len() > len) {
+                best = Some((y, d.log.len()));
+            }
+        }
+        best.map(|(y, _)| y)
     }
 
     /// Apply a committed change to every member of `x`'s group.
@@ -549,6 +567,11 @@ impl EtcdModel {
             }
         }
         for i in 0..self.n() {
+            if self.quorate(s, i)
+                && let Some(d) = s.nodes[i].data.as_mut()
+            {
+                d.formed = true;
+            }
             let node = &mut s.nodes[i];
             if node.etcd && node.data.as_ref().is_none_or(|d| d.removed) {
                 node.etcd = false;
@@ -624,6 +647,7 @@ impl EtcdModel {
             },
             Some(d) => LocalData {
                 exists: true,
+                formed: d.formed,
                 epoch: u64::from(d.epoch),
                 cluster_id: Some(CLUSTER_ID),
                 member_id: Some(ID_BASE + u64::from(d.member)),
@@ -777,6 +801,7 @@ impl EtcdModel {
                             departed: false,
                             removed: false,
                             synced: true,
+                            formed: false,
                         });
                         s.nodes[x].etcd = true;
                     }
@@ -821,6 +846,7 @@ impl EtcdModel {
                             departed: false,
                             removed: false,
                             synced: false,
+                            formed: true,
                         });
                         s.nodes[x].etcd = true;
                     }
@@ -1343,17 +1369,17 @@ impl EtcdModel {
                 s = next;
             }
             for x in 0..n {
-                if !s.nodes[x].power {
-                    if let Some(next) = self.step(&s, &Event::PowerOn(x)) {
-                        trail.push(Event::PowerOn(x));
-                        s = next;
-                    }
-                } else if !s.nodes[x].target && s.nodes[x].stopped_at.is_some() && !s.nodes[x].etcd
-                {
-                    if let Some(next) = self.step(&s, &Event::Shutdown(x)) {
-                        trail.push(Event::Shutdown(x));
-                        s = next;
-                    }
+                let node = &s.nodes[x];
+                let ev = if !node.power {
+                    Event::PowerOn(x)
+                } else if !node.target && node.stopped_at.is_some() && !node.etcd {
+                    Event::Shutdown(x)
+                } else {
+                    continue;
+                };
+                if let Some(next) = self.step(&s, &ev) {
+                    trail.push(ev);
+                    s = next;
                 }
             }
             let mut quiet = vec![Event::SyncCib, Event::CommitSync];
@@ -1541,6 +1567,7 @@ fn to_record(y: usize, r: &Rec) -> DataRecord {
     DataRecord {
         boot_id: boot_id(y, r.boot),
         has_data: r.has_data,
+        formed: r.formed,
         epoch: u64::from(r.epoch),
         cluster_id: r.has_data.then_some(CLUSTER_ID),
         departed: r.departed,

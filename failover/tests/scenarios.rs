@@ -1,0 +1,809 @@
+//! Scenarios S1–S11 of issue 6 as sequences of facts, each step checked
+//! against what `decide` must (and must not) do.
+
+use warden_api::Outcome;
+use warden_failover::{
+    Claim, ClusterView, DataRecord, EtcdView, Facts, FenceAction, FenceEvent, FenceStatus,
+    LiveEtcd, LocalData, LocalMarkers, MemberInfo, NodeView, Notification, NotifyPhase,
+    PacemakerView, RaftPosition, ResourceState, Stamp, StartMode, Step, Topology, Trigger, decide,
+};
+
+const A: &str = "n1";
+const B: &str = "n2";
+// Real etcd member ids are above 2^53 (lesson 29).
+const ID_A: u64 = 0x8e9e_05c5_2164_694d;
+const ID_B: u64 = 0xa1b2_c3d4_e5f6_0718;
+const ID_B2: u64 = 0xfedc_ba98_7654_3210;
+const CLUSTER: u64 = 0x1c3e_5a7b_9d0f_2468;
+
+fn boot(node: &str) -> String {
+    format!("{node}-boot1")
+}
+
+fn record(node: &str, has_data: bool, epoch: u64) -> DataRecord {
+    DataRecord {
+        boot_id: boot(node),
+        has_data,
+        formed: has_data,
+        epoch,
+        cluster_id: has_data.then_some(CLUSTER),
+        departed: false,
+        archives: 0,
+    }
+}
+
+fn node(name: &str, epoch: u64) -> NodeView {
+    NodeView {
+        name: name.into(),
+        online: true,
+        unclean: false,
+        expected_up: true,
+        shutdown: false,
+        standby: false,
+        last_seen: Some(Stamp(100)),
+        etcd: ResourceState::Started,
+        record: Some(record(name, true, epoch)),
+        claim: None,
+    }
+}
+
+fn member(id: u64, node: &str, is_learner: bool, in_sync: bool) -> MemberInfo {
+    MemberInfo {
+        id,
+        name: if in_sync { node.into() } else { String::new() },
+        node: node.into(),
+        is_learner,
+        in_sync,
+    }
+}
+
+fn live(member_id: u64, members: Vec<MemberInfo>, quorate: bool, is_leader: bool) -> LiveEtcd {
+    LiveEtcd {
+        member_id,
+        cluster_id: CLUSTER,
+        is_learner: members.iter().any(|m| m.id == member_id && m.is_learner),
+        has_leader: quorate,
+        is_leader,
+        linearizable_ok: quorate,
+        members,
+        leave_lock: None,
+        position: RaftPosition {
+            term: 7,
+            index: 1200,
+        },
+    }
+}
+
+fn data(member_id: u64, epoch: u64, voters: &[&str]) -> LocalData {
+    LocalData {
+        exists: true,
+        formed: true,
+        epoch,
+        cluster_id: Some(CLUSTER),
+        member_id: Some(member_id),
+        voters: voters.iter().map(|v| v.to_string()).collect(),
+        position: Some(RaftPosition {
+            term: 7,
+            index: 1200,
+        }),
+        departed: false,
+        archives: 0,
+    }
+}
+
+/// A healthy two-node cluster seen from `me`: both voters, `n1` leads.
+fn healthy(me: &str) -> Facts {
+    let id = if me == A { ID_A } else { ID_B };
+    Facts {
+        node: me.into(),
+        boot_id: boot(me),
+        topology: Topology::TwoNode,
+        trigger: Trigger::Monitor,
+        pacemaker: PacemakerView {
+            quorate: true,
+            nodes: vec![node(A, 0), node(B, 0)],
+            fence_history: vec![],
+        },
+        etcd: EtcdView::Running(live(
+            id,
+            vec![member(ID_A, A, false, true), member(ID_B, B, false, true)],
+            true,
+            me == A,
+        )),
+        cluster: None,
+        data: data(id, 0, &[A, B]),
+        local: LocalMarkers {
+            in_sync_boot: Some(boot(me)),
+        },
+        alerts: vec![],
+    }
+}
+
+fn peer_mut<'a>(f: &'a mut Facts, name: &str) -> &'a mut NodeView {
+    f.pacemaker
+        .nodes
+        .iter_mut()
+        .find(|n| n.name == name)
+        .expect("node in the facts")
+}
+
+fn live_mut(f: &mut Facts) -> &mut LiveEtcd {
+    match &mut f.etcd {
+        EtcdView::Running(l) => l,
+        EtcdView::NotRunning => panic!("etcd not running in these facts"),
+    }
+}
+
+/// `n1`'s view once `n2` is lost: etcd has no leader, n2 unclean.
+fn peer_lost() -> Facts {
+    let mut f = healthy(A);
+    let l = live_mut(&mut f);
+    l.has_leader = false;
+    l.linearizable_ok = false;
+    l.is_leader = false;
+    l.members[1].in_sync = false;
+    let b = peer_mut(&mut f, B);
+    b.online = false;
+    b.unclean = true;
+    b.etcd = ResourceState::Unknown;
+    f
+}
+
+fn fenced(target: &str, at: u64) -> FenceEvent {
+    FenceEvent {
+        target: target.into(),
+        action: FenceAction::Reboot,
+        status: FenceStatus::Success,
+        completed: Some(Stamp(at)),
+    }
+}
+
+fn acts(f: &Facts) -> Vec<Step> {
+    decide(f).steps.into_iter().filter(|s| s.acts()).collect()
+}
+
+fn has(f: &Facts, pred: impl Fn(&Step) -> bool) -> bool {
+    decide(f).steps.iter().any(pred)
+}
+
+fn forces(f: &Facts) -> bool {
+    has(f, |s| {
+        matches!(s, Step::ForceNewCluster { .. } | Step::SetClaim { .. })
+    })
+}
+
+fn membership_change(s: &Step) -> bool {
+    matches!(
+        s,
+        Step::AddLearner { .. } | Step::PromoteLearner { .. } | Step::RemoveMember { .. }
+    )
+}
+
+// ---- S1 ---------------------------------------------------------------------
+
+fn fresh(me: &str) -> Facts {
+    let mut f = healthy(me);
+    f.trigger = Trigger::Start;
+    f.etcd = EtcdView::NotRunning;
+    f.data = LocalData::default();
+    f.local = LocalMarkers::default();
+    for n in &mut f.pacemaker.nodes {
+        n.record = Some(record(&n.name.clone(), false, 0));
+        n.etcd = ResourceState::Starting;
+    }
+    f
+}
+
+#[test]
+fn s1_fresh_bootstrap_of_two_nodes() {
+    let f = fresh(A);
+    assert_eq!(
+        acts(&f),
+        vec![Step::StartEtcd {
+            mode: StartMode::New
+        }]
+    );
+    // Until the peer's daemon has said it has no data, wait.
+    let mut f = fresh(A);
+    peer_mut(&mut f, B).record = None;
+    assert!(acts(&f).is_empty());
+    assert_eq!(
+        decide(&f).outcome,
+        Outcome::Failed,
+        "a start still waiting at its deadline fails transiently"
+    );
+    // Archived data anywhere: a fresh bootstrap would lose it; refuse.
+    let mut f = fresh(A);
+    peer_mut(&mut f, B).record.as_mut().unwrap().archives = 1;
+    let d = decide(&f);
+    let (reason, cmd) = d.refusal().expect("must refuse");
+    assert!(reason.contains("archived"), "{reason}");
+    assert_eq!(cmd, "etcd-warden recover restore-archive --node n2");
+}
+
+#[test]
+fn s1_a_half_done_bootstrap_is_completed_not_deadlocked() {
+    // n2 started `new` but never reached quorum; n1 (data lost to a fence
+    // before it wrote any) starts `new` too and completes the bootstrap.
+    let mut f = fresh(A);
+    let r = peer_mut(&mut f, B).record.as_mut().unwrap();
+    r.has_data = true;
+    r.formed = false;
+    assert_eq!(
+        acts(&f),
+        vec![Step::StartEtcd {
+            mode: StartMode::New
+        }]
+    );
+    // Once the peer's data formed a cluster, never bootstrap beside it.
+    peer_mut(&mut f, B).record.as_mut().unwrap().formed = true;
+    assert!(acts(&f).is_empty());
+}
+
+// ---- S2 ---------------------------------------------------------------------
+
+#[test]
+fn s2_adopts_an_existing_member_without_changing_ids() {
+    let mut f = healthy(A);
+    f.trigger = Trigger::Start;
+    f.etcd = EtcdView::NotRunning;
+    f.local = LocalMarkers::default();
+    peer_mut(&mut f, B).etcd = ResourceState::Starting;
+    assert_eq!(
+        acts(&f),
+        vec![Step::StartEtcd {
+            mode: StartMode::Existing
+        }]
+    );
+    // With the peer already serving, its member list names our id: adopt.
+    f.cluster = Some(ClusterView {
+        cluster_id: CLUSTER,
+        epoch: 0,
+        members: vec![member(ID_A, A, false, false), member(ID_B, B, false, true)],
+        leave_lock: None,
+    });
+    assert_eq!(
+        acts(&f),
+        vec![Step::StartEtcd {
+            mode: StartMode::Existing
+        }]
+    );
+}
+
+// ---- S3 and S11 -------------------------------------------------------------
+
+#[test]
+fn s3_peer_crash_fence_survivor_rejoin_learner_voter() {
+    // a. Lost, not fenced yet: wait; never force on "no leader" alone.
+    let f = peer_lost();
+    let d = decide(&f);
+    assert!(!forces(&f), "{d:?}");
+    assert_eq!(d.outcome, Outcome::Degraded);
+    assert!(d.reason.as_deref().unwrap().contains("fence"), "{d:?}");
+
+    // b. Fenced after it was last seen: claim first.
+    let mut f = peer_lost();
+    f.pacemaker.fence_history.push(fenced(B, 150));
+    peer_mut(&mut f, B).unclean = false;
+    assert_eq!(acts(&f), vec![Step::SetClaim { epoch: 1 }]);
+
+    // b'. The same proof can arrive as an alert before crm_mon shows it.
+    let mut g = peer_lost();
+    g.alerts.push(fenced(B, 150));
+    assert_eq!(acts(&g), vec![Step::SetClaim { epoch: 1 }]);
+
+    // c. Own claim visible: force, keeping the data.
+    peer_mut(&mut f, A).claim = Some(Claim {
+        owner: A.into(),
+        boot_id: boot(A),
+        epoch: 1,
+        at: Stamp(160),
+    });
+    assert_eq!(acts(&f), vec![Step::ForceNewCluster { epoch: 1 }]);
+
+    // d. Alone with quorum: the owner clears its claim; degraded, not failed.
+    let mut f2 = f.clone();
+    f2.data.epoch = 1;
+    f2.data.voters = vec![A.into()];
+    f2.etcd = EtcdView::Running(live(ID_A, vec![member(ID_A, A, false, true)], true, true));
+    peer_mut(&mut f2, A).record = Some(record(A, true, 1));
+    let d = decide(&f2);
+    assert!(d.steps.contains(&Step::ClearClaim), "{d:?}");
+    assert_eq!(d.outcome, Outcome::Degraded);
+
+    // e. (S11) The fenced node boots: its data is stale, so it is archived,
+    // never deleted and never joined over.
+    let cluster = ClusterView {
+        cluster_id: CLUSTER,
+        epoch: 1,
+        members: vec![member(ID_A, A, false, true)],
+        leave_lock: None,
+    };
+    let mut b = healthy(B);
+    b.trigger = Trigger::Start;
+    b.etcd = EtcdView::NotRunning;
+    b.local = LocalMarkers::default();
+    b.cluster = Some(cluster.clone());
+    peer_mut(&mut b, A).record = Some(record(A, true, 1));
+    let steps = acts(&b);
+    assert!(
+        matches!(steps.as_slice(), [Step::ArchiveDataDir { .. }]),
+        "{steps:?}"
+    );
+    assert!(!has(&b, |s| matches!(s, Step::StartEtcd { .. })));
+
+    // f. The survivor's leader adds it as a learner once its daemon is up.
+    peer_mut(&mut f2, A).claim = None;
+    let mut b_view = node(B, 0);
+    b_view.record = Some(record(B, false, 0));
+    b_view.record.as_mut().unwrap().archives = 1;
+    b_view.etcd = ResourceState::Starting;
+    *peer_mut(&mut f2, B) = b_view;
+    assert_eq!(acts(&f2), vec![Step::AddLearner { node: B.into() }]);
+
+    // g. The archived node joins as that learner, with the cluster's epoch.
+    b.data = LocalData {
+        archives: 1,
+        ..LocalData::default()
+    };
+    b.cluster = Some(ClusterView {
+        members: vec![member(ID_A, A, false, true), member(ID_B2, B, true, false)],
+        ..cluster
+    });
+    assert_eq!(
+        acts(&b),
+        vec![
+            Step::PublishRecord,
+            Step::StartEtcd {
+                mode: StartMode::Join { epoch: 1 }
+            }
+        ]
+    );
+
+    // h. Promote only once etcd reports the learner in sync.
+    let mut f3 = f2.clone();
+    live_mut(&mut f3)
+        .members
+        .push(member(ID_B2, B, true, false));
+    assert!(!has(&f3, membership_change), "{:?}", decide(&f3));
+    live_mut(&mut f3).members[1].in_sync = true;
+    assert_eq!(
+        acts(&f3),
+        vec![Step::PromoteLearner {
+            id: ID_B2,
+            node: B.into()
+        }]
+    );
+}
+
+#[test]
+fn s3_a_fence_older_than_the_last_join_proves_nothing() {
+    let mut f = peer_lost();
+    f.pacemaker.fence_history.push(fenced(B, 90));
+    assert!(!forces(&f));
+    // A failed fence or an unfence proves nothing either.
+    let mut f = peer_lost();
+    f.pacemaker.fence_history.push(FenceEvent {
+        status: FenceStatus::Failed,
+        ..fenced(B, 150)
+    });
+    f.pacemaker.fence_history.push(FenceEvent {
+        action: FenceAction::On,
+        ..fenced(B, 151)
+    });
+    assert!(!forces(&f));
+}
+
+// ---- S4 ---------------------------------------------------------------------
+
+#[test]
+fn s4_partition_fence_race_exactly_one_survivor() {
+    // Both sides see the other unclean: neither claims, neither forces.
+    let f = peer_lost();
+    assert!(acts(&f).is_empty(), "{:?}", decide(&f));
+    // The winner has Pacemaker's proof; if it still sees a valid claim of
+    // the peer it yields (a wait, never an error 6).
+    let mut f = peer_lost();
+    f.pacemaker.fence_history.push(fenced(B, 150));
+    peer_mut(&mut f, B).claim = Some(Claim {
+        owner: B.into(),
+        boot_id: boot(B),
+        epoch: 1,
+        at: Stamp(140),
+    });
+    // The fence at 150 came after that claim: the claim died with its owner.
+    assert_eq!(acts(&f), vec![Step::SetClaim { epoch: 1 }]);
+    // A claim written after the fence (a new boot) stands: yield.
+    peer_mut(&mut f, B).claim = Some(Claim {
+        owner: B.into(),
+        boot_id: boot(B),
+        epoch: 1,
+        at: Stamp(170),
+    });
+    let d = decide(&f);
+    assert!(!forces(&f), "{d:?}");
+    assert_ne!(d.outcome, Outcome::NotConfigured);
+}
+
+// ---- S5 ---------------------------------------------------------------------
+
+#[test]
+fn s5_local_etcd_crash_is_restarted_in_place() {
+    let mut f = healthy(A);
+    f.trigger = Trigger::Reconcile;
+    f.etcd = EtcdView::NotRunning;
+    assert_eq!(
+        acts(&f),
+        vec![Step::StartEtcd {
+            mode: StartMode::Existing
+        }]
+    );
+    // Monitor meanwhile reports the failure (never success for a dead etcd).
+    f.trigger = Trigger::Monitor;
+    assert_eq!(decide(&f).outcome, Outcome::Failed);
+    // On the peer: no leader while ours restarts, but we are online and not
+    // stopped: no claim, no force, no membership change.
+    let mut b = peer_lost();
+    let a = peer_mut(&mut b, B);
+    a.online = true;
+    a.unclean = false;
+    a.etcd = ResourceState::Started;
+    assert!(acts(&b).is_empty(), "{:?}", decide(&b));
+}
+
+// ---- S6 ---------------------------------------------------------------------
+
+#[test]
+fn s6_a_restarted_daemon_leaves_a_serving_etcd_alone() {
+    for me in [A, B] {
+        let mut f = healthy(me);
+        f.trigger = Trigger::Reconcile;
+        let d = decide(&f);
+        assert!(d.first_act().is_none(), "{d:?}");
+        assert_eq!(d.outcome, Outcome::Success);
+    }
+    // Even with the /run marker gone, it only sets the marker again.
+    let mut f = healthy(A);
+    f.local = LocalMarkers::default();
+    assert_eq!(acts(&f), vec![Step::MarkInSync]);
+}
+
+// ---- S7 ---------------------------------------------------------------------
+
+#[test]
+fn s7_after_both_power_cycled_the_newer_data_wins() {
+    // n1 forced a new cluster (epoch 1) before the outage; n2 holds epoch 0.
+    let mut a = healthy(A);
+    a.trigger = Trigger::Start;
+    a.etcd = EtcdView::NotRunning;
+    a.local = LocalMarkers::default();
+    a.data = data(ID_A, 1, &[A]);
+    peer_mut(&mut a, A).record = Some(record(A, true, 1));
+    assert_eq!(
+        acts(&a),
+        vec![Step::StartEtcd {
+            mode: StartMode::Existing
+        }]
+    );
+    let mut b = healthy(B);
+    b.trigger = Trigger::Start;
+    b.etcd = EtcdView::NotRunning;
+    b.local = LocalMarkers::default();
+    peer_mut(&mut b, A).record = Some(record(A, true, 1));
+    assert!(matches!(acts(&b).as_slice(), [Step::ArchiveDataDir { .. }]));
+    // Equal epochs of the same cluster: both start, quorum forms again.
+    let mut b = healthy(B);
+    b.trigger = Trigger::Start;
+    b.etcd = EtcdView::NotRunning;
+    b.local = LocalMarkers::default();
+    assert_eq!(
+        acts(&b),
+        vec![Step::StartEtcd {
+            mode: StartMode::Existing
+        }]
+    );
+    // Equal epochs of different clusters: divergent; refuse and say how.
+    peer_mut(&mut b, A).record.as_mut().unwrap().cluster_id = Some(CLUSTER + 1);
+    let d = decide(&b);
+    let (reason, cmd) = d.refusal().expect("divergent histories must refuse");
+    assert!(reason.contains("divergent"), "{reason}");
+    assert_eq!(cmd, "etcd-warden recover keep-data-of --node n2");
+    assert!(d.reason.as_deref().unwrap().contains(cmd));
+}
+
+// ---- S8 ---------------------------------------------------------------------
+
+#[test]
+fn s8_a_lone_node_after_a_total_outage_waits_and_says_why() {
+    // Booted alone: wait_for_all keeps corosync inquorate.
+    let mut f = healthy(A);
+    f.trigger = Trigger::Start;
+    f.etcd = EtcdView::NotRunning;
+    f.local = LocalMarkers::default();
+    f.pacemaker.quorate = false;
+    let b = peer_mut(&mut f, B);
+    b.online = false;
+    b.last_seen = None;
+    b.expected_up = false;
+    b.record = None;
+    let d = decide(&f);
+    assert!(d.first_act().is_none(), "{d:?}");
+    assert_eq!(d.outcome, Outcome::Failed);
+    assert!(d.reason.unwrap().contains("quorum"));
+
+    // Quorum unblocked by hand and the peer fenced: this node's data is not
+    // known complete (it was never in quorum this boot). Refuse, name the
+    // command.
+    let mut f = peer_lost();
+    f.local = LocalMarkers::default();
+    f.pacemaker.fence_history.push(fenced(B, 150));
+    let d = decide(&f);
+    assert!(!forces(&f), "{d:?}");
+    let (reason, cmd) = d.refusal().expect("must refuse");
+    assert!(reason.contains("since it booted"), "{reason}");
+    assert_eq!(cmd, "etcd-warden recover force-new-cluster --node n1");
+    assert_eq!(d.outcome, Outcome::Degraded);
+    assert!(d.reason.as_deref().unwrap().contains(cmd));
+    // A marker from an earlier boot does not count.
+    f.local.in_sync_boot = Some("n1-boot0".into());
+    assert!(decide(&f).refusal().is_some());
+}
+
+// ---- S9 ---------------------------------------------------------------------
+
+#[test]
+fn s9_graceful_reboot_leaves_and_the_other_goes_on_without_forcing() {
+    let mut f = healthy(B);
+    f.trigger = Trigger::Stop;
+    // The marker goes first: from now on n1 may go on without us.
+    assert_eq!(acts(&f), vec![Step::ClearInSync, Step::AcquireLeaveLock]);
+    f.local = LocalMarkers::default();
+    live_mut(&mut f).leave_lock = Some(B.into());
+    assert_eq!(
+        acts(&f),
+        vec![
+            Step::RecordDeparture,
+            Step::RemoveMember {
+                id: ID_B,
+                node: B.into()
+            }
+        ]
+    );
+    // The survivor is sole voter with quorum: no claim, no force.
+    let mut a = healthy(A);
+    live_mut(&mut a).members.truncate(1);
+    live_mut(&mut a).leave_lock = Some(B.into());
+    let b = peer_mut(&mut a, B);
+    b.online = false;
+    b.expected_up = false;
+    b.shutdown = true;
+    b.record = None;
+    assert!(!forces(&a));
+    assert_eq!(decide(&a).outcome, Outcome::Degraded);
+    // The departed node back: it never forces and never starts its old
+    // member; with the live cluster up it archives and joins.
+    let mut back = healthy(B);
+    back.trigger = Trigger::Start;
+    back.etcd = EtcdView::NotRunning;
+    back.local = LocalMarkers::default();
+    back.data.departed = true;
+    assert!(!forces(&back));
+    assert!(
+        acts(&back)
+            .iter()
+            .all(|s| !matches!(s, Step::StartEtcd { .. }))
+    );
+    back.cluster = Some(ClusterView {
+        cluster_id: CLUSTER,
+        epoch: 0,
+        members: vec![member(ID_A, A, false, true)],
+        leave_lock: Some(B.into()),
+    });
+    assert!(
+        acts(&back)
+            .iter()
+            .any(|s| matches!(s, Step::ArchiveDataDir { .. }))
+    );
+    // Lesson 18: even with the peer fenced, a departed node never forces.
+    let mut d = peer_lost();
+    d.data.departed = true;
+    d.pacemaker.fence_history.push(fenced(B, 150));
+    assert!(!forces(&d));
+    assert!(decide(&d).refusal().is_some());
+}
+
+// ---- S10 --------------------------------------------------------------------
+
+#[test]
+fn s10_both_stopped_at_once_neither_leaves_then_a_clean_start() {
+    let mut f = healthy(A);
+    f.trigger = Trigger::Stop;
+    f.local = LocalMarkers::default();
+    peer_mut(&mut f, B).etcd = ResourceState::Stopping;
+    assert_eq!(acts(&f), vec![Step::StopEtcd]);
+    // The notify data says so too (a hint, but enough to stay put).
+    let mut g = healthy(A);
+    g.local = LocalMarkers::default();
+    g.trigger = Trigger::Notify(Notification {
+        phase: NotifyPhase::Pre,
+        operation: "stop".into(),
+        start: vec![],
+        stop: vec![A.into(), B.into()],
+    });
+    assert!(!has(&g, |s| matches!(s, Step::RemoveMember { .. })));
+    // The peer holds the leave lock: just stop.
+    let mut h = healthy(A);
+    h.trigger = Trigger::Stop;
+    h.local = LocalMarkers::default();
+    live_mut(&mut h).leave_lock = Some(B.into());
+    assert_eq!(acts(&h), vec![Step::StopEtcd]);
+    // A clean start afterwards: both voters, both start their members.
+    for me in [A, B] {
+        let mut s = healthy(me);
+        s.trigger = Trigger::Start;
+        s.etcd = EtcdView::NotRunning;
+        s.local = LocalMarkers::default();
+        assert_eq!(
+            acts(&s),
+            vec![Step::StartEtcd {
+                mode: StartMode::Existing
+            }]
+        );
+    }
+}
+
+// ---- rules and lessons not tied to one scenario ---------------------------
+
+#[test]
+fn a_member_list_without_a_linearizable_read_is_not_quorum() {
+    // Lesson 27: etcd 3.4 answers MemberList without a leader.
+    let mut f = healthy(A);
+    live_mut(&mut f).linearizable_ok = false;
+    assert_ne!(decide(&f).outcome, Outcome::Success);
+    assert!(!has(&f, membership_change));
+}
+
+#[test]
+fn a_claim_from_an_earlier_boot_is_cleared_by_its_owner() {
+    let mut f = healthy(A);
+    peer_mut(&mut f, A).claim = Some(Claim {
+        owner: A.into(),
+        boot_id: "n1-boot0".into(),
+        epoch: 1,
+        at: Stamp(10),
+    });
+    assert_eq!(acts(&f)[0], Step::ClearClaim);
+}
+
+#[test]
+fn a_claim_given_up_when_the_peer_returns_before_the_force() {
+    let mut f = peer_lost();
+    let b = peer_mut(&mut f, B);
+    b.online = true;
+    b.unclean = false;
+    b.etcd = ResourceState::Starting;
+    peer_mut(&mut f, A).claim = Some(Claim {
+        owner: A.into(),
+        boot_id: boot(A),
+        epoch: 1,
+        at: Stamp(160),
+    });
+    assert_eq!(acts(&f), vec![Step::ClearClaim]);
+}
+
+#[test]
+fn a_starting_node_waits_while_the_peer_forces() {
+    let mut f = healthy(B);
+    f.trigger = Trigger::Start;
+    f.etcd = EtcdView::NotRunning;
+    f.local = LocalMarkers::default();
+    peer_mut(&mut f, A).claim = Some(Claim {
+        owner: A.into(),
+        boot_id: boot(A),
+        epoch: 1,
+        at: Stamp(160),
+    });
+    assert!(acts(&f).is_empty(), "{:?}", decide(&f));
+}
+
+#[test]
+fn notify_never_fails_and_pre_start_adds_the_joiner() {
+    let mut f = healthy(A);
+    live_mut(&mut f).members.truncate(1);
+    let b = peer_mut(&mut f, B);
+    b.record = Some(record(B, false, 0));
+    b.etcd = ResourceState::Starting;
+    f.trigger = Trigger::Notify(Notification {
+        phase: NotifyPhase::Pre,
+        operation: "start".into(),
+        start: vec![B.into()],
+        stop: vec![],
+    });
+    let d = decide(&f);
+    assert_eq!(d.outcome, Outcome::Success);
+    assert_eq!(acts(&f), vec![Step::AddLearner { node: B.into() }]);
+}
+
+#[test]
+fn only_the_leader_changes_membership_and_one_learner_at_a_time() {
+    let mut f = healthy(B); // n2 is not the leader
+    live_mut(&mut f).members[0] = member(ID_A, A, true, true);
+    assert!(!has(&f, membership_change));
+    let mut g = healthy(A);
+    live_mut(&mut g).members[1] = member(ID_B2, B, true, false);
+    assert!(!has(&g, membership_change));
+}
+
+#[test]
+fn promote_and_demote_are_not_implemented_for_a_plain_clone() {
+    let mut f = healthy(A);
+    f.trigger = Trigger::Promote;
+    assert_eq!(decide(&f).outcome, Outcome::Unimplemented);
+}
+
+#[test]
+fn a_node_missing_from_pacemaker_fails_transiently_with_a_reason() {
+    let mut f = healthy(A);
+    f.node = "n9".into();
+    let d = decide(&f);
+    assert_eq!(d.outcome, Outcome::Failed);
+    assert!(d.reason.unwrap().contains("n9"));
+}
+
+// ---- HA ---------------------------------------------------------------------
+
+fn ha(me: &str, quorate: bool) -> Facts {
+    let mut f = healthy(me);
+    f.topology = Topology::Ha;
+    f.pacemaker.nodes.push(node("n3", 0));
+    let l = live_mut(&mut f);
+    l.members.push(member(3, "n3", false, true));
+    l.has_leader = quorate;
+    l.linearizable_ok = quorate;
+    f
+}
+
+#[test]
+fn ha_never_forces_a_new_cluster() {
+    let mut f = ha(A, false);
+    for n in f.pacemaker.nodes.iter_mut().filter(|n| n.name != A) {
+        n.online = false;
+        n.expected_up = false;
+    }
+    f.pacemaker.fence_history.push(fenced(B, 150));
+    f.pacemaker.fence_history.push(fenced("n3", 150));
+    assert!(!forces(&f));
+    assert_eq!(decide(&f).outcome, Outcome::Degraded);
+}
+
+#[test]
+fn ha_replacement_is_learner_promote_remove_one_change_at_a_time() {
+    // n3 was replaced by n4 in the configuration.
+    let mut f = ha(A, true);
+    f.pacemaker.nodes.retain(|n| n.name != "n3");
+    let mut n4 = node("n4", 0);
+    n4.record = Some(record("n4", false, 0));
+    f.pacemaker.nodes.push(n4);
+    assert_eq!(acts(&f), vec![Step::AddLearner { node: "n4".into() }]);
+    // Learner in sync: promote (one extra voter for a moment).
+    live_mut(&mut f).members.push(member(4, "n4", true, true));
+    assert_eq!(
+        acts(&f),
+        vec![Step::PromoteLearner {
+            id: 4,
+            node: "n4".into()
+        }]
+    );
+    // Then remove the old voter.
+    live_mut(&mut f).members[3].is_learner = false;
+    assert_eq!(
+        acts(&f),
+        vec![Step::RemoveMember {
+            id: 3,
+            node: "n3".into()
+        }]
+    );
+    // No change while a member that stays is unhealthy.
+    live_mut(&mut f).members[1].in_sync = false;
+    assert!(!has(&f, membership_change));
+}
