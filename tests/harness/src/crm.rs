@@ -314,7 +314,7 @@ pub fn resource_started_on(id: &str, node: &str) -> Expect {
         m.resource(&r).is_some_and(|s| {
             s.active
                 && !s.failed
-                && s.nodes.iter().any(|x| *x == n)
+                && s.nodes.contains(&n)
                 && matches!(
                     s.role.as_str(),
                     "Started" | "Promoted" | "Unpromoted" | "Master" | "Slave"

@@ -455,10 +455,11 @@ impl Teardown for Inner {
         if !left.is_empty() {
             tracing::error!("etcd PIDs {left:?} survived SIGKILL");
         }
-        if let Some(dir) = self.dir.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            if let Err(e) = fs::remove_dir_all(dir.path()) {
-                tracing::warn!("removing {}: {e}", dir.path().display());
-            }
+        let dir = self.dir.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(dir) = dir
+            && let Err(e) = fs::remove_dir_all(dir.path())
+        {
+            tracing::warn!("removing {}: {e}", dir.path().display());
         }
     }
 }

@@ -278,11 +278,13 @@ mod tests {
 
     #[test]
     fn terminate_and_state() {
-        let child = Command::new("sleep").arg("30").spawn().unwrap();
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
         let pid = child.id() as i32;
         assert!(alive(pid));
         assert_eq!(mount_ns(pid), mount_ns(std::process::id() as i32));
         assert!(terminate(&[pid], Duration::from_secs(5)).is_empty());
         assert!(!alive(pid));
+        // terminate() reaped it already
+        assert!(child.wait().is_err());
     }
 }
