@@ -2,6 +2,8 @@
 //! Pacemaker and fencing in network namespaces (root needed). Each test keeps
 //! one cluster for several checks, to keep the file's run time modest.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap, helpers included
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -298,4 +300,55 @@ fn cluster_drop_on_panic_cleans_up() {
     let payload = r.unwrap_err();
     let f = payload.downcast::<Footprint>().unwrap();
     assert_gone(&f);
+}
+
+#[test]
+fn cluster_stale_leftovers_of_a_killed_test_are_cleaned_up() {
+    use std::process::{Command, Stdio};
+    // What a SIGKILLed test process leaves: a root whose owner is dead, a
+    // holder in its own mount namespace, and a network namespace.
+    let mut owner = Command::new("true").spawn().unwrap();
+    let dead = owner.id();
+    owner.wait().unwrap();
+    let root = PathBuf::from(format!("{}stale{dead}", warden_harness::pcmk::ROOT_PREFIX));
+    let node = root.join("node1");
+    fs::create_dir_all(&node).unwrap();
+    fs::write(root.join(warden_harness::pcmk::MARKER), format!("{dead}\n")).unwrap();
+    let netns = format!("whstale{dead}-node1");
+    let st = Command::new("ip")
+        .args(["netns", "add", &netns])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    fs::write(root.join("netns"), format!("{netns}\n")).unwrap();
+    let mut holder = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sleep", "600"])
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let hpid = holder.id() as i32;
+    // unshare execs sleep once the namespace exists
+    let host_ns = fs::read_link("/proc/self/ns/mnt").unwrap();
+    warden_harness::process::poll(
+        "the holder's own mount namespace",
+        Duration::from_secs(5),
+        Duration::from_millis(5),
+        || match fs::read_link(format!("/proc/{hpid}/ns/mnt")) {
+            Ok(ns) if ns != host_ns => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    )
+    .unwrap();
+    fs::write(node.join("holder.pid"), format!("{hpid}\n")).unwrap();
+
+    warden_harness::pcmk::cleanup_stale();
+
+    assert!(!alive(hpid), "stale holder survived");
+    // cleanup_stale reaped our child already, or it is a zombie to reap here
+    let _ = holder.try_wait();
+    assert!(
+        !Path::new("/run/netns").join(&netns).exists(),
+        "stale namespace survived"
+    );
+    assert!(!root.exists(), "stale root survived");
 }

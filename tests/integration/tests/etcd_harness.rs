@@ -1,5 +1,7 @@
 //! Acceptance tests of the harness's etcd clusters on real etcd.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap, helpers included
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
