@@ -96,6 +96,25 @@ fn ha_three_voters_hold_and_never_force() {
     );
 }
 
+#[test]
+fn ha_member_replacement_holds() {
+    let config = Config {
+        spare: true,
+        max_faults: 2,
+        ..Config::ha()
+    };
+    expect_holds(
+        "HA replacement",
+        config,
+        depth_from_env(22),
+        &[
+            "learner added",
+            "replacement promoted",
+            "replaced member removed",
+        ],
+    );
+}
+
 /// Lesson 26: with the power-loss window modelled (a follower learns of a
 /// commit only from the leader's next message), forcing from the survivor
 /// can lose an acknowledged write. The checker must find that trace; the

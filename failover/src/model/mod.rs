@@ -55,8 +55,12 @@ pub enum Initial {
 pub struct Config {
     /// Two-node or HA.
     pub topology: Topology,
-    /// Number of nodes (2 for two-node, 3 for HA).
+    /// Number of configured nodes (2 for two-node, 3 for HA).
     pub nodes: usize,
+    /// One more machine, powered off and not configured, that a
+    /// `Replace` event swaps in for a configured node (HA member
+    /// replacement).
+    pub spare: bool,
     /// Starting point.
     pub initial: Initial,
     /// At most this many fault events (crash, partition, etcd crash, daemon
@@ -84,6 +88,7 @@ impl Config {
         Config {
             topology: Topology::TwoNode,
             nodes: 2,
+            spare: false,
             initial: Initial::Healthy,
             max_faults: 2,
             max_writes: 1,
@@ -99,6 +104,7 @@ impl Config {
         Config {
             topology: Topology::Ha,
             nodes: 3,
+            spare: false,
             initial: Initial::Healthy,
             max_faults: 1,
             max_writes: 1,
@@ -225,6 +231,10 @@ pub struct Node {
     pub cib: Vec<(Option<Rec>, Option<ClaimM>)>,
     /// A step decided but not yet carried out.
     pub pending: Option<Step>,
+    /// In Pacemaker's configuration.
+    pub configured: bool,
+    /// Taken out of service for good (replaced).
+    pub retired: bool,
 }
 
 /// The whole system.
@@ -346,6 +356,9 @@ pub enum Event {
     Observe(usize),
     /// A daemon carries out the step it decided.
     Act(usize),
+    /// The machine is retired for good and the spare takes its place in
+    /// Pacemaker's configuration, powered on with an empty disk (fault).
+    Replace(usize),
 }
 
 /// The two-node / HA model.
@@ -369,8 +382,13 @@ impl EtcdModel {
         EtcdModel { config }
     }
 
+    /// Machines, the spare included.
     fn n(&self) -> usize {
-        self.config.nodes
+        self.config.nodes + usize::from(self.config.spare)
+    }
+
+    fn configured(&self, s: &State) -> Vec<usize> {
+        (0..self.n()).filter(|&i| s.nodes[i].configured).collect()
     }
 
     fn fresh_node(&self, boot: u8) -> Node {
@@ -391,13 +409,23 @@ impl EtcdModel {
             seen: vec![Seen::Never; self.n()],
             cib: vec![(None, None); self.n()],
             pending: None,
+            configured: true,
+            retired: false,
         }
     }
 
     fn initial(&self) -> State {
-        let n = self.n();
-        let mut nodes: Vec<Node> = (0..n).map(|_| self.fresh_node(1)).collect();
+        let n = self.config.nodes;
+        let mut nodes: Vec<Node> = (0..self.n()).map(|_| self.fresh_node(1)).collect();
         for (i, node) in nodes.iter_mut().enumerate() {
+            if i >= n {
+                // The spare: a machine not yet in the cluster.
+                node.configured = false;
+                node.power = false;
+                node.pcmk = false;
+                node.target = false;
+                continue;
+            }
             node.quorate = true;
             for j in 0..n {
                 if j != i {
@@ -593,7 +621,9 @@ impl EtcdModel {
         } else {
             Trigger::Reconcile
         };
-        let nodes = (0..self.n())
+        let nodes = self
+            .configured(s)
+            .into_iter()
             .map(|y| self.node_view(s, x, y))
             .collect::<Vec<_>>();
         let fence_history = s
@@ -784,7 +814,9 @@ impl EtcdModel {
                             s.broken =
                                 Some(("rule 3", format!("{} bootstrapped over its data", name(x))));
                         }
-                        let config = (0..self.n())
+                        let config = self
+                            .configured(s)
+                            .into_iter()
                             .map(|i| Entry {
                                 node: i,
                                 id: i as u8 + 1,
@@ -1116,6 +1148,21 @@ impl EtcdModel {
                 s.faults += 1;
                 s.nodes[y].etcd = false;
             }
+            Event::Replace(y) => {
+                s.faults += 1;
+                let spare = self.config.nodes;
+                self.lose(&mut s, y);
+                self.power_off(&mut s, y);
+                s.nodes[y].configured = false;
+                s.nodes[y].retired = true;
+                let boot = s.nodes[spare].boot.saturating_add(1);
+                s.nodes[spare] = self.fresh_node(boot);
+                for x in 0..n {
+                    if x != spare && s.nodes[x].pcmk && connected(&s, x, spare) {
+                        self.join(&mut s, x, spare);
+                    }
+                }
+            }
             Event::DaemonRestart(y) => {
                 s.faults += 1;
                 s.nodes[y].pending = None;
@@ -1243,8 +1290,12 @@ impl EtcdModel {
                         }
                     }
                 }
-            } else {
+            } else if node.configured {
                 out.push(Event::PowerOn(x));
+            }
+            let spare_unused = self.config.spare && !s.nodes[self.config.nodes].configured;
+            if can_fault && spare_unused && node.configured {
+                out.push(Event::Replace(x));
             }
         }
         if s.cut.is_some() {
@@ -1306,6 +1357,22 @@ impl EtcdModel {
                         name(x)
                     ),
                 });
+            }
+        }
+        // Rule 5 (HA replacement): never more than one extra voter.
+        let wanted = self.configured(s).len();
+        for x in 0..n {
+            if let Some(d) = running_data(s, x) {
+                let voters = d.config.iter().filter(|e| !e.learner).count();
+                if voters > wanted + 1 {
+                    out.push(Violation {
+                        rule: "rule 5",
+                        detail: format!(
+                            "{} has {voters} voters for {wanted} configured nodes",
+                            name(x)
+                        ),
+                    });
+                }
             }
         }
         // Rule 4: at most one live claim.
@@ -1370,7 +1437,7 @@ impl EtcdModel {
             }
             for x in 0..n {
                 let node = &s.nodes[x];
-                let ev = if !node.power {
+                let ev = if !node.power && node.configured {
                     Event::PowerOn(x)
                 } else if !node.target && node.stopped_at.is_some() && !node.etcd {
                     Event::Shutdown(x)
@@ -1415,14 +1482,17 @@ impl EtcdModel {
                 });
             }
         }
-        let whole = (0..n).all(|x| {
-            running_data(&s, x).is_some_and(|d| is_voter(d, x) && d.config.len() == n)
+        let configured = self.configured(&s);
+        let want = configured.len();
+        let whole = configured.iter().all(|&x| {
+            running_data(&s, x).is_some_and(|d| is_voter(d, x) && d.config.len() == want)
                 && self.quorate(&s, x)
-                && self.group(&s, x).len() == n
+                && self.group(&s, x).len() == want
         });
         if !whole {
-            let why: Vec<String> = (0..n)
-                .map(|x| {
+            let why: Vec<String> = configured
+                .iter()
+                .map(|&x| {
                     let f = self.facts(&s, x);
                     let d = decide_with(&f, &self.config.policy);
                     format!("{}: {:?} {:?}", name(x), d.outcome, d.reason)
@@ -1510,6 +1580,17 @@ impl Model for EtcdModel {
         }
         if !s.acked.is_empty() {
             out.push("write acknowledged");
+        }
+        if self.config.spare {
+            let spare = self.config.nodes;
+            let promoted = |d: &Data| d.config.iter().any(|e| e.node == spare && !e.learner);
+            if data().any(promoted) {
+                out.push("replacement promoted");
+            }
+            let retired: Vec<usize> = (0..self.n()).filter(|&i| s.nodes[i].retired).collect();
+            if data().any(|d| promoted(d) && !d.config.iter().any(|e| retired.contains(&e.node))) {
+                out.push("replaced member removed");
+            }
         }
         out
     }
