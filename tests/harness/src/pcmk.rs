@@ -912,6 +912,20 @@ impl Cluster {
         self.link_up(ia, ib)
     }
 
+    /// Waits until the cluster has no pending actions (`crm_resource --wait`,
+    /// asked on `node`), e.g. before disturbing it on purpose.
+    pub fn wait_idle(&self, node: &str, timeout: Duration) -> Result<()> {
+        let secs = format!("--timeout={}s", timeout.as_secs().max(1));
+        self.exec_idx(
+            self.idx(node)?,
+            &["crm_resource", "--wait", &secs],
+            timeout + Duration::from_secs(10),
+        )?
+        .ok()
+        .map(|_| ())
+        .with_context(|| format!("cluster {} did not settle within {timeout:?}", self.id()))
+    }
+
     /// Creates a resource from raw CIB XML (`cibadmin -C -o resources`) on `node`.
     pub fn add_resource(&self, node: &str, xml: &str) -> Result<()> {
         self.exec_ok(node, &["cibadmin", "-C", "-o", "resources", "-X", xml])

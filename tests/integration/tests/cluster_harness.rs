@@ -223,6 +223,8 @@ fn cluster_two_nodes_fence_power_on_and_partition() {
         .unwrap();
     eprintln!("TIMING power on node2 -> both online: {:?}", t.elapsed());
 
+    c.wait_idle("node1", T).unwrap();
+
     // partition: both sides lose each other; node1's fence device has a
     // delay, so node1 fences node2 and exactly one side survives
     let (coro1, pcmk1) = c.daemon_pids("node1").unwrap();
