@@ -697,7 +697,7 @@ impl<'a> Decider<'a> {
         if !f.in_sync_this_boot() {
             self.steps.push(Step::MarkInSync);
         }
-        if f.me().is_some_and(|m| m.claim.is_some()) {
+        if f.me().is_some_and(|m| m.claim.is_some()) && !self.steps.contains(&Step::ClearClaim) {
             self.steps.push(Step::ClearClaim);
         }
         if f.data.departed {
@@ -910,8 +910,15 @@ fn wants_to_join(p: &NodeView) -> bool {
 }
 
 fn describe(p: &NodeView) -> String {
+    let etcd = match p.etcd {
+        ResourceState::Started => "started".to_string(),
+        ResourceState::Starting => "starting".to_string(),
+        ResourceState::Stopping => "stopping".to_string(),
+        ResourceState::Stopped { at } => format!("stopped at {}", at.0),
+        ResourceState::Unknown => "in an unknown state".to_string(),
+    };
     match (p.online, p.unclean) {
-        (true, _) => format!("online, its etcd {:?}", p.etcd).to_lowercase(),
+        (true, _) => format!("online, its etcd {etcd}"),
         (false, true) => "lost (unclean, not yet fenced)".into(),
         (false, false) if p.expected_up => "offline (expected up)".into(),
         (false, false) => "offline".into(),

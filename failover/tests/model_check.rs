@@ -1,18 +1,43 @@
 //! The model checker over the real `decide`, and mutation tests proving it
 //! finds a violation when a rule is broken on purpose.
 //!
-//! `WARDEN_MODEL_DEPTH` raises the depth bound of the runs that check the
-//! real `decide` (a deeper run, not a skipped one).
+//! The runs that check the real `decide` take their bounds from the
+//! environment, so that a deeper run is the same test with larger numbers
+//! (never a skipped one): `WARDEN_MODEL_DEPTH` (events per run),
+//! `WARDEN_MODEL_FAULTS` (fault events per run), `WARDEN_MODEL_WRITES`
+//! (client writes per run). With the defaults, the two-node run from a
+//! healthy cluster and both HA runs explore their whole state space; the
+//! test asserts that.
 
 use warden_failover::model::explore::{Report, explore};
 use warden_failover::model::{Config, EtcdModel, Event, Initial, State};
 use warden_failover::{Mutation, Policy};
 
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v:?} is not a number")),
+        Err(_) => default,
+    }
+}
+
 fn depth_from_env(default: usize) -> usize {
-    std::env::var("WARDEN_MODEL_DEPTH")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    env_or("WARDEN_MODEL_DEPTH", default)
+}
+
+/// Whether the bounds were raised from the environment (then a complete
+/// exploration is not promised).
+fn bounds_raised() -> bool {
+    ["WARDEN_MODEL_FAULTS", "WARDEN_MODEL_WRITES"]
+        .iter()
+        .any(|v| std::env::var(v).is_ok())
+}
+
+fn with_env_bounds(mut config: Config) -> Config {
+    config.max_faults = env_or("WARDEN_MODEL_FAULTS", config.max_faults);
+    config.max_writes = env_or("WARDEN_MODEL_WRITES", config.max_writes);
+    config
 }
 
 fn run(name: &str, config: Config, depth: usize) -> Report<Event, State> {
@@ -25,7 +50,16 @@ fn run(name: &str, config: Config, depth: usize) -> Report<Event, State> {
 }
 
 fn expect_holds(name: &str, config: Config, depth: usize, must_reach: &[&str]) {
-    let report = run(name, config, depth);
+    expect_holds_report(name, config, depth, must_reach);
+}
+
+fn expect_holds_report(
+    name: &str,
+    config: Config,
+    depth: usize,
+    must_reach: &[&str],
+) -> Report<Event, State> {
+    let report = run(name, with_env_bounds(config), depth);
     if let Some(cx) = &report.violation {
         panic!("{name}: {}", cx.render());
     }
@@ -36,14 +70,25 @@ fn expect_holds(name: &str, config: Config, depth: usize, must_reach: &[&str]) {
             "{name}: the exploration never reached '{w}', so the check would hold vacuously"
         );
     }
+    report
+}
+
+fn expect_complete(name: &str, report: &Report<Event, State>) {
+    if !bounds_raised() {
+        assert!(
+            !report.bounded,
+            "{name}: the default depth no longer covers the whole state space (reached {})",
+            report.depth
+        );
+    }
 }
 
 #[test]
 fn two_node_from_a_healthy_cluster_holds() {
-    expect_holds(
+    let report = expect_holds_report(
         "two-node healthy",
         Config::two_node(),
-        depth_from_env(14),
+        depth_from_env(80),
         &[
             "fenced",
             "claim held",
@@ -53,8 +98,12 @@ fn two_node_from_a_healthy_cluster_holds() {
             "left the member list",
             "decision in flight",
             "write acknowledged",
+            "data archived",
+            "learner added",
+            "rejoined as voter after a force",
         ],
     );
+    expect_complete("two-node healthy", &report);
 }
 
 #[test]
@@ -66,7 +115,7 @@ fn two_node_from_a_fresh_bootstrap_holds() {
     expect_holds(
         "two-node fresh",
         config,
-        depth_from_env(20),
+        depth_from_env(18),
         &[
             "write acknowledged",
             "fenced",
@@ -82,12 +131,13 @@ fn ha_three_voters_hold_and_never_force() {
         max_faults: 2,
         ..Config::ha()
     };
-    let report = run("HA", config, depth_from_env(16));
-    if let Some(cx) = &report.violation {
-        panic!("HA: {}", cx.render());
-    }
-    assert!(report.witnessed.contains_key("write acknowledged"));
-    assert!(report.witnessed.contains_key("decision in flight"));
+    let report = expect_holds_report(
+        "HA",
+        config,
+        depth_from_env(40),
+        &["write acknowledged", "decision in flight"],
+    );
+    expect_complete("HA", &report);
     assert!(
         !report.witnessed.contains_key("forced a new cluster")
             && !report.witnessed.contains_key("claim held"),
@@ -103,16 +153,17 @@ fn ha_member_replacement_holds() {
         max_faults: 2,
         ..Config::ha()
     };
-    expect_holds(
+    let report = expect_holds_report(
         "HA replacement",
         config,
-        depth_from_env(22),
+        depth_from_env(40),
         &[
             "learner added",
             "replacement promoted",
             "replaced member removed",
         ],
     );
+    expect_complete("HA replacement", &report);
 }
 
 /// Lesson 26: with the power-loss window modelled (a follower learns of a
