@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use warden_harness::{Cluster, ClusterOptions, crm};
+use warden_harness::{Cluster, ClusterOptions, crm, process};
 
 /// What the demo runs under Pacemaker.
 struct Workload {
@@ -130,7 +130,14 @@ fn demo(p: &mut Progress) -> Result<()> {
     p.start("tearing everything down");
     let netns = cluster.netns_names();
     let root = cluster.root().to_path_buf();
+    let mut pids = Vec::new();
+    for n in cluster.node_names() {
+        pids.push(cluster.holder_pid(&n)?);
+        pids.extend(cluster.node_pids(&n)?);
+    }
     cluster.stop();
+    let alive: Vec<i32> = pids.into_iter().filter(|&p| process::alive(p)).collect();
+    anyhow::ensure!(alive.is_empty(), "processes left behind: {alive:?}");
     let leftover_ns: Vec<_> = netns
         .iter()
         .filter(|n| std::path::Path::new("/run/netns").join(n).exists())
