@@ -44,6 +44,10 @@ pub enum Mutation {
     JoinWithoutArchive,
     /// Promote a learner that etcd does not report in sync: breaks rule 5.
     PromoteUnsynced,
+    /// Leave the member list without the leave lock (still checking that the
+    /// peer is not stopping): with a stale view of the peer's stop, both
+    /// leave (rule 5).
+    LeaveWithoutLock,
     /// Leave the member list whenever another voter answers, without the
     /// leave lock and without looking at whether the peer is stopping too
     /// (the incumbent's way): two nodes that stop at once both leave,
@@ -337,7 +341,8 @@ impl<'a> Decider<'a> {
             let unarbitrated = self.broken(Mutation::LeaveWithoutArbitration);
             let may_leave = others_voting > 0 && (!peer_stopping || unarbitrated);
             let holds_lock = lock == Some(self.f.node.as_str());
-            if may_leave && (holds_lock || unarbitrated) {
+            let lockless = unarbitrated || self.broken(Mutation::LeaveWithoutLock);
+            if may_leave && (holds_lock || lockless) {
                 if !self.f.data.departed {
                     self.steps.push(Step::RecordDeparture);
                 }
@@ -703,6 +708,13 @@ impl<'a> Decider<'a> {
         if f.data.departed {
             self.steps.push(Step::ClearDeparture);
         }
+        // Only the holder releases the leave lock, once it is a voter with
+        // quorum again outside a stop. Anyone else releasing it on a stale
+        // view could free it while the holder is still leaving, and let a
+        // second node leave after it (the checker found exactly that).
+        if live.leave_lock.as_deref() == Some(f.node.as_str()) {
+            self.steps.push(Step::ReleaseLeaveLock);
+        }
         if live.is_leader {
             self.membership_changes(live, std::slice::from_ref(&peer));
         }
@@ -732,13 +744,6 @@ impl<'a> Decider<'a> {
 
     /// Leader only, one change per decision.
     fn membership_changes(&mut self, live: &LiveEtcd, peers: &[&NodeView]) {
-        if let Some(holder) = &live.leave_lock
-            && live.voters().any(|m| &m.node == holder)
-            && f_is_not_stopping(self.f, holder)
-        {
-            self.steps.push(Step::ReleaseLeaveLock);
-            return;
-        }
         if let Some(l) = live.members.iter().find(|m| m.is_learner) {
             if l.in_sync || self.broken(Mutation::PromoteUnsynced) {
                 self.steps.push(Step::PromoteLearner {
@@ -892,14 +897,6 @@ impl<'a> Decider<'a> {
             });
         }
     }
-}
-
-fn f_is_not_stopping(f: &Facts, node: &str) -> bool {
-    f.pacemaker
-        .nodes
-        .iter()
-        .find(|n| n.name == node)
-        .is_some_and(|n| n.etcd != ResourceState::Stopping)
 }
 
 /// A node whose daemon is up (it published a record this boot), online and

@@ -255,3 +255,9 @@ fn leaving_without_the_lock_is_caught() {
         30,
     );
 }
+
+#[test]
+fn leaving_with_only_the_peer_stop_check_is_caught() {
+    // The CIB's view of the peer's stop lags; only the lock arbitrates.
+    expect_violation(Mutation::LeaveWithoutLock, "rule 5", Config::two_node(), 30);
+}

@@ -26,6 +26,10 @@
 
 pub mod explore;
 
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::hash::{DefaultHasher, Hash, Hasher};
+
 use crate::decide::{Policy, decide_with};
 use crate::decision::{StartMode, Step};
 use crate::facts::{
@@ -196,6 +200,38 @@ pub struct ClaimM {
     pub at: u8,
 }
 
+/// What one node's CIB says about another: refreshed at a join and by
+/// `SyncCib`, so it can be stale in between.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CibCopy {
+    /// Its published record.
+    pub record: Option<Rec>,
+    /// Its claim.
+    pub claim: Option<ClaimM>,
+    /// Its etcd instance, from the operation history.
+    pub etcd: ResourceState,
+}
+
+impl Default for CibCopy {
+    fn default() -> Self {
+        CibCopy {
+            record: None,
+            claim: None,
+            etcd: ResourceState::Unknown,
+        }
+    }
+}
+
+impl CibCopy {
+    fn of(n: &Node) -> CibCopy {
+        CibCopy {
+            record: n.record.clone(),
+            claim: n.claim,
+            etcd: resource_state(n),
+        }
+    }
+}
+
 /// One node.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Node {
@@ -227,8 +263,9 @@ pub struct Node {
     pub record: Option<Rec>,
     /// Pacemaker's view of every node (own entry unused).
     pub seen: Vec<Seen>,
-    /// CIB copy of every node's attributes (own entry unused).
-    pub cib: Vec<(Option<Rec>, Option<ClaimM>)>,
+    /// CIB copy of every node's attributes and etcd operation history
+    /// (own entry unused).
+    pub cib: Vec<CibCopy>,
     /// A step decided but not yet carried out.
     pub pending: Option<Step>,
     /// In Pacemaker's configuration.
@@ -366,6 +403,10 @@ pub enum Event {
 pub struct EtcdModel {
     /// Bounds and switches.
     pub config: Config,
+    /// Fingerprints of states (at the start of a settling round) already
+    /// shown to settle. Settling is deterministic, so reaching one of them
+    /// again settles the same way; this keeps the liveness check affordable.
+    settled: RefCell<HashSet<u64>>,
 }
 
 fn name(i: usize) -> String {
@@ -379,7 +420,10 @@ fn boot_id(i: usize, boot: u8) -> String {
 impl EtcdModel {
     /// A model with this configuration.
     pub fn new(config: Config) -> EtcdModel {
-        EtcdModel { config }
+        EtcdModel {
+            config,
+            settled: RefCell::new(HashSet::new()),
+        }
     }
 
     /// Machines, the spare included.
@@ -407,7 +451,7 @@ impl EtcdModel {
             claim: None,
             record: None,
             seen: vec![Seen::Never; self.n()],
-            cib: vec![(None, None); self.n()],
+            cib: vec![CibCopy::default(); self.n()],
             pending: None,
             configured: true,
             retired: false,
@@ -754,7 +798,7 @@ impl EtcdModel {
             };
         }
         let me = &s.nodes[x];
-        let (rec, claim) = &me.cib[y];
+        let copy = &me.cib[y];
         let base = NodeView {
             name: name(y),
             online: false,
@@ -764,8 +808,8 @@ impl EtcdModel {
             standby: false,
             last_seen: None,
             etcd: ResourceState::Unknown,
-            record: rec.as_ref().map(|r| to_record(y, r)),
-            claim: claim.map(|c| to_claim(y, &c)),
+            record: copy.record.as_ref().map(|r| to_record(y, r)),
+            claim: copy.claim.map(|c| to_claim(y, &c)),
         };
         match me.seen[y] {
             Seen::Never => NodeView {
@@ -775,7 +819,7 @@ impl EtcdModel {
             Seen::Online(at) => NodeView {
                 online: true,
                 last_seen: Some(Stamp(u64::from(at))),
-                etcd: resource_state(ny),
+                etcd: copy.etcd,
                 ..base
             },
             Seen::Lost(at) => NodeView {
@@ -1070,7 +1114,7 @@ impl EtcdModel {
         s.nodes[y] = node;
         // Pacemaker purges the transient attributes of a node that is gone.
         for other in s.nodes.iter_mut() {
-            other.cib[y] = (None, None);
+            other.cib[y] = CibCopy::default();
         }
     }
 
@@ -1083,8 +1127,8 @@ impl EtcdModel {
         s.nodes[b].seen[a] = Seen::Online(at);
         s.nodes[a].quorate = true;
         s.nodes[b].quorate = true;
-        s.nodes[a].cib[b] = (s.nodes[b].record.clone(), s.nodes[b].claim);
-        s.nodes[b].cib[a] = (s.nodes[a].record.clone(), s.nodes[a].claim);
+        s.nodes[a].cib[b] = CibCopy::of(&s.nodes[b]);
+        s.nodes[b].cib[a] = CibCopy::of(&s.nodes[a]);
     }
 
     fn step(&self, s: &State, e: &Event) -> Option<State> {
@@ -1407,14 +1451,26 @@ impl EtcdModel {
     /// heals, lost nodes are fenced, every node powers on and Pacemaker wants
     /// etcd everywhere; daemons observe and act in turn until nothing
     /// changes. The cluster must then be whole.
-    pub fn settle(&self, s: &State) -> Result<State, Violation> {
+    pub fn settle(&self, s: &State) -> Result<(), Violation> {
         let n = self.n();
         let mut s = s.clone();
         s.faults = u8::MAX; // no more faults
         let mut rounds = 0;
         let mut trail: Vec<Event> = Vec::new();
+        let mut round_starts: Vec<u64> = Vec::new();
+        let mut known_good = false;
         loop {
             rounds += 1;
+            let fp = {
+                let mut h = DefaultHasher::new();
+                s.hash(&mut h);
+                h.finish()
+            };
+            if self.settled.borrow().contains(&fp) {
+                known_good = true;
+                break;
+            }
+            round_starts.push(fp);
             let before = s.clone();
             for x in 0..n {
                 for y in 0..n {
@@ -1482,6 +1538,10 @@ impl EtcdModel {
                 });
             }
         }
+        if known_good {
+            self.settled.borrow_mut().extend(round_starts);
+            return Ok(());
+        }
         let configured = self.configured(&s);
         let want = configured.len();
         let whole = configured.iter().all(|&x| {
@@ -1507,7 +1567,8 @@ impl EtcdModel {
                 ),
             });
         }
-        Ok(s)
+        self.settled.borrow_mut().extend(round_starts);
+        Ok(())
     }
 }
 
@@ -1536,7 +1597,7 @@ impl Model for EtcdModel {
         if !self.config.check_liveness || s.faults > 1 {
             return Ok(());
         }
-        self.settle(s).map(|_| ())
+        self.settle(s)
     }
 
     fn witnesses(&self, s: &State) -> Vec<&'static str> {
@@ -1670,8 +1731,7 @@ fn sync_cib(s: &mut State) {
     for x in 0..n {
         for y in 0..n {
             if x != y && connected(s, x, y) && s.nodes[x].pcmk && s.nodes[y].pcmk {
-                let attrs = (s.nodes[y].record.clone(), s.nodes[y].claim);
-                s.nodes[x].cib[y] = attrs;
+                s.nodes[x].cib[y] = CibCopy::of(&s.nodes[y]);
             }
         }
     }
