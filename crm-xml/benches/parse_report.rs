@@ -69,7 +69,9 @@ fn fixtures() -> Vec<String> {
     let mut out = Vec::new();
     let mut dirs = vec![root];
     while let Some(d) = dirs.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for e in entries.flatten() {
             let p = e.path();
             if p.is_dir() {
@@ -135,7 +137,9 @@ fn warden_bin() -> PathBuf {
 fn collect_cycle(c: &mut Criterion) {
     let bin = warden_bin();
     if !bin.exists() || Command::new("crm_mon").arg("--version").output().is_err() {
-        eprintln!("collect-cycle skipped: build `cargo build --release -p etcd-warden` and install Pacemaker");
+        eprintln!(
+            "collect-cycle skipped: build `cargo build --release -p etcd-warden` and install Pacemaker"
+        );
         return;
     }
     let dir = std::env::temp_dir().join(format!("crm-xml-bench-{}", std::process::id()));

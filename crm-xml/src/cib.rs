@@ -38,9 +38,9 @@ impl FenceTargets {
     }
 }
 
-fn collect(el: &Element, out: &mut BTreeMap<String, Option<Vec<String>>>, depth: usize) {
+fn collect(el: &Element<'_>, out: &mut BTreeMap<String, Option<Vec<String>>>, depth: usize) {
     for child in &el.children {
-        match child.name.as_str() {
+        match child.name {
             "primitive" if child.attr("class") == Some("stonith") => {
                 if let Some(id) = child.attr("id") {
                     out.insert(id.to_owned(), targets_of(child));
@@ -54,7 +54,7 @@ fn collect(el: &Element, out: &mut BTreeMap<String, Option<Vec<String>>>, depth:
     }
 }
 
-fn targets_of(primitive: &Element) -> Option<Vec<String>> {
+fn targets_of(primitive: &Element<'_>) -> Option<Vec<String>> {
     let mut list = None;
     let mut map = None;
     for ia in primitive.children_named("instance_attributes") {

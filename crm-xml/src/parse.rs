@@ -46,18 +46,47 @@ struct Cx<'i> {
     input: &'i str,
 }
 
-/// An element with its path, for error messages.
+/// An element and where it sits, for error messages. The path is built
+/// only when an error needs it (walking the parents), so that parsing a large
+/// document allocates no path strings.
 #[derive(Clone, Copy)]
 struct At<'a> {
-    el: &'a Element,
-    path: &'a str,
+    el: &'a Element<'a>,
+    parent: Option<&'a At<'a>>,
+    /// 1-based position among same-named siblings, 0 for single elements.
+    index: usize,
+}
+
+impl<'a> At<'a> {
+    fn child(&'a self, el: &'a Element<'a>, index: usize) -> At<'a> {
+        At {
+            el,
+            parent: Some(self),
+            index,
+        }
+    }
+
+    fn path(&self) -> String {
+        let mut parts = Vec::new();
+        let mut cur = Some(self);
+        while let Some(a) = cur {
+            parts.push(if a.index > 0 {
+                format!("{}[{}]", a.el.name, a.index)
+            } else {
+                a.el.name.to_owned()
+            });
+            cur = a.parent;
+        }
+        parts.reverse();
+        format!("/{}", parts.join("/"))
+    }
 }
 
 impl Cx<'_> {
     fn loc(&self, at: At<'_>) -> Location {
         let (line, column) = line_column(self.input, at.el.offset);
         Location {
-            path: at.path.to_owned(),
+            path: at.path(),
             line,
             column,
         }
@@ -133,13 +162,14 @@ impl Cx<'_> {
         })
     }
 
-    fn document(&self, root: &Element) -> Result<CrmMon, ParseError> {
-        let path = format!("/{}", root.name);
-        let at = At {
+    fn document(&self, root: &Element<'_>) -> Result<CrmMon, ParseError> {
+        let root_at = At {
             el: root,
-            path: &path,
+            parent: None,
+            index: 0,
         };
-        let format = match root.name.as_str() {
+        let at = root_at;
+        let format = match root.name {
             "pacemaker-result" => Format::PacemakerResult {
                 api_version: self.req(at, "api-version")?.to_owned(),
             },
@@ -177,48 +207,39 @@ impl Cx<'_> {
         };
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
         for child in &root.children {
-            let n = counts.entry(child.name.as_str()).or_insert(0);
+            let n = counts.entry(child.name).or_insert(0);
             *n += 1;
-            let cpath = format!("{path}/{}", child.name);
-            let at = At {
-                el: child,
-                path: &cpath,
-            };
-            match child.name.as_str() {
+            let at = root_at.child(child, 0);
+            match child.name {
                 "pacemakerd" => doc.pacemakerd_state = Self::opt_string(at, "state"),
                 "summary" => doc.summary = self.summary(at)?,
                 "nodes" => {
                     for (i, el) in child.children_named("node").enumerate() {
-                        let p = format!("{cpath}/node[{}]", i + 1);
-                        doc.nodes.push(self.node(At { el, path: &p })?);
+                        doc.nodes.push(self.node(at.child(el, i + 1))?);
                     }
                 }
                 "resources" => doc.resources = self.resources(at, 0)?,
                 "node_attributes" => self.node_attributes(at, &mut doc.node_attributes)?,
                 "node_history" => {
                     for (i, el) in child.children_named("node").enumerate() {
-                        let p = format!("{cpath}/node[{}]", i + 1);
                         doc.node_history
-                            .push(self.node_history(At { el, path: &p })?);
+                            .push(self.node_history(at.child(el, i + 1))?);
                     }
                 }
                 "failures" => {
                     for (i, el) in child.children_named("failure").enumerate() {
-                        let p = format!("{cpath}/failure[{}]", i + 1);
-                        doc.failures.push(self.failure(At { el, path: &p })?);
+                        doc.failures.push(self.failure(at.child(el, i + 1))?);
                     }
                 }
                 "fence_history" => doc.fence_history = Some(self.fence_history(at)?),
                 "tickets" => {
                     for (i, el) in child.children_named("ticket").enumerate() {
-                        let p = format!("{cpath}/ticket[{}]", i + 1);
-                        doc.tickets.push(self.ticket(At { el, path: &p })?);
+                        doc.tickets.push(self.ticket(at.child(el, i + 1))?);
                     }
                 }
                 "bans" => {
                     for (i, el) in child.children_named("ban").enumerate() {
-                        let p = format!("{cpath}/ban[{}]", i + 1);
-                        doc.bans.push(self.ban(At { el, path: &p })?);
+                        doc.bans.push(self.ban(at.child(el, i + 1))?);
                     }
                 }
                 "status" => {
@@ -251,12 +272,8 @@ impl Cx<'_> {
     fn summary(&self, at: At<'_>) -> Result<Summary, ParseError> {
         let mut s = Summary::default();
         for child in &at.el.children {
-            let p = format!("{}/{}", at.path, child.name);
-            let c = At {
-                el: child,
-                path: &p,
-            };
-            match child.name.as_str() {
+            let c = at.child(child, 0);
+            match child.name {
                 "stack" => s.stack = Self::opt_string(c, "type"),
                 "current_dc" => {
                     let present = self.req_bool(c, "present")?;
@@ -337,14 +354,10 @@ impl Cx<'_> {
         let mut out = Vec::new();
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
         for child in &at.el.children {
-            let n = counts.entry(child.name.as_str()).or_insert(0);
+            let n = counts.entry(child.name).or_insert(0);
             *n += 1;
-            let p = format!("{}/{}[{}]", at.path, child.name, n);
-            let c = At {
-                el: child,
-                path: &p,
-            };
-            match child.name.as_str() {
+            let c = at.child(child, *n);
+            match child.name {
                 "resource" => out.push(Resource::Primitive(self.primitive(c, false)?)),
                 "group" => out.push(Resource::Group(self.group(c, false)?)),
                 "clone" => out.push(Resource::Clone(self.clone(c, depth)?)),
@@ -369,8 +382,7 @@ impl Cx<'_> {
         };
         let mut nodes = Vec::new();
         for (i, n) in at.el.children_named("node").enumerate() {
-            let p = format!("{}/node[{}]", at.path, i + 1);
-            nodes.push(self.req(At { el: n, path: &p }, "name")?.to_owned());
+            nodes.push(self.req(at.child(n, i + 1), "name")?.to_owned());
         }
         let orphaned = match at.el.attr("removed") {
             Some(v) => self.boolean(at, "removed", v)?,
@@ -400,8 +412,7 @@ impl Cx<'_> {
     fn group(&self, at: At<'_>, promotable: bool) -> Result<Group, ParseError> {
         let mut members = Vec::new();
         for (i, el) in at.el.children_named("resource").enumerate() {
-            let p = format!("{}/resource[{}]", at.path, i + 1);
-            members.push(self.primitive(At { el, path: &p }, promotable)?);
+            members.push(self.primitive(at.child(el, i + 1), promotable)?);
         }
         Ok(Group {
             id: self.req(at, "id")?.to_owned(),
@@ -417,14 +428,10 @@ impl Cx<'_> {
         let mut children = Vec::new();
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
         for child in &at.el.children {
-            let n = counts.entry(child.name.as_str()).or_insert(0);
+            let n = counts.entry(child.name).or_insert(0);
             *n += 1;
-            let p = format!("{}/{}[{}]", at.path, child.name, n);
-            let c = At {
-                el: child,
-                path: &p,
-            };
-            match child.name.as_str() {
+            let c = at.child(child, *n);
+            match child.name {
                 "resource" => children.push(Resource::Primitive(self.primitive(c, promotable)?)),
                 "group" => children.push(Resource::Group(self.group(c, promotable)?)),
                 // Pacemaker does not nest clones, but the tree depth is
@@ -453,12 +460,10 @@ impl Cx<'_> {
     fn bundle(&self, at: At<'_>) -> Result<Bundle, ParseError> {
         let mut replicas = Vec::new();
         for (i, el) in at.el.children_named("replica").enumerate() {
-            let p = format!("{}/replica[{}]", at.path, i + 1);
-            let r = At { el, path: &p };
+            let r = at.child(el, i + 1);
             let mut primitives = Vec::new();
             for (j, el) in el.children_named("resource").enumerate() {
-                let p = format!("{}/resource[{}]", r.path, j + 1);
-                primitives.push(self.primitive(At { el, path: &p }, false)?);
+                primitives.push(self.primitive(r.child(el, j + 1), false)?);
             }
             replicas.push(Replica {
                 id: self.req(r, "id")?.to_owned(),
@@ -483,13 +488,11 @@ impl Cx<'_> {
         out: &mut BTreeMap<String, BTreeMap<String, String>>,
     ) -> Result<(), ParseError> {
         for (i, el) in at.el.children_named("node").enumerate() {
-            let p = format!("{}/node[{}]", at.path, i + 1);
-            let n = At { el, path: &p };
+            let n = at.child(el, i + 1);
             let name = self.req(n, "name")?.to_owned();
             let attrs = out.entry(name).or_default();
             for (j, el) in el.children_named("attribute").enumerate() {
-                let p = format!("{}/attribute[{}]", n.path, j + 1);
-                let a = At { el, path: &p };
+                let a = n.child(el, j + 1);
                 attrs.insert(
                     self.req(a, "name")?.to_owned(),
                     a.el.attr("value").unwrap_or_default().to_owned(),
@@ -502,12 +505,10 @@ impl Cx<'_> {
     fn node_history(&self, at: At<'_>) -> Result<NodeHistory, ParseError> {
         let mut resources = Vec::new();
         for (i, el) in at.el.children_named("resource_history").enumerate() {
-            let p = format!("{}/resource_history[{}]", at.path, i + 1);
-            let r = At { el, path: &p };
+            let r = at.child(el, i + 1);
             let mut operations = Vec::new();
             for (j, el) in el.children_named("operation_history").enumerate() {
-                let p = format!("{}/operation_history[{}]", r.path, j + 1);
-                let o = At { el, path: &p };
+                let o = r.child(el, j + 1);
                 operations.push(Operation {
                     call: self.opt_num(o, "call")?,
                     task: self.req(o, "task")?.to_owned(),
@@ -568,8 +569,7 @@ impl Cx<'_> {
     fn fence_history(&self, at: At<'_>) -> Result<FenceHistory, ParseError> {
         let mut events = Vec::new();
         for (i, el) in at.el.children_named("fence_event").enumerate() {
-            let p = format!("{}/fence_event[{}]", at.path, i + 1);
-            let e = At { el, path: &p };
+            let e = at.child(el, i + 1);
             let status = match self.req(e, "status")? {
                 "success" => FenceStatus::Success,
                 "failed" => FenceStatus::Failed,

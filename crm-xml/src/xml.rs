@@ -3,7 +3,10 @@
 //! and lets the typed parser report an element path plus line:column for every
 //! error, which serde deserialisation cannot do.
 
+use std::borrow::Cow;
+
 use quick_xml::XmlVersion;
+use quick_xml::events::attributes::Attributes;
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::reader::Reader;
 
@@ -17,27 +20,31 @@ pub(crate) const MAX_DEPTH: usize = 64;
 /// One element: its name, its attributes in document order, its child
 /// elements, and the byte offset of its start tag (for error positions).
 #[derive(Debug)]
-pub(crate) struct Element {
-    pub name: String,
-    pub attrs: Vec<(String, String)>,
-    pub children: Vec<Element>,
+pub(crate) struct Element<'i> {
+    pub name: &'i str,
+    /// Values borrow from the input unless they held entity references.
+    pub attrs: Vec<(&'i str, Cow<'i, str>)>,
+    pub children: Vec<Element<'i>>,
     pub text: String,
     pub offset: usize,
 }
 
-impl Element {
+impl<'i> Element<'i> {
     pub fn attr(&self, name: &str) -> Option<&str> {
         self.attrs
             .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_ref())
     }
 
-    pub fn child(&self, name: &str) -> Option<&Element> {
+    pub fn child(&self, name: &str) -> Option<&Element<'i>> {
         self.children.iter().find(|c| c.name == name)
     }
 
-    pub fn children_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Element> + 'a {
+    pub fn children_named<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> impl Iterator<Item = &'a Element<'i>> + 'a {
         self.children.iter().filter(move |c| c.name == name)
     }
 }
@@ -45,12 +52,12 @@ impl Element {
 /// Parse `input` into a tree of elements. Text is kept only as a convenience
 /// (crm_mon carries its error messages as text); comments, processing
 /// instructions and the declaration are skipped.
-pub(crate) fn parse_tree(input: &str) -> Result<Element, ParseError> {
+pub(crate) fn parse_tree(input: &str) -> Result<Element<'_>, ParseError> {
     let mut reader = Reader::from_str(input);
     reader.config_mut().trim_text(true);
-    let mut stack: Vec<Element> = Vec::new();
-    let mut root: Option<Element> = None;
-    let syntax = |offset: u64, message: String, stack: &[Element]| {
+    let mut stack: Vec<Element<'_>> = Vec::new();
+    let mut root: Option<Element<'_>> = None;
+    let syntax = |offset: u64, message: String, stack: &[Element<'_>]| {
         let offset = usize::try_from(offset).unwrap_or(usize::MAX);
         let (line, column) = line_column(input, offset);
         ParseError::Syntax {
@@ -159,7 +166,7 @@ pub(crate) fn parse_tree(input: &str) -> Result<Element, ParseError> {
             u64::try_from(input.len()).unwrap_or(u64::MAX),
             format!(
                 "document ends inside <{}> (truncated?)",
-                stack.last().map_or("", |e| e.name.as_str())
+                stack.last().map_or("", |e| e.name)
             ),
             &stack,
         ));
@@ -167,31 +174,41 @@ pub(crate) fn parse_tree(input: &str) -> Result<Element, ParseError> {
     root.ok_or(ParseError::Empty)
 }
 
-fn element(
+fn element<'i>(
     start: &BytesStart<'_>,
     offset: usize,
-    input: &str,
-    stack: &[Element],
-) -> Result<Element, ParseError> {
-    let name = AsRef::<str>::as_ref(&start.name()).to_owned();
+    input: &'i str,
+    stack: &[Element<'i>],
+) -> Result<Element<'i>, ParseError> {
+    // The event's content is `name attrs…` right after the `<` at `offset`;
+    // slicing the input itself lets names and values borrow from it.
+    let content_len = AsRef::<str>::as_ref(start).len();
+    let raw = input
+        .get(offset + 1..offset + 1 + content_len)
+        .filter(|r| *r == AsRef::<str>::as_ref(start));
+    let bad = |message: String| {
+        let (line, column) = line_column(input, offset);
+        ParseError::Syntax {
+            location: Location {
+                path: path_of(stack),
+                line,
+                column,
+            },
+            message,
+        }
+    };
+    let Some(raw) = raw else {
+        return Err(bad("cannot locate the tag in the input".into()));
+    };
+    let name_len = AsRef::<str>::as_ref(&start.name()).len();
+    let name = raw.get(..name_len).unwrap_or(raw);
     let mut attrs = Vec::new();
-    for attr in start.attributes() {
-        let bad = |message: String| {
-            let (line, column) = line_column(input, offset);
-            let mut path = path_of(stack);
-            path.push('/');
-            path.push_str(&name);
-            ParseError::Syntax {
-                location: Location { path, line, column },
-                message,
-            }
-        };
-        let attr = attr.map_err(|e| bad(format!("bad attribute: {e}")))?;
-        let key = AsRef::<str>::as_ref(&attr.key).to_owned();
+    for attr in Attributes::new(raw, name_len) {
+        let attr = attr.map_err(|e| bad(format!("bad attribute in <{name}>: {e}")))?;
+        let key = attr.key.0;
         let value = attr
             .normalized_value(XmlVersion::Implicit1_0)
-            .map_err(|e| bad(format!("bad value of attribute `{key}`: {e}")))?
-            .into_owned();
+            .map_err(|e| bad(format!("bad value of attribute `{key}` in <{name}>: {e}")))?;
         attrs.push((key, value));
     }
     Ok(Element {
@@ -203,14 +220,14 @@ fn element(
     })
 }
 
-fn path_of(stack: &[Element]) -> String {
+fn path_of(stack: &[Element<'_>]) -> String {
     if stack.is_empty() {
         return "/".to_owned();
     }
     let mut p = String::new();
     for el in stack {
         p.push('/');
-        p.push_str(&el.name);
+        p.push_str(el.name);
     }
     p
 }
