@@ -534,21 +534,24 @@ impl EtcdModel {
     // ---- etcd semantics -------------------------------------------------
 
     /// The nodes whose etcd talks to `x`'s as part of one cluster.
-    fn group(&self, s: &State, x: usize) -> Vec<usize> {
+    fn group(&self, s: &State, x: usize) -> Group {
+        let mut g = Group(0);
         let Some(dx) = running_data(s, x) else {
-            return Vec::new();
+            return g;
         };
-        (0..self.n())
-            .filter(|&y| {
-                let Some(dy) = running_data(s, y) else {
-                    return false;
-                };
-                connected(s, x, y)
-                    && dy.epoch == dx.epoch
-                    && dx.config.iter().any(|e| e.node == y && e.id == dy.member)
-                    && dy.config.iter().any(|e| e.node == x && e.id == dx.member)
-            })
-            .collect()
+        for y in 0..self.n() {
+            let Some(dy) = running_data(s, y) else {
+                continue;
+            };
+            if connected(s, x, y)
+                && dy.epoch == dx.epoch
+                && dx.config.iter().any(|e| e.node == y && e.id == dy.member)
+                && dy.config.iter().any(|e| e.node == x && e.id == dx.member)
+            {
+                g.0 |= 1 << y;
+            }
+        }
+        g
     }
 
     /// `x`'s member is a voter whose group holds a majority of its voters.
@@ -559,10 +562,15 @@ impl EtcdModel {
         if !is_voter(dx, x) {
             return false;
         }
-        let voters: Vec<&Entry> = dx.config.iter().filter(|e| !e.learner).collect();
         let group = self.group(s, x);
-        let present = voters.iter().filter(|e| group.contains(&e.node)).count();
-        present * 2 > voters.len()
+        let (mut voters, mut present) = (0, 0);
+        for e in dx.config.iter().filter(|e| !e.learner) {
+            voters += 1;
+            if group.contains(&e.node) {
+                present += 1;
+            }
+        }
+        present * 2 > voters
     }
 
     fn leader(&self, s: &State, x: usize) -> Option<usize> {
@@ -692,7 +700,7 @@ impl EtcdModel {
                     has_leader: quorate || (!is_voter(d, x) && self.learner_has_leader(s, x)),
                     is_leader: self.leader(s, x) == Some(x),
                     linearizable_ok: quorate,
-                    members: self.members(s, d, &group),
+                    members: self.members(s, d, group),
                     leave_lock: d.lock.map(name),
                     position: RaftPosition {
                         term: u64::from(d.epoch),
@@ -710,7 +718,7 @@ impl EtcdModel {
                 .map(|(y, d)| ClusterView {
                     cluster_id: CLUSTER_ID,
                     epoch: u64::from(d.epoch),
-                    members: self.members(s, d, &self.group(s, y)),
+                    members: self.members(s, d, self.group(s, y)),
                     leave_lock: d.lock.map(name),
                 })
         };
@@ -763,7 +771,7 @@ impl EtcdModel {
         (0..self.n()).any(|l| self.leader(s, l) == Some(l) && self.group(s, l).contains(&x))
     }
 
-    fn members(&self, s: &State, d: &Data, group: &[usize]) -> Vec<MemberInfo> {
+    fn members(&self, s: &State, d: &Data, group: Group) -> Vec<MemberInfo> {
         d.config
             .iter()
             .map(|e| {
@@ -1231,7 +1239,7 @@ impl EtcdModel {
                 let w = s.writes + 1;
                 s.writes = w;
                 let window = self.config.power_loss_window;
-                for &y in &group {
+                for y in group {
                     let voter = running_data(&s, y).is_some_and(|d| is_voter(d, y));
                     if let Some(d) = s.nodes[y].data.as_mut()
                         && (voter || d.synced)
@@ -1654,6 +1662,34 @@ impl Model for EtcdModel {
             }
         }
         out
+    }
+}
+
+/// A set of node indexes (the model has at most eight nodes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Group(u8);
+
+impl Group {
+    fn contains(&self, y: &usize) -> bool {
+        self.0 & (1 << y) != 0
+    }
+
+    fn len(&self) -> usize {
+        self.0.count_ones() as usize
+    }
+}
+
+impl Iterator for Group {
+    type Item = usize;
+
+    /// Yields the members in index order, consuming the set.
+    fn next(&mut self) -> Option<usize> {
+        if self.0 == 0 {
+            return None;
+        }
+        let y = self.0.trailing_zeros() as usize;
+        self.0 &= self.0 - 1;
+        Some(y)
     }
 }
 
