@@ -11,7 +11,7 @@ APT_PACKAGES := pacemaker pacemaker-cli-utils corosync crmsh resource-agents \
 # two cores); fall back to cargo test where it is missing.
 NEXTEST := $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo yes)
 
-.PHONY: all deps build release lint fmt test test-fast test-all demo install clean
+.PHONY: all deps build release lint fmt test test-fast test-all demo failover-bench install clean
 
 all: build
 
@@ -50,8 +50,15 @@ test: deps lint
 	$(MAKE) test-all
 
 demo: deps
-	$(CARGO) build -p warden-harness --bin warden-demo
+	$(CARGO) build -p etcd-warden -p etcd-warden-agent -p warden-harness --bins
 	./target/debug/warden-demo
+
+# Failover timings on the namespace harness; RUNS=N runs per figure (default 10).
+# Writes its figures into docs/benchmarks.md.
+RUNS ?= 10
+failover-bench: deps
+	$(CARGO) build --release -p etcd-warden -p etcd-warden-agent
+	RUNS=$(RUNS) $(CARGO) run --release -p warden-integration --bin failover-bench
 
 release: deps
 	$(CARGO) build --release -p etcd-warden -p etcd-warden-agent
