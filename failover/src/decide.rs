@@ -335,7 +335,11 @@ impl<'a> Decider<'a> {
                 .count();
             let peer_stopping = self.f.others().any(|p| {
                 p.etcd == ResourceState::Stopping
-                    || matches!(&self.f.trigger, Trigger::Notify(n) if n.stop.contains(&p.name))
+                    || self
+                        .f
+                        .notify
+                        .as_ref()
+                        .is_some_and(|n| n.stop.contains(&p.name))
             });
             let lock = live.leave_lock.as_deref();
             let unarbitrated = self.broken(Mutation::LeaveWithoutArbitration);

@@ -83,6 +83,9 @@ pub struct Facts {
     pub topology: Topology,
     /// Why we decide now.
     pub trigger: Trigger,
+    /// Notification data Pacemaker attached to the pending start or stop
+    /// (it does so for a clone with `notify=true`). A hint only.
+    pub notify: Option<Notification>,
     /// Pacemaker's view from this node.
     pub pacemaker: PacemakerView,
     /// The local etcd process, read live.

@@ -752,6 +752,7 @@ impl EtcdModel {
             boot_id: boot_id(x, me.boot),
             topology: self.config.topology,
             trigger,
+            notify: None,
             pacemaker: PacemakerView {
                 quorate: me.quorate,
                 nodes,
