@@ -97,21 +97,13 @@ fn run_cluster(n: usize) {
     let nodes = c.node_names();
 
     // A daemon in every node; the agent's monitor answers 7 once it listens.
-    for node in &nodes {
-        c.spawn(
-            node,
-            "etcd-warden",
-            &[
-                warden.to_str().unwrap(),
-                "daemon",
-                "--standalone",
-                WARDEN_DIR,
-            ],
-            &[],
-        )
-        .unwrap();
-    }
-    for node in &nodes {
+    let daemon_argv = [
+        warden.to_str().unwrap(),
+        "daemon",
+        "--standalone",
+        WARDEN_DIR,
+    ];
+    let daemon_ready = |node: &str| {
         wait(
             &format!("the daemon on {node}"),
             Duration::from_secs(30),
@@ -120,6 +112,30 @@ fn run_cluster(n: usize) {
                 (rc == 7).then_some(())
             },
         );
+    };
+    for node in &nodes {
+        let pid = c.spawn(node, "etcd-warden", &daemon_argv, &[]).unwrap();
+        daemon_ready(node);
+        // Pacemaker runs alert agents as hacluster: let that user (and the
+        // haclient group) use the socket, as the packaged configuration
+        // does; the standalone default admits root only. A restart applies
+        // it.
+        c.exec_ok(
+            node,
+            &[
+                "sed",
+                "-i",
+                "-e",
+                r#"s/^allowed_users = .*/allowed_users = ["root", "hacluster"]/"#,
+                "-e",
+                r#"s/^socket_group = .*/socket_group = "haclient"/"#,
+                &format!("{WARDEN_DIR}/config.toml"),
+            ],
+        )
+        .unwrap();
+        c.stop_process(node, pid, Duration::from_secs(10)).unwrap();
+        c.spawn(node, "etcd-warden", &daemon_argv, &[]).unwrap();
+        daemon_ready(node);
     }
 
     // The generated configuration, applied as the docs say.
@@ -260,6 +276,53 @@ fn run_cluster(n: usize) {
         "{n} node(s): killed etcd {old} on {victim}, Pacemaker restarted it as {new} after {:?}",
         t0.elapsed()
     );
+
+    // The alert agent handed Pacemaker's resource events (the failed
+    // monitor, the restart) to the victim's daemon as they happened.
+    let log = c.log_dir(&victim).unwrap().join("etcd-warden.log");
+    wait(
+        "the resource alert in the daemon's log",
+        Duration::from_secs(30),
+        || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            text.lines()
+                .any(|l| l.contains("cluster event") && l.contains("resource"))
+                .then_some(())
+        },
+    );
+
+    // A non-unique parameter changes by reload, without a restart: etcd
+    // keeps its PID on every node.
+    let before: Vec<i32> = nodes.iter().map(|n| etcd_pid(&c, n).unwrap()).collect();
+    c.exec_ok(
+        &nodes[0],
+        &[
+            "crm_resource",
+            "--resource",
+            "etcd",
+            "--set-parameter",
+            "daemon_wait",
+            "--parameter-value",
+            "5",
+        ],
+    )
+    .unwrap();
+    for node in &nodes {
+        let log = c.log_dir(node).unwrap().join("etcd-warden.log");
+        wait(
+            &format!("a reload on {node}"),
+            Duration::from_secs(60),
+            || {
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                text.lines()
+                    .any(|l| l.contains("action done") && l.contains("Reload"))
+                    .then_some(())
+            },
+        );
+    }
+    c.wait_idle(&nodes[0], Duration::from_secs(60)).unwrap();
+    let after: Vec<i32> = nodes.iter().map(|n| etcd_pid(&c, n).unwrap()).collect();
+    assert_eq!(before, after, "changing daemon_wait restarted etcd");
     c.stop();
 }
 
