@@ -14,6 +14,8 @@ use serde::Serialize;
 use tokio::sync::{broadcast, watch};
 use warden_api::{Action, ActionReply, ActionRequest, NodeStatus, Outcome};
 
+use crm_xml::report::{self, EtcdMember, EtcdRole, EtcdSection, WardenNodeState, WardenState};
+
 use crate::config::Settings;
 use crate::etcd::{Connector, EtcdError, LiveEtcd, MemberStatus, status_of_members};
 use crate::etcd_conf::StartMode;
@@ -218,46 +220,106 @@ impl Core {
         st
     }
 
-    /// The report's etcd section: this node, the member list and the Status
-    /// of every member, all asked now.
-    pub async fn report(&self, deadline: Duration) -> serde_json::Value {
+    /// The etcd section of the report (`crm_xml::report::EtcdSection`),
+    /// asked now.
+    pub async fn etcd_section(
+        &self,
+        deadline: Duration,
+    ) -> (
+        NodeStatus,
+        Result<Vec<crate::etcd::Member>, EtcdError>,
+        EtcdSection,
+    ) {
         let node = self.node_status(deadline).await;
-        let members = match self.etcd.member_list(deadline).await {
-            Ok(ms) => {
-                let all = status_of_members(&self.connector, &ms, deadline).await;
-                serde_json::Value::Array(
-                    all.into_iter()
-                        .map(|(m, r)| {
-                            let status = match r {
-                                Ok(s) => serde_json::json!({
-                                    "reachable": true,
-                                    "leader": (s.leader != 0).then(|| s.leader.to_string()),
-                                    "raftTerm": s.raft_term,
-                                    "raftIndex": s.raft_index,
-                                    "isLearner": s.is_learner,
-                                    "version": s.version,
-                                    "dbSize": s.db_size,
-                                    "errors": s.errors,
-                                }),
-                                Err(e) => {
-                                    serde_json::json!({"reachable": false, "error": e.to_string()})
-                                }
-                            };
-                            serde_json::json!({"member": m, "status": status})
+        let members = self.etcd.member_list(deadline).await;
+        let state = if node.etcd_running {
+            WardenState::Member
+        } else {
+            WardenState::Stopped
+        };
+        let section = EtcdSection {
+            cluster_id: node.cluster_id.map(|i| format!("{i:x}")),
+            leader: node.leader_id.map(|i| format!("{i:x}")),
+            raft_index: node.raft_index,
+            raft_term: node.raft_term,
+            revision: node.revision,
+            members: members
+                .as_ref()
+                .map(|ms| {
+                    ms.iter()
+                        .map(|m| EtcdMember {
+                            id: format!("{:x}", m.id),
+                            name: m.name.clone(),
+                            role: if m.is_learner {
+                                EtcdRole::Learner
+                            } else {
+                                EtcdRole::Voter
+                            },
+                            peer_urls: m.peer_urls.clone(),
+                            learner_since: None,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            nodes: [(
+                self.settings.node_name.clone(),
+                WardenNodeState { state, since: None },
+            )]
+            .into_iter()
+            .collect(),
+        };
+        (node, members, section)
+    }
+
+    /// The report: Pacemaker's view from crm_mon (bounded by
+    /// [`CRM_MON_DEADLINE`]) with the live etcd section. Without Pacemaker
+    /// (standalone, crm_mon failing) the error and the etcd part alone.
+    pub async fn report(&self, deadline: Duration) -> Result<serde_json::Value, serde_json::Value> {
+        let (crm, (_, members, section)) =
+            tokio::join!(crm_mon(CRM_MON_DEADLINE), self.etcd_section(deadline));
+        match crm {
+            Ok(doc) => {
+                let opts = report::Options {
+                    expected_node_count: self.settings.nodes.len(),
+                    node_addresses: self
+                        .settings
+                        .nodes
+                        .iter()
+                        .map(|n| {
+                            (
+                                n.name.clone(),
+                                n.peer_urls.iter().filter_map(|u| url_host(u)).collect(),
+                            )
                         })
                         .collect(),
-                )
+                    etcd: Some(section),
+                    ..Default::default()
+                };
+                let r = report::build(&doc, &opts, None, time::OffsetDateTime::now_utc());
+                serde_json::to_value(&r).map_err(|e| serde_json::json!({"error": e.to_string()}))
             }
-            Err(e) => serde_json::json!({"error": e.to_string()}),
-        };
-        serde_json::json!({
-            "node": self.settings.node_name,
-            "topology": self.settings.topology.as_str(),
-            "etcd": {
-                "local": node,
-                "members": members,
-            },
-        })
+            Err(e) => {
+                // Each member's own Status, for an operator without Pacemaker.
+                let live = match &members {
+                    Ok(ms) => status_of_members(&self.connector, ms, deadline)
+                        .await
+                        .into_iter()
+                        .map(|(m, r)| match r {
+                            Ok(s) => serde_json::json!({"id": format!("{:x}", m.id), "name": m.name, "reachable": true,
+                                "leader": (s.leader != 0).then(|| format!("{:x}", s.leader)),
+                                "raftTerm": s.raft_term, "isLearner": s.is_learner, "version": s.version}),
+                            Err(e) => serde_json::json!({"id": format!("{:x}", m.id), "name": m.name, "reachable": false, "error": e.to_string()}),
+                        })
+                        .collect(),
+                    Err(_) => vec![],
+                };
+                Err(serde_json::json!({
+                    "error": format!("no Pacemaker report: {e}"),
+                    "etcd": section,
+                    "memberStatus": live,
+                }))
+            }
+        }
     }
 
     /// Whether the local member is a voter and the cluster has a leader,
@@ -471,4 +533,52 @@ fn reason_of(p: &Probe) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// How long crm_mon may take for a report.
+pub const CRM_MON_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Run crm_mon once, bounded, and parse its XML.
+async fn crm_mon(deadline: Duration) -> Result<crm_xml::model::CrmMon, String> {
+    let child = tokio::process::Command::new("crm_mon")
+        .args(["--one-shot", "--inactive", "--output-as=xml"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        // Dropped at the deadline: the child is killed, not left behind.
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot run crm_mon: {e}"))?;
+    let out = tokio::time::timeout(deadline, child.wait_with_output())
+        .await
+        .map_err(|_| format!("crm_mon did not answer within {deadline:?}"))?
+        .map_err(|e| format!("crm_mon failed: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    // crm_mon puts its reasons in <error> elements of the XML; with an
+    // unreadable CIB_file it even exits 0 with errors and no <nodes>.
+    let reasons: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("<error>")?.strip_suffix("</error>"))
+        .collect();
+    if !out.status.success() || (!reasons.is_empty() && !text.contains("<nodes")) {
+        let why = if reasons.is_empty() {
+            String::from_utf8_lossy(&out.stderr).trim().to_string()
+        } else {
+            reasons.join("; ")
+        };
+        return Err(format!("crm_mon failed ({}): {why}", out.status));
+    }
+    crm_xml::parse(&text).map_err(|e| format!("crm_mon's XML: {e}"))
+}
+
+/// The host of an `http(s)://host:port` URL, without IPv6 brackets.
+fn url_host(u: &str) -> Option<String> {
+    let rest = u.split_once("://")?.1;
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    let (host, _) = rest.rsplit_once(':')?;
+    Some(
+        host.trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string(),
+    )
 }

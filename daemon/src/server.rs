@@ -175,6 +175,14 @@ fn leader_events(core: &Core) -> Response<Body> {
         .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
 }
 
+/// The report, or 503 with the error and the etcd section alone.
+async fn report(core: &Core) -> Response<Body> {
+    match core.report(core.settings.timeouts.probe_timeout).await {
+        Ok(r) => json(StatusCode::OK, &r),
+        Err(partial) => json(StatusCode::SERVICE_UNAVAILABLE, &partial),
+    }
+}
+
 /// Routes shared by both listeners.
 async fn common(core: &Arc<Core>, method: &Method, path: &str) -> Option<Response<Body>> {
     let deadline = core.settings.timeouts.probe_timeout;
@@ -232,7 +240,7 @@ async fn handle_unix(core: Arc<Core>, req: Request<Incoming>) -> Response<Body> 
             Ok(ms) => json(StatusCode::OK, &ms),
             Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
         },
-        (&Method::GET, paths::REPORT) => json(StatusCode::OK, &core.report(deadline).await),
+        (&Method::GET, paths::REPORT) => report(&core).await,
         (_, paths::ACTION | paths::EVENT | paths::STATUS | paths::MEMBERS | paths::REPORT) => {
             error(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -250,10 +258,7 @@ async fn handle_tcp(core: Arc<Core>, req: Request<Incoming>) -> Response<Body> {
         return r;
     }
     match (&method, path.as_str()) {
-        (&Method::GET, "/status") => json(
-            StatusCode::OK,
-            &core.report(core.settings.timeouts.probe_timeout).await,
-        ),
+        (&Method::GET, "/status") => report(&core).await,
         _ => error(StatusCode::NOT_FOUND, format!("no route {method} {path}")),
     }
 }

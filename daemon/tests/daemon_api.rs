@@ -274,3 +274,31 @@ fn status_members_and_snapshot_commands() {
     );
     assert!(!d.dir.path().join("snap.part").exists());
 }
+
+#[test]
+fn the_report_combines_crm_mon_with_the_live_etcd_section() {
+    // crm_mon reads a CIB file instead of a live cluster (CIB_file), so the
+    // report path is real without a running Pacemaker.
+    let cib = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/two_node_cib.xml"
+    );
+    let mut d = Daemon::start_with_env(true, &[("CIB_file", cib)]);
+    d.wait_ready(Duration::from_secs(10));
+    let member = d.status().member_id.unwrap();
+    let body = d
+        .client()
+        .get_raw(warden_api::paths::REPORT, Duration::from_secs(10))
+        .unwrap();
+    let report: crm_xml::report::Report = serde_json::from_slice(&body)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&body)));
+    assert_eq!(report.api_version, "etcd.openshift.io/v1");
+    let etcd = report.etcd.expect("the etcd section");
+    assert_eq!(etcd.members.len(), 1);
+    assert_eq!(etcd.members[0].id, format!("{member:x}"));
+    assert_eq!(etcd.leader, Some(format!("{member:x}")));
+    // The TCP /status serves the same document.
+    let (code, body) = d.http_get("/status").unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("etcd.openshift.io/v1"));
+}

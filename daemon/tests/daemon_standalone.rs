@@ -11,7 +11,9 @@ use warden_api::{Action, Outcome};
 #[test]
 fn autostart_is_ready_within_10s_and_reports_a_live_voter() {
     let t = Instant::now();
-    let mut d = Daemon::start(true);
+    // No Pacemaker for the report, deterministically (even if a cluster
+    // runs on this host).
+    let mut d = Daemon::start_with_env(true, &[("CIB_file", "/nonexistent/etcd-warden-cib.xml")]);
     d.wait_ready(Duration::from_secs(10));
     eprintln!("ready after {:?}", t.elapsed());
     assert!(t.elapsed() < Duration::from_secs(10));
@@ -26,13 +28,16 @@ fn autostart_is_ready_within_10s_and_reports_a_live_voter() {
         Some(1.0)
     );
     assert_eq!(metric(&metrics, "etcd_warden_etcd_up"), Some(1.0));
+    // No Pacemaker cluster here: 503 with the reason and the live etcd part.
     let (code, body) = d.http_get("/status").unwrap();
-    assert_eq!(code, 200);
+    assert_eq!(code, 503, "{body}");
     let report: serde_json::Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(
-        report["etcd"]["members"][0]["status"]["reachable"], true,
+    assert!(
+        report["error"].as_str().unwrap().contains("crm_mon"),
         "{report}"
     );
+    assert_eq!(report["etcd"]["members"][0]["role"], "voter", "{report}");
+    assert_eq!(report["memberStatus"][0]["reachable"], true, "{report}");
     assert_eq!(d.http_get("/healthz").unwrap().0, 200);
 }
 

@@ -72,11 +72,17 @@ pub struct Daemon {
     pub child: Option<Child>,
     pub etcd_pids: Vec<u32>,
     pub log: PathBuf,
+    pub env: Vec<(String, String)>,
 }
 
 impl Daemon {
     /// Start a standalone daemon (fresh dir).
     pub fn start(autostart: bool) -> Daemon {
+        Self::start_with_env(autostart, &[])
+    }
+
+    /// Start a standalone daemon with extra environment variables.
+    pub fn start_with_env(autostart: bool, env: &[(&str, &str)]) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
         let mut d = Daemon {
             log: dir.path().join("daemon.log"),
@@ -84,6 +90,10 @@ impl Daemon {
             http: free_port(),
             child: None,
             etcd_pids: vec![],
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         d.spawn(autostart);
         d
@@ -104,6 +114,7 @@ impl Daemon {
             .arg(format!("127.0.0.1:{}", self.http))
             .env("RUST_LOG", "info")
             .env_remove("NOTIFY_SOCKET")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(log);
         if autostart {
