@@ -1,1 +1,18 @@
-//! Integration tests live in `tests/`; this crate has no library code of its own.
+//! Library code of the integration tests (the tests themselves live in
+//! `tests/`): the failover scenarios, the failover benchmark and the demo's
+//! figures share it.
+//!
+//! - [`bins`]: the project's binaries, built on demand, and the agent installed
+//!   where Pacemaker looks for it.
+//! - [`gateway`]: etcd's v3 JSON gateway, called from inside a node's network
+//!   namespace.
+//! - [`writer`]: clients writing throughout a fault, recording every
+//!   acknowledged write, and the checks run on those records afterwards.
+//! - [`twonode`]: a Pacemaker cluster with an etcd-warden daemon in every node,
+//!   configured as the docs say, and its observations (members, daemon status,
+//!   archives).
+
+pub mod bins;
+pub mod gateway;
+pub mod twonode;
+pub mod writer;

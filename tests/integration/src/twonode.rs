@@ -1,0 +1,474 @@
+//! A Pacemaker cluster (two nodes with fencing, or three in HA mode) with an
+//! `etcd-warden daemon` in every node, configured as the docs say: a TOML
+//! per node listing every node with peer/client URLs on the nodes' namespace
+//! addresses, and the CIB from `etcd-warden crm-config --format xml`.
+//!
+//! Each node's daemon runs inside the node (`Cluster::spawn`), so its socket
+//! `/run/etcd-warden/api.sock` lies in the node's private /run, where the
+//! agent looks by default. Data and state live in the node's work dir,
+//! which survives a crash or fence like a disk does.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail, ensure};
+use serde_json::Value;
+use warden_harness::{Cluster, ClusterOptions, CrmMon, Expect};
+
+use crate::bins;
+use crate::gateway::{self, Kv, Member, NetNs};
+use crate::writer::Writer;
+
+/// The daemon's socket inside a node (its /run is private).
+pub const SOCKET: &str = "/run/etcd-warden/api.sock";
+/// etcd's client port on every node address.
+pub const CLIENT_PORT: u16 = 2379;
+/// etcd's peer port.
+pub const PEER_PORT: u16 = 2380;
+/// Deadline of one gateway call from the test.
+const CALL: Duration = Duration::from_secs(3);
+
+/// `two-node` (fencing, forced new cluster after a fence) or `ha`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Topology {
+    /// Exactly two nodes, fencing.
+    TwoNode,
+    /// Three or more voters, never forcing.
+    Ha,
+}
+
+impl Topology {
+    fn as_str(self) -> &'static str {
+        match self {
+            Topology::TwoNode => "two-node",
+            Topology::Ha => "ha",
+        }
+    }
+}
+
+/// The cluster with a daemon in every node.
+pub struct WardenCluster {
+    /// The harness cluster (exec, crash, fence, cut, crm_mon …).
+    pub c: Cluster,
+    warden: PathBuf,
+    topology: Topology,
+    daemons: Mutex<Vec<(String, i32)>>,
+}
+
+/// Polls `f` every 100 ms until it returns `Some`, failing with `what` and
+/// the last error after `timeout`.
+pub fn poll<T>(
+    what: &str,
+    timeout: Duration,
+    mut f: impl FnMut() -> Result<Option<T>>,
+) -> Result<T> {
+    let deadline = Instant::now() + timeout;
+    let mut last = String::from("nothing observed yet");
+    loop {
+        match f() {
+            Ok(Some(v)) => return Ok(v),
+            Ok(None) => {}
+            Err(e) => last = format!("{e:#}"),
+        }
+        if Instant::now() > deadline {
+            bail!("timed out after {timeout:?} waiting for {what}; last: {last}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Every node in `nodes` runs an active, not failed etcd instance.
+pub fn etcd_started_on(nodes: Vec<String>) -> Expect {
+    Expect::new(format!("etcd started on {nodes:?}"), move |m: &CrmMon| {
+        nodes.iter().all(|n| {
+            m.resources.iter().any(|r| {
+                (r.id == "etcd" || r.id.starts_with("etcd:"))
+                    && r.active
+                    && !r.failed
+                    && r.nodes.contains(n)
+            })
+        })
+    })
+}
+
+impl WardenCluster {
+    /// Starts the cluster, writes every node's configuration, starts the
+    /// daemons and applies the generated CIB; returns once Pacemaker shows
+    /// etcd started on every node.
+    pub fn start(nodes: usize, topology: Topology) -> Result<Self> {
+        let w = Self::start_daemons(nodes, topology)?;
+        w.configure_pacemaker()?;
+        w.wait_started(&w.c.node_names(), Duration::from_secs(120))?;
+        Ok(w)
+    }
+
+    /// The cluster and the daemons, without etcd in the CIB yet (adoption
+    /// starts etcd by hand first).
+    pub fn start_daemons(nodes: usize, topology: Topology) -> Result<Self> {
+        bins::install_agent()?;
+        let warden = bins::warden()?;
+        let mut opts = ClusterOptions::new(nodes);
+        // The generated configuration brings the fence devices; the harness
+        // only installs its fence agent.
+        opts.stonith = false;
+        warden_harness::fence_agent::install()?;
+        let c = Cluster::start(opts)?;
+        let w = Self {
+            c,
+            warden,
+            topology,
+            daemons: Mutex::new(Vec::new()),
+        };
+        for node in w.c.node_names() {
+            w.write_config(&node)?;
+            w.spawn_daemon(&node)?;
+        }
+        Ok(w)
+    }
+
+    /// The node names.
+    pub fn nodes(&self) -> Vec<String> {
+        self.c.node_names()
+    }
+
+    /// The other node of a two-node cluster.
+    pub fn peer(&self, node: &str) -> String {
+        self.nodes()
+            .into_iter()
+            .find(|n| n != node)
+            .unwrap_or_default()
+    }
+
+    /// The node's configuration file.
+    pub fn config_path(&self, node: &str) -> Result<PathBuf> {
+        Ok(self.c.node_dir(node)?.join("warden/config.toml"))
+    }
+
+    /// The node's etcd data directory.
+    pub fn data_dir(&self, node: &str) -> Result<PathBuf> {
+        Ok(self.c.node_dir(node)?.join("etcd"))
+    }
+
+    /// etcd's client address of `node`.
+    pub fn client_addr(&self, node: &str) -> Result<SocketAddr> {
+        Ok(SocketAddr::new(IpAddr::V4(self.c.addr(node)?), CLIENT_PORT))
+    }
+
+    /// The node's network namespace.
+    pub fn netns(&self, node: &str) -> Result<NetNs> {
+        NetNs::of_pid(self.c.holder_pid(node)?)
+    }
+
+    fn write_config(&self, node: &str) -> Result<()> {
+        let dir = self.c.node_dir(node)?;
+        let mut toml = format!(
+            "# Written by the failover tests: this node in a {} cluster.\n\
+             node_name = \"{node}\"\ntopology = \"{}\"\n\n",
+            self.topology.as_str(),
+            self.topology.as_str()
+        );
+        for n in self.nodes() {
+            let a = self.c.addr(&n)?;
+            toml.push_str(&format!(
+                "[[nodes]]\nname = \"{n}\"\npeer_urls = [\"http://{a}:{PEER_PORT}\"]\nclient_urls = [\"http://{a}:{CLIENT_PORT}\"]\n\n"
+            ));
+        }
+        toml.push_str(&format!(
+            "[etcd]\ndata_dir = \"{}\"\n\n\
+             [api]\nsocket = \"{SOCKET}\"\nsocket_group = \"haclient\"\nallowed_users = [\"root\", \"hacluster\"]\n\n\
+             [paths]\nstate_dir = \"{}\"\n\n\
+             # Probe often: the tests measure how fast a failover completes.\n\
+             [timeouts]\nprobe_interval_ms = 500\nstop_grace_ms = 5000\n",
+            dir.join("etcd").display(),
+            dir.join("state").display()
+        ));
+        let path = self.config_path(node)?;
+        std::fs::create_dir_all(path.parent().context("config dir")?)?;
+        std::fs::write(&path, toml).with_context(|| format!("writing {}", path.display()))
+    }
+
+    /// Starts the node's daemon (as a boot would) and waits for its API.
+    pub fn spawn_daemon(&self, node: &str) -> Result<i32> {
+        let cfg = self.config_path(node)?;
+        let argv = [
+            self.warden.to_str().context("warden path")?,
+            "daemon",
+            "--config",
+            cfg.to_str().context("config path")?,
+        ];
+        let pid = self.c.spawn(node, "etcd-warden", &argv, &[])?;
+        self.daemons
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((node.to_string(), pid));
+        poll(
+            &format!("the daemon's API on {node}"),
+            Duration::from_secs(30),
+            || self.status(node).map(Some),
+        )
+        .with_context(|| self.daemon_log_tail(node))?;
+        Ok(pid)
+    }
+
+    /// The PID of the daemon last started on `node`.
+    pub fn daemon_pid(&self, node: &str) -> Option<i32> {
+        self.daemons
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .rev()
+            .find(|(n, _)| n == node)
+            .map(|(_, p)| *p)
+    }
+
+    /// The last lines of the node's daemon log (for failure messages).
+    pub fn daemon_log_tail(&self, node: &str) -> String {
+        let log = self.daemon_log(node);
+        let lines: Vec<&str> = log.lines().collect();
+        format!(
+            "daemon log of {node} (last lines):\n{}",
+            lines[lines.len().saturating_sub(30)..].join("\n")
+        )
+    }
+
+    /// The node's whole daemon log.
+    pub fn daemon_log(&self, node: &str) -> String {
+        self.c
+            .log_dir(node)
+            .map(|d| std::fs::read_to_string(d.join("etcd-warden.log")).unwrap_or_default())
+            .unwrap_or_default()
+    }
+
+    /// `etcd-warden status --json` inside the node.
+    pub fn status(&self, node: &str) -> Result<Value> {
+        let w = self.warden.to_str().context("warden path")?;
+        let out = self
+            .c
+            .exec(node, &[w, "status", "--json", "--socket", SOCKET])?;
+        ensure!(
+            out.status.success(),
+            "etcd-warden status on {node}: {}{}",
+            out.stdout,
+            out.stderr
+        );
+        serde_json::from_str(&out.stdout).context("status is not JSON")
+    }
+
+    /// Applies `etcd-warden crm-config --format xml` (fencing by the
+    /// harness's agent, node1 wins a fence race).
+    pub fn configure_pacemaker(&self) -> Result<()> {
+        let nodes = self.nodes();
+        let mut args = vec!["crm-config".to_string(), "--format".into(), "xml".into()];
+        for node in &nodes {
+            args.push("--node".into());
+            args.push(format!("{node}={}", self.c.addr(node)?));
+        }
+        for a in [
+            "--fence-agent",
+            "fence_warden_testns",
+            "--fence-option",
+            &format!("harness_root={}", self.c.root().display()),
+            "--fence-option",
+            "pcmk_host_check=static-list",
+            "--fence-delay",
+            "2s",
+        ] {
+            args.push(a.to_string());
+        }
+        let out = std::process::Command::new(&self.warden)
+            .args(&args)
+            .output()
+            .context("etcd-warden crm-config")?;
+        ensure!(
+            out.status.success(),
+            "crm-config: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let frag = self.c.node_dir(&nodes[0])?.join("etcd-warden.xml");
+        std::fs::write(&frag, &out.stdout)?;
+        self.c
+            .exec_ok(
+                &nodes[0],
+                &[
+                    "cibadmin",
+                    "--modify",
+                    "--xml-file",
+                    frag.to_str().context("path")?,
+                ],
+            )
+            .map(|_| ())
+    }
+
+    /// Waits until crm_mon (asked on the first of `nodes`) shows etcd
+    /// started on every one of `nodes`.
+    pub fn wait_started(&self, nodes: &[String], timeout: Duration) -> Result<CrmMon> {
+        let from = nodes.first().context("no node")?;
+        self.c
+            .wait_for(from, etcd_started_on(nodes.to_vec()), timeout)
+            .with_context(|| {
+                let mut s = self.c.crm_mon_text(from).unwrap_or_default();
+                for n in nodes {
+                    s.push_str(&self.daemon_log_tail(n));
+                }
+                s
+            })
+    }
+
+    /// The member list (and cluster id) as `node`'s etcd answers it.
+    pub fn members(&self, node: &str) -> Result<(u64, Vec<Member>)> {
+        let addr = self.client_addr(node)?;
+        self.netns(node)?
+            .run(move || gateway::member_list(addr, CALL))
+    }
+
+    /// Waits until `node`'s etcd lists exactly `voters` as voters (by name)
+    /// and no learner, and answers a linearizable read: the cluster is back
+    /// to full strength. Returns the cluster id and members.
+    pub fn wait_voters(
+        &self,
+        node: &str,
+        voters: &[String],
+        timeout: Duration,
+    ) -> Result<(u64, Vec<Member>)> {
+        let mut want: Vec<String> = voters.to_vec();
+        want.sort();
+        poll(
+            &format!("{want:?} as the only voters, seen from {node}"),
+            timeout,
+            || {
+                let (cid, ms) = self.members(node)?;
+                let mut v: Vec<String> = ms
+                    .iter()
+                    .filter(|m| !m.is_learner)
+                    .map(|m| m.name.clone())
+                    .collect();
+                v.sort();
+                if v != want || ms.iter().any(|m| m.is_learner) {
+                    bail!("members now {ms:?}");
+                }
+                self.read(node, "/warden-test/probe")?;
+                Ok(Some((cid, ms)))
+            },
+        )
+        .with_context(|| self.daemon_log_tail(node))
+    }
+
+    /// Linearizable read of every key under `prefix` through `node`'s etcd.
+    pub fn read(&self, node: &str, prefix: &str) -> Result<Vec<Kv>> {
+        let addr = self.client_addr(node)?;
+        let prefix = prefix.to_string();
+        self.netns(node)?
+            .run(move || gateway::range_prefix(addr, &prefix, CALL))
+    }
+
+    /// One put through `node`'s etcd (the test's own marker writes).
+    pub fn put(&self, node: &str, key: &str, value: &str) -> Result<u64> {
+        let addr = self.client_addr(node)?;
+        let (k, v) = (key.to_string(), value.to_string());
+        let ans = self
+            .netns(node)?
+            .run(move || gateway::put(addr, &k, &v, CALL))?;
+        gateway::header(&ans)
+            .2
+            .context("put answer without a revision")
+    }
+
+    /// A writer per node in `nodes`, each writing to its own node's etcd.
+    pub fn writer(&self, prefix: &str, nodes: &[String]) -> Result<Writer> {
+        let mut targets = Vec::new();
+        for n in nodes {
+            targets.push((n.clone(), self.netns(n)?, self.client_addr(n)?));
+        }
+        Writer::start(prefix, targets)
+    }
+
+    /// "Boots" a crashed or fenced node: Corosync and Pacemaker (the
+    /// harness's power-on), then the daemon, as the unit would start it.
+    pub fn boot(&self, node: &str, timeout: Duration) -> Result<()> {
+        self.c.power_on(node, timeout)?;
+        self.spawn_daemon(node)?;
+        Ok(())
+    }
+
+    /// Time of the last fence of `node` that killed it, from the harness
+    /// fence agent's log (`HH:MM:SS.nnnnnnnnn … plug=NODE killed: …`, in the
+    /// machine's time zone, UTC here): the moment the fence was done, with
+    /// sub-second precision that crm_mon's fence history lacks.
+    pub fn fence_done_at(&self, node: &str) -> Option<SystemTime> {
+        let log = std::fs::read_to_string(self.c.root().join("fence.log")).ok()?;
+        let line = log
+            .lines()
+            .rev()
+            .find(|l| l.contains(&format!("plug={node} ")) && l.contains("killed:"))?;
+        let tod = line.split_whitespace().next()?;
+        let mut it = tod.split(':');
+        let h: f64 = it.next()?.parse().ok()?;
+        let m: f64 = it.next()?.parse().ok()?;
+        let s: f64 = it.next()?.parse().ok()?;
+        let secs_of_day = h * 3600.0 + m * 60.0 + s;
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .ok()?
+            .as_secs_f64();
+        let midnight = (now / 86400.0).floor() * 86400.0;
+        let mut t = midnight + secs_of_day;
+        // A fence just before midnight, read just after.
+        if t > now + 1.0 {
+            t -= 86400.0;
+        }
+        Some(UNIX_EPOCH + Duration::from_secs_f64(t))
+    }
+
+    /// Archived data directories of `node`: anything under its work dir whose
+    /// name says "archive" and that holds an etcd `member` directory.
+    pub fn archives(&self, node: &str) -> Result<Vec<PathBuf>> {
+        let root = self.c.node_dir(node)?;
+        let mut out = Vec::new();
+        find_archives(&root, 3, &mut out);
+        Ok(out)
+    }
+
+    /// The daemon's own word on why it does what it does (`reason` of its
+    /// status, or its state).
+    pub fn reason(&self, node: &str) -> Result<String> {
+        let s = self.status(node)?;
+        Ok(format!(
+            "state={} reason={}",
+            s.get("state").and_then(Value::as_str).unwrap_or("?"),
+            s.get("reason").and_then(Value::as_str).unwrap_or("")
+        ))
+    }
+}
+
+fn find_archives(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if !p.is_dir() {
+            continue;
+        }
+        let name = e.file_name().to_string_lossy().to_lowercase();
+        if name.contains("archive") && has_member_dir(&p, 3) {
+            out.push(p);
+        } else if depth > 0 {
+            find_archives(&p, depth - 1, out);
+        }
+    }
+}
+
+fn has_member_dir(dir: &Path, depth: u32) -> bool {
+    if dir.join("member").is_dir() {
+        return true;
+    }
+    depth > 0
+        && std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.flatten()
+                    .any(|e| e.path().is_dir() && has_member_dir(&e.path(), depth - 1))
+            })
+            .unwrap_or(false)
+}
