@@ -14,6 +14,7 @@
 //! | GET | [`paths::STATUS`] | – | [`NodeStatus`] |
 //! | GET | [`paths::MEMBERS`] | – | `Vec<`[`Member`]`>` |
 //! | GET | [`paths::REPORT`] | – | the PacemakerCluster report (JSON) |
+//! | GET | [`paths::EVENTS`] | – | server-sent [`LeaderEvent`]s |
 //!
 //! Errors are a non-2xx status with an [`ApiError`] body.
 
@@ -38,6 +39,27 @@ pub mod paths {
     pub const MEMBERS: &str = "/v1/members";
     /// The PacemakerCluster report with its etcd section.
     pub const REPORT: &str = "/v1/report";
+    /// Leader changes as server-sent events (`event: leader`, data
+    /// [`super::LeaderEvent`]).
+    pub const EVENTS: &str = "/v1/events";
+}
+
+/// A leader change observed by the daemon's probes, as sent on
+/// [`paths::EVENTS`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaderEvent {
+    /// The new leader (None = no leader).
+    #[serde(default, with = "opt_u64_as_string")]
+    pub leader_id: Option<u64>,
+    /// The previous leader.
+    #[serde(default, with = "opt_u64_as_string")]
+    pub previous_id: Option<u64>,
+    /// Raft term when observed.
+    #[serde(default)]
+    pub raft_term: Option<u64>,
+    /// Unix time in milliseconds.
+    pub at_ms: u64,
 }
 
 /// The OCF actions the daemon carries out for the agent.
@@ -341,6 +363,19 @@ mod tests {
         assert_eq!(Outcome::NotRunning.ocf_code(), 7);
         assert_eq!(Outcome::RunningPromoted.ocf_code(), 8);
         assert_eq!(Outcome::Degraded.ocf_code(), 190);
+    }
+
+    #[test]
+    fn leader_events_keep_u64_ids() {
+        let e = LeaderEvent {
+            leader_id: Some(u64::MAX),
+            previous_id: None,
+            raft_term: Some(3),
+            at_ms: 1,
+        };
+        let s = serde_json::to_string(&e).unwrap();
+        assert!(s.contains("\"18446744073709551615\""), "{s}");
+        assert_eq!(serde_json::from_str::<LeaderEvent>(&s).unwrap(), e);
     }
 
     #[test]
