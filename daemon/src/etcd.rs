@@ -310,6 +310,70 @@ impl LiveEtcd {
     }
 }
 
+/// The key of the leave lock: the node that holds it is the only one allowed
+/// to leave the member list (rule 5: the last voter never leaves).
+pub const LEAVE_LOCK_KEY: &str = "/etcd-warden/leave-lock";
+
+impl LiveEtcd {
+    /// The node holding the leave lock, read linearizably now.
+    pub async fn leave_lock(&self, deadline: Duration) -> Result<Option<String>, EtcdError> {
+        let started = tokio::time::Instant::now();
+        let mut c = self.client(deadline).await?;
+        let left = deadline.saturating_sub(started.elapsed());
+        let r = within(left, c.get(LEAVE_LOCK_KEY, None)).await?;
+        Ok(r.kvs()
+            .first()
+            .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()))
+    }
+
+    /// Take the leave lock for `node` with a compare-and-swap (only if the
+    /// key is absent, or already ours). Returns the holder after the call.
+    pub async fn acquire_leave_lock(
+        &self,
+        node: &str,
+        deadline: Duration,
+    ) -> Result<String, EtcdError> {
+        use etcd_client::{Compare, CompareOp, Txn, TxnOp};
+        let started = tokio::time::Instant::now();
+        let mut c = self.client(deadline).await?;
+        let left = deadline.saturating_sub(started.elapsed());
+        let txn = Txn::new()
+            .when([Compare::create_revision(LEAVE_LOCK_KEY, CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(LEAVE_LOCK_KEY, node, None)])
+            .or_else([TxnOp::get(LEAVE_LOCK_KEY, None)]);
+        let r = within(left, c.txn(txn)).await?;
+        if r.succeeded() {
+            return Ok(node.to_string());
+        }
+        let holder = r
+            .op_responses()
+            .into_iter()
+            .find_map(|op| match op {
+                etcd_client::TxnOpResponse::Get(g) => g
+                    .kvs()
+                    .first()
+                    .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        Ok(holder)
+    }
+
+    /// Release the leave lock if `node` holds it (compare-and-swap on the
+    /// value: never another node's lock).
+    pub async fn release_leave_lock(&self, node: &str, deadline: Duration) -> Result<(), EtcdError> {
+        use etcd_client::{Compare, CompareOp, Txn, TxnOp};
+        let started = tokio::time::Instant::now();
+        let mut c = self.client(deadline).await?;
+        let left = deadline.saturating_sub(started.elapsed());
+        let txn = Txn::new()
+            .when([Compare::value(LEAVE_LOCK_KEY, CompareOp::Equal, node)])
+            .and_then([TxnOp::delete(LEAVE_LOCK_KEY, None)]);
+        within(left, c.txn(txn)).await?;
+        Ok(())
+    }
+}
+
 /// Status of every member in `members`, each asked at its own client URL,
 /// all at once, each under `deadline`.
 pub async fn status_of_members(

@@ -9,6 +9,7 @@ pub mod etcd;
 pub mod etcd_conf;
 pub mod metrics;
 pub mod ops;
+pub mod reconcile;
 pub mod run;
 pub mod server;
 pub mod standalone;

@@ -1,0 +1,419 @@
+//! Carrying out a [`Decision`]'s steps, in order, stopping at the first that
+//! fails. The caller observes again and decides again afterwards: a step's
+//! effect is read back from fresh facts, never from the call's result
+//! (lesson 16).
+//!
+//! Rules 1 and 3 are checked here again, against the facts the decision was
+//! made from, so that a wrong decision cannot force a new cluster without
+//! Pacemaker's proof that the peer is down, nor start over or delete data.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use warden_failover::{
+    Claim, Facts, StartMode as Mode, Step, Topology, decide::expected_record, peer_down_proof,
+};
+
+use super::local::LocalPaths;
+use super::pcmk::{CLAIM_ATTR, Pacemaker, RECORD_ATTR};
+use crate::config::Settings;
+use crate::etcd::EtcdError;
+use crate::etcd_conf::StartMode;
+use crate::ops::{EtcdOps, OpsError, PeerDown};
+
+/// The leave lock in etcd.
+pub trait LeaveLock: Send + Sync {
+    /// Take the lock for `node`; returns the holder after the attempt.
+    fn acquire(
+        &self,
+        node: &str,
+        deadline: Duration,
+    ) -> impl Future<Output = Result<String, EtcdError>> + Send;
+    /// Release `node`'s lock (never another node's).
+    fn release(
+        &self,
+        node: &str,
+        deadline: Duration,
+    ) -> impl Future<Output = Result<(), EtcdError>> + Send;
+}
+
+impl LeaveLock for std::sync::Arc<crate::core::Core> {
+    async fn acquire(&self, node: &str, deadline: Duration) -> Result<String, EtcdError> {
+        self.etcd.acquire_leave_lock(node, deadline).await
+    }
+    async fn release(&self, node: &str, deadline: Duration) -> Result<(), EtcdError> {
+        self.etcd.release_leave_lock(node, deadline).await
+    }
+}
+
+/// A step that could not be carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    /// The step would break a safety rule on these facts; not carried out.
+    #[error("refused to carry out {step}: {why}")]
+    Unsafe {
+        /// The step, for the log.
+        step: String,
+        /// Which rule and why.
+        why: String,
+    },
+    /// etcd or its supervision failed.
+    #[error("{step} failed: {source}")]
+    Ops {
+        /// The step.
+        step: String,
+        /// The error.
+        source: OpsError,
+    },
+    /// Pacemaker's tools failed.
+    #[error("{step} failed: {source}")]
+    Pcmk {
+        /// The step.
+        step: String,
+        /// The error.
+        source: super::pcmk::PcmkError,
+    },
+    /// A local file operation failed.
+    #[error("{step} failed: {source}")]
+    Local {
+        /// The step.
+        step: String,
+        /// The error.
+        source: super::local::LocalError,
+    },
+    /// The leave lock is held by another node.
+    #[error("the leave lock is held by {0}")]
+    LockHeld(String),
+}
+
+/// What was done.
+#[derive(Debug, Default)]
+pub struct ExecReport {
+    /// Steps carried out, in order.
+    pub done: Vec<Step>,
+    /// The step that failed, and why; later steps were not tried.
+    pub failed: Option<(Step, String)>,
+    /// Archive directories created.
+    pub archived: Vec<PathBuf>,
+}
+
+/// What the executor acts on.
+pub struct Env<'a, O, P, L> {
+    /// etcd operations.
+    pub ops: &'a O,
+    /// Pacemaker's tools.
+    pub pcmk: &'a P,
+    /// The leave lock.
+    pub lock: &'a L,
+    /// This node's files.
+    pub local: &'a LocalPaths,
+    /// Settings (node URLs, timeouts).
+    pub settings: &'a Settings,
+}
+
+fn name(s: &Step) -> String {
+    match s {
+        Step::ArchiveDataDir { .. } => "ArchiveDataDir".into(),
+        Step::Wait { .. } => "Wait".into(),
+        Step::Refuse { .. } => "Refuse".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
+
+/// Pacemaker's proof that every other node is down, checked here again
+/// (rule 1): `None` unless the topology is two-node, each peer is proven
+/// down and this node holds the in-sync marker of this boot.
+pub fn force_allowed(facts: &Facts) -> Result<PeerDown, String> {
+    if facts.topology != Topology::TwoNode {
+        return Err("the topology is not two-node: a new cluster is never forced".into());
+    }
+    if !facts.in_sync_this_boot() {
+        return Err("this node does not hold the in-sync marker of this boot".into());
+    }
+    let mut proofs = Vec::new();
+    for peer in facts.others() {
+        match peer_down_proof(facts, peer) {
+            Some(p) => proofs.push((peer.name.clone(), format!("{p:?}"))),
+            None => {
+                return Err(format!(
+                    "Pacemaker has not confirmed that {} is down",
+                    peer.name
+                ));
+            }
+        }
+    }
+    let (node, evidence) = proofs
+        .into_iter()
+        .next()
+        .ok_or_else(|| "no peer is configured".to_string())?;
+    Ok(PeerDown { node, evidence })
+}
+
+/// How long one membership call may keep retrying through etcd's
+/// "unhealthy cluster" window after a restart.
+const MEMBERSHIP_RETRY: Duration = Duration::from_secs(5);
+
+/// Retry `f` while etcd answers with a transient error (unavailable, or a
+/// precondition such as a learner not yet in sync), by the gRPC code.
+async fn retrying<T, F, Fut>(budget: Duration, mut f: F) -> Result<T, OpsError>
+where
+    F: FnMut(Duration) -> Fut,
+    Fut: Future<Output = Result<T, OpsError>>,
+{
+    let started = Instant::now();
+    loop {
+        let left = budget.saturating_sub(started.elapsed());
+        match f(left.max(Duration::from_millis(100))).await {
+            Ok(v) => return Ok(v),
+            Err(OpsError::Etcd(e))
+                if (e.is_unreachable() || matches!(e, EtcdError::FailedPrecondition(_)))
+                    && started.elapsed() + Duration::from_millis(200) < budget =>
+            {
+                tracing::debug!(error = %e, "etcd not ready for a membership change yet; retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Carry out `steps` (decided from `facts`) in order within `deadline`.
+pub async fn execute<O: EtcdOps, P: Pacemaker, L: LeaveLock>(
+    env: &Env<'_, O, P, L>,
+    facts: &Facts,
+    steps: &[Step],
+    deadline: Duration,
+) -> ExecReport {
+    let started = Instant::now();
+    let mut report = ExecReport::default();
+    for step in steps {
+        let left = deadline.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            report.failed = Some((step.clone(), "no time left before the deadline".into()));
+            break;
+        }
+        match one(env, facts, step, left, &mut report).await {
+            Ok(()) => report.done.push(step.clone()),
+            Err(e) => {
+                tracing::warn!(step = %name(step), error = %e, "step failed; deciding again");
+                report.failed = Some((step.clone(), e.to_string()));
+                break;
+            }
+        }
+    }
+    report
+}
+
+async fn one<O: EtcdOps, P: Pacemaker, L: LeaveLock>(
+    env: &Env<'_, O, P, L>,
+    facts: &Facts,
+    step: &Step,
+    left: Duration,
+    report: &mut ExecReport,
+) -> Result<(), StepError> {
+    let s = env.settings;
+    let me = s.node_name.as_str();
+    let sname = name(step);
+    let ops = |source| StepError::Ops {
+        step: sname.clone(),
+        source,
+    };
+    let pcmk = |source| StepError::Pcmk {
+        step: sname.clone(),
+        source,
+    };
+    let local = |source| StepError::Local {
+        step: sname.clone(),
+        source,
+    };
+    let unsafe_ = |why: &str| StepError::Unsafe {
+        step: sname.clone(),
+        why: why.to_string(),
+    };
+    let attr_deadline = left.min(s.timeouts.probe_timeout.max(Duration::from_secs(2)));
+    match step {
+        Step::Wait { .. } | Step::Refuse { .. } => Ok(()),
+        Step::PublishRecord => {
+            let rec = expected_record(facts);
+            let v = serde_json::to_string(&rec).unwrap_or_default();
+            env.pcmk
+                .set_attr(me, RECORD_ATTR, &v, attr_deadline)
+                .await
+                .map_err(pcmk)
+        }
+        Step::SetClaim { epoch } => {
+            let claim = Claim {
+                owner: me.to_string(),
+                boot_id: facts.boot_id.clone(),
+                epoch: *epoch,
+                at: warden_failover::Stamp(now_unix()),
+            };
+            tracing::warn!(epoch, "claiming the right to force a new cluster");
+            let v = serde_json::to_string(&claim).unwrap_or_default();
+            env.pcmk
+                .set_attr(me, CLAIM_ATTR, &v, attr_deadline)
+                .await
+                .map_err(pcmk)
+        }
+        // Only ever this node's own claim: the attribute of `me`.
+        Step::ClearClaim => env
+            .pcmk
+            .delete_attr(me, CLAIM_ATTR, attr_deadline)
+            .await
+            .map_err(pcmk),
+        Step::StartEtcd { mode } => {
+            let has = env.local.has_data();
+            let m = match mode {
+                Mode::New if has => {
+                    return Err(unsafe_(
+                        "rule 3: a bootstrap would start over existing data",
+                    ));
+                }
+                Mode::Join { .. } if has => {
+                    return Err(unsafe_("rule 3: a join would start over existing data"));
+                }
+                Mode::Existing if !has => return Err(unsafe_("no data to restart from")),
+                Mode::New | Mode::Existing => StartMode::Normal,
+                Mode::Join { epoch } => {
+                    let cluster = facts
+                        .cluster
+                        .as_ref()
+                        .ok_or_else(|| unsafe_("no quorate cluster answered to join"))?;
+                    env.local
+                        .update_state(|st| {
+                            st.epoch = *epoch;
+                            st.departed = false;
+                            st.formed = false;
+                        })
+                        .map_err(local)?;
+                    StartMode::JoinExisting {
+                        initial_cluster: initial_cluster(s, &cluster.members),
+                    }
+                }
+            };
+            env.ops.start(m, left).await.map(|_| ()).map_err(ops)
+        }
+        Step::StopEtcd => env
+            .ops
+            .stop(s.timeouts.stop_grace.min(left.mul_f32(0.7)))
+            .await
+            .map_err(ops),
+        Step::ForceNewCluster { epoch } => {
+            let proof = force_allowed(facts).map_err(|w| unsafe_(&format!("rule 1: {w}")))?;
+            if !env.local.has_data() {
+                return Err(unsafe_("no local data to force a cluster from"));
+            }
+            // The epoch is on disk before the force (fsync), so that a crash
+            // in between leaves a node that knows its new lineage.
+            env.local
+                .update_state(|st| {
+                    st.epoch = *epoch;
+                    st.departed = false;
+                })
+                .map_err(local)?;
+            env.ops
+                .restart_force_new_cluster(proof, left)
+                .await
+                .map(|_| ())
+                .map_err(ops)
+        }
+        Step::ArchiveDataDir { reason } => {
+            if matches!(facts.etcd, warden_failover::EtcdView::Running(_)) {
+                return Err(unsafe_("etcd still runs on that data"));
+            }
+            if !env.local.has_data() {
+                return Ok(());
+            }
+            let dest = env.local.archive(reason, now_unix()).map_err(local)?;
+            tracing::warn!(archive = %dest.display(), %reason, "archived the etcd member directory (nothing deleted)");
+            report.archived.push(dest);
+            Ok(())
+        }
+        Step::AddLearner { node } => {
+            let urls = s
+                .nodes
+                .iter()
+                .find(|n| &n.name == node)
+                .map(|n| n.peer_urls.clone())
+                .ok_or_else(|| unsafe_(&format!("{node} is not a configured node")))?;
+            retrying(left.min(MEMBERSHIP_RETRY), |d| {
+                env.ops.add_learner(urls.clone(), d)
+            })
+            .await
+            .map(|(m, _)| tracing::info!(node, id = m.id, "added as a learner"))
+            .map_err(ops)
+        }
+        Step::PromoteLearner { id, node } => {
+            retrying(left.min(MEMBERSHIP_RETRY), |d| env.ops.promote(*id, d))
+                .await
+                .map(|_| tracing::info!(node, id, "promoted to voter"))
+                .map_err(ops)
+        }
+        Step::RemoveMember { id, node } => {
+            retrying(left.min(MEMBERSHIP_RETRY), |d| env.ops.remove(*id, d))
+                .await
+                .map(|_| tracing::info!(node, id, "removed from the member list"))
+                .map_err(ops)
+        }
+        Step::AcquireLeaveLock => {
+            let holder = env
+                .lock
+                .acquire(me, attr_deadline)
+                .await
+                .map_err(|e| ops(OpsError::Etcd(e)))?;
+            if holder == me {
+                Ok(())
+            } else {
+                Err(StepError::LockHeld(holder))
+            }
+        }
+        Step::ReleaseLeaveLock => env
+            .lock
+            .release(me, attr_deadline)
+            .await
+            .map_err(|e| ops(OpsError::Etcd(e))),
+        Step::RecordDeparture => env
+            .local
+            .update_state(|st| st.departed = true)
+            .map(|_| ())
+            .map_err(local),
+        Step::ClearDeparture => env
+            .local
+            .update_state(|st| st.departed = false)
+            .map(|_| ())
+            .map_err(local),
+        Step::MarkInSync => env.local.mark_in_sync(&facts.boot_id).map_err(local),
+        Step::ClearInSync => env.local.clear_in_sync().map_err(local),
+    }
+}
+
+/// `initial-cluster` for joining: every named member as the cluster lists
+/// it, and this node (the learner just added, not yet named).
+pub fn initial_cluster(s: &Settings, members: &[warden_failover::MemberInfo]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for m in members {
+        if m.name.is_empty() || m.name == s.node_name {
+            continue;
+        }
+        if let Some(n) = s
+            .nodes
+            .iter()
+            .find(|n| n.name == m.node || n.name == m.name)
+        {
+            for u in &n.peer_urls {
+                parts.push(format!("{}={u}", m.name));
+            }
+        }
+    }
+    for u in &s.local_node().peer_urls {
+        parts.push(format!("{}={u}", s.node_name));
+    }
+    parts.join(",")
+}

@@ -1,0 +1,251 @@
+//! Gathering the facts for `decide`, each read live under a deadline.
+//! Nothing here is a cached decision: the only things kept between calls
+//! are observations Pacemaker pushed (fence alerts) and when each node was
+//! seen joining, both of which `decide` treats as facts with a time stamp.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use warden_failover::{
+    Claim, ClusterView, DataRecord, EtcdView, Facts, FenceEvent, LiveEtcd as LiveFacts, LocalData,
+    LocalMarkers, MemberInfo, Notification, RaftPosition, Topology, Trigger,
+};
+
+use super::local::LocalPaths;
+use super::pcmk::{self, CLAIM_ATTR, Pacemaker, PcmkError, RECORD_ATTR};
+use crate::config::Settings;
+use crate::core::Core;
+use crate::etcd::{EtcdError, LiveEtcd, Member, status_of_members};
+use crate::supervise::{ProcState, Supervisor};
+
+/// Facts could not be gathered: no decision is made this round.
+#[derive(Debug, thiserror::Error)]
+pub enum GatherError {
+    /// Pacemaker could not be asked.
+    #[error("Pacemaker's view is unavailable: {0}")]
+    Pacemaker(#[from] PcmkError),
+    /// The local files could not be read.
+    #[error(transparent)]
+    Local(#[from] super::local::LocalError),
+    /// etcd runs but does not answer Status.
+    #[error("etcd runs but does not answer: {0}")]
+    Etcd(#[from] EtcdError),
+}
+
+fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
+
+/// Node of a member, matched on the exact peer URL.
+fn node_of(s: &Settings, m: &Member) -> String {
+    s.nodes
+        .iter()
+        .find(|n| n.peer_urls.iter().any(|u| m.peer_urls.contains(u)))
+        .map(|n| n.name.clone())
+        .unwrap_or_else(|| m.name.clone())
+}
+
+/// The members with their node and whether each is in sync: a voter that
+/// answers Status, a learner whose raft index reached `leader_index`.
+async fn members_info(
+    core: &Core,
+    members: &[Member],
+    leader_index: u64,
+    deadline: Duration,
+) -> Vec<MemberInfo> {
+    let statuses = status_of_members(&core.connector, members, deadline).await;
+    statuses
+        .into_iter()
+        .map(|(m, st)| MemberInfo {
+            id: m.id,
+            name: m.name.clone(),
+            node: node_of(&core.settings, &m),
+            is_learner: m.is_learner,
+            in_sync: match st {
+                Ok(st) if m.is_learner => st.raft_index >= leader_index,
+                Ok(_) => true,
+                Err(_) => false,
+            },
+        })
+        .collect()
+}
+
+/// The local etcd, live.
+async fn local_etcd(core: &Core, deadline: Duration) -> Result<EtcdView, GatherError> {
+    match core.supervisor.state().await {
+        ProcState::Running { .. } => {}
+        _ => return Ok(EtcdView::NotRunning),
+    }
+    let st = core.etcd.status(deadline).await?;
+    let (read, members, lock) = tokio::join!(
+        core.etcd.linearizable_read(deadline),
+        core.etcd.member_list(deadline),
+        core.etcd.leave_lock(deadline),
+    );
+    let members = members?;
+    let infos = members_info(core, &members, st.raft_index, deadline).await;
+    Ok(EtcdView::Running(LiveFacts {
+        member_id: st.member_id,
+        cluster_id: st.cluster_id,
+        is_learner: st.is_learner,
+        has_leader: st.has_leader(),
+        is_leader: st.has_leader() && st.leader == st.member_id,
+        linearizable_ok: read.is_ok(),
+        members: infos,
+        leave_lock: lock.ok().flatten(),
+        position: RaftPosition {
+            term: st.raft_term,
+            index: st.raft_index,
+        },
+    }))
+}
+
+/// The cluster as another node's etcd answers it with quorum.
+async fn cluster_via_peers(
+    core: &Core,
+    records: &BTreeMap<String, (Option<DataRecord>, Option<Claim>)>,
+    deadline: Duration,
+) -> Option<ClusterView> {
+    for n in core
+        .settings
+        .nodes
+        .iter()
+        .filter(|n| n.name != core.settings.node_name)
+    {
+        let Some(url) = n.client_urls.first() else {
+            continue;
+        };
+        let peer = LiveEtcd::new(url.clone(), core.connector.clone());
+        let Ok(st) = peer.status(deadline).await else {
+            continue;
+        };
+        if !st.has_leader() || peer.linearizable_read(deadline).await.is_err() {
+            continue;
+        }
+        let Ok(members) = peer.member_list(deadline).await else {
+            continue;
+        };
+        let leader_index = st.raft_index;
+        let infos = members_info(core, &members, leader_index, deadline).await;
+        let epoch = records
+            .get(&n.name)
+            .and_then(|(r, _)| r.as_ref())
+            .map(|r| r.epoch)
+            .unwrap_or_default();
+        return Some(ClusterView {
+            cluster_id: st.cluster_id,
+            epoch,
+            members: infos,
+            leave_lock: peer.leave_lock(deadline).await.ok().flatten(),
+        });
+    }
+    None
+}
+
+/// Everything `decide` looks at, gathered now.
+pub async fn gather<P: Pacemaker>(
+    core: &Core,
+    pcmk: &P,
+    paths: &LocalPaths,
+    trigger: Trigger,
+    notify: Option<Notification>,
+    alerts: Vec<FenceEvent>,
+    deadline: Duration,
+) -> Result<Facts, GatherError> {
+    let s = &core.settings;
+    let names: Vec<String> = s.nodes.iter().map(|n| n.name.clone()).collect();
+    let attrs = async {
+        let mut out = BTreeMap::new();
+        for n in &names {
+            let (r, c) = tokio::join!(
+                pcmk.get_attr(n, RECORD_ATTR, deadline),
+                pcmk.get_attr(n, CLAIM_ATTR, deadline)
+            );
+            // An attribute that does not parse is treated as absent and
+            // logged: it can only have been written by something else.
+            let parse_r = r?.and_then(|v| {
+                serde_json::from_str::<DataRecord>(&v)
+                    .map_err(
+                        |e| tracing::warn!(node = %n, error = %e, "unreadable record attribute"),
+                    )
+                    .ok()
+            });
+            let parse_c = c?.and_then(|v| {
+                serde_json::from_str::<Claim>(&v)
+                    .map_err(
+                        |e| tracing::warn!(node = %n, error = %e, "unreadable claim attribute"),
+                    )
+                    .ok()
+            });
+            out.insert(n.clone(), (parse_r, parse_c));
+        }
+        Ok::<_, PcmkError>(out)
+    };
+    let (doc, attrs, etcd) =
+        tokio::join!(pcmk.crm_mon(deadline), attrs, local_etcd(core, deadline));
+    let doc = doc?;
+    let attrs = attrs?;
+    let etcd = etcd?;
+    let mut joins = paths.joins();
+    if pcmk::update_joins(&doc, &names, &mut joins, now_unix())
+        && let Err(e) = paths.write_joins(&joins)
+    {
+        tracing::warn!(error = %e, "cannot record node joins");
+    }
+    let pacemaker = pcmk::view(&doc, &names, &attrs, &joins);
+
+    let quorate_here = matches!(&etcd, EtcdView::Running(l) if l.quorate());
+    let cluster = if quorate_here {
+        None
+    } else {
+        cluster_via_peers(core, &attrs, deadline).await
+    };
+
+    // What the live view says about the data is written down for when etcd
+    // does not run (the data's last membership, lesson 11).
+    if let EtcdView::Running(l) = &etcd
+        && l.quorate()
+        && !l.is_learner
+    {
+        let voters: Vec<String> = l.voters().map(|m| m.node.clone()).collect();
+        paths.update_state(|st| {
+            st.formed = true;
+            st.cluster_id = Some(l.cluster_id);
+            st.member_id = Some(l.member_id);
+            st.voters = voters;
+        })?;
+    }
+    let state = paths.read_state()?;
+    let data = LocalData {
+        exists: paths.has_data(),
+        formed: state.formed,
+        epoch: state.epoch,
+        cluster_id: state.cluster_id,
+        member_id: state.member_id,
+        voters: state.voters.clone(),
+        position: None,
+        departed: state.departed,
+        archives: u32::try_from(paths.archives().len()).unwrap_or(u32::MAX),
+    };
+    Ok(Facts {
+        node: s.node_name.clone(),
+        boot_id: paths.boot_id()?,
+        topology: match s.topology {
+            crate::config::Topology::TwoNode => Topology::TwoNode,
+            crate::config::Topology::Ha => Topology::Ha,
+        },
+        trigger,
+        notify,
+        pacemaker,
+        etcd,
+        cluster,
+        data,
+        local: LocalMarkers {
+            in_sync_boot: paths.in_sync(),
+        },
+        alerts,
+    })
+}

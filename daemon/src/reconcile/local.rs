@@ -1,0 +1,361 @@
+//! This node's own persisted facts: the state file beside the data (epoch,
+//! departure marker, what the data was last seen to be), the reboot-scoped
+//! markers under the run directory (boot identity, in-sync marker, when each
+//! peer was last seen joining), and archiving a member directory.
+//!
+//! Every write goes to a temporary file that is fsynced and renamed, and the
+//! directory is fsynced after, so that a crash leaves either the old or the
+//! new content (the epoch must be on disk before a force, lesson 16).
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// A local file operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    /// Reading or writing a file failed.
+    #[error("{what} {path}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A file exists but does not parse.
+    #[error("{path} is not a valid etcd-warden state file: {message}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+}
+
+fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> LocalError + 'a {
+    move |source| LocalError::Io {
+        what,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The daemon's state file, describing the data directory beside it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateFile {
+    /// The data's lineage (see `warden_failover::LocalData::epoch`).
+    #[serde(default)]
+    pub epoch: u64,
+    /// The departure marker: written before this node leaves the member list.
+    #[serde(default)]
+    pub departed: bool,
+    /// The data was seen part of a cluster with quorum.
+    #[serde(default)]
+    pub formed: bool,
+    /// The cluster id last seen live for this data.
+    #[serde(default)]
+    pub cluster_id: Option<u64>,
+    /// This node's member id last seen live for this data.
+    #[serde(default)]
+    pub member_id: Option<u64>,
+    /// The voters last seen live (node names).
+    #[serde(default)]
+    pub voters: Vec<String>,
+}
+
+/// Write `data` to `path` atomically and durably.
+pub fn write_durably(path: &Path, data: &[u8]) -> Result<(), LocalError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(io("cannot create", dir))?;
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = std::fs::File::create(&tmp).map_err(io("cannot create", &tmp))?;
+        f.write_all(data).map_err(io("cannot write", &tmp))?;
+        f.sync_all().map_err(io("cannot fsync", &tmp))?;
+    }
+    std::fs::rename(&tmp, path).map_err(io("cannot rename into place", path))?;
+    sync_dir(dir)
+}
+
+fn sync_dir(dir: &Path) -> Result<(), LocalError> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io("cannot fsync directory", dir))
+}
+
+/// Where this node's files live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalPaths {
+    /// etcd's data directory (its `member/` subdirectory is the data).
+    pub data_dir: PathBuf,
+    /// The state file.
+    pub state_file: PathBuf,
+    /// Reboot-scoped directory (a tmpfs under /run).
+    pub run_dir: PathBuf,
+    /// Where archived member directories go (same filesystem as the data,
+    /// so that archiving is a rename).
+    pub archive_dir: PathBuf,
+}
+
+impl LocalPaths {
+    /// The member directory.
+    pub fn member_dir(&self) -> PathBuf {
+        self.data_dir.join("member")
+    }
+
+    /// Whether a member directory exists.
+    pub fn has_data(&self) -> bool {
+        self.member_dir().is_dir()
+    }
+
+    /// Read the state file; a missing file is the default state.
+    pub fn read_state(&self) -> Result<StateFile, LocalError> {
+        match std::fs::read(&self.state_file) {
+            Ok(b) => serde_json::from_slice(&b).map_err(|e| LocalError::Corrupt {
+                path: self.state_file.clone(),
+                message: e.to_string(),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(StateFile::default()),
+            Err(e) => Err(io("cannot read", &self.state_file)(e)),
+        }
+    }
+
+    /// Write the state file durably.
+    pub fn write_state(&self, s: &StateFile) -> Result<(), LocalError> {
+        let data = serde_json::to_vec_pretty(s).unwrap_or_default();
+        write_durably(&self.state_file, &data)
+    }
+
+    /// Change the state file with `f`, writing only when it changed.
+    pub fn update_state(&self, f: impl FnOnce(&mut StateFile)) -> Result<StateFile, LocalError> {
+        let old = self.read_state()?;
+        let mut new = old.clone();
+        f(&mut new);
+        if new != old {
+            self.write_state(&new)?;
+        }
+        Ok(new)
+    }
+
+    /// This boot's identity: the kernel's boot id plus a random part kept in
+    /// the run directory, so that a node "rebooted" by the test harness (a
+    /// fresh /run, same kernel) is a new boot too.
+    pub fn boot_id(&self) -> Result<String, LocalError> {
+        let path = self.run_dir.join("boot-id");
+        match std::fs::read_to_string(&path) {
+            Ok(s) if !s.trim().is_empty() => return Ok(s.trim().to_string()),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io("cannot read", &path)(e)),
+        }
+        let kernel = read_trim("/proc/sys/kernel/random/boot_id");
+        let random = read_trim("/proc/sys/kernel/random/uuid");
+        let id = format!("{kernel}/{}", random.get(..8).unwrap_or(&random));
+        write_durably(&path, id.as_bytes())?;
+        Ok(id)
+    }
+
+    fn in_sync_path(&self) -> PathBuf {
+        self.run_dir.join("in-sync")
+    }
+
+    /// The in-sync marker's boot id, if set.
+    pub fn in_sync(&self) -> Option<String> {
+        std::fs::read_to_string(self.in_sync_path())
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    }
+
+    /// Set the in-sync marker for `boot_id`.
+    pub fn mark_in_sync(&self, boot_id: &str) -> Result<(), LocalError> {
+        write_durably(&self.in_sync_path(), boot_id.as_bytes())
+    }
+
+    /// Clear the in-sync marker (it is a marker, not data).
+    pub fn clear_in_sync(&self) -> Result<(), LocalError> {
+        let p = self.in_sync_path();
+        match std::fs::remove_file(&p) {
+            Ok(()) => sync_dir(&self.run_dir),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io("cannot remove", &p)(e)),
+        }
+    }
+
+    /// When each node was last seen joining (Unix seconds), kept for this boot.
+    pub fn joins(&self) -> BTreeMap<String, JoinSeen> {
+        std::fs::read(self.run_dir.join("joins.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    /// Write the join table.
+    pub fn write_joins(&self, j: &BTreeMap<String, JoinSeen>) -> Result<(), LocalError> {
+        let data = serde_json::to_vec(j).unwrap_or_default();
+        write_durably(&self.run_dir.join("joins.json"), &data)
+    }
+
+    /// The archives kept, oldest first.
+    pub fn archives(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(&self.archive_dir)
+            .map(|rd| {
+                rd.filter_map(Result::ok)
+                    .map(|e| e.path())
+                    .filter(|p| p.join("member").is_dir())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    /// Move the member directory aside into a new archive directory, with
+    /// the SHA-256 of its db and a copy of the state file beside it. Never a
+    /// delete: a rename within the filesystem (a rename across filesystems
+    /// fails, and then nothing was moved). Returns the archive directory.
+    pub fn archive(&self, reason: &str, now_unix: u64) -> Result<PathBuf, LocalError> {
+        let member = self.member_dir();
+        std::fs::create_dir_all(&self.archive_dir)
+            .map_err(io("cannot create", &self.archive_dir))?;
+        let slug: String = reason
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '-'
+                }
+            })
+            .take(40)
+            .collect();
+        let mut dest = self
+            .archive_dir
+            .join(format!("{now_unix}-{}", slug.trim_matches('-')));
+        let mut n = 1;
+        while dest.exists() {
+            dest = self.archive_dir.join(format!("{now_unix}-{n}"));
+            n += 1;
+        }
+        std::fs::create_dir(&dest).map_err(io("cannot create", &dest))?;
+        let db = member.join("snap").join("db");
+        let sum = match sha256_file(&db) {
+            Ok(s) => s,
+            Err(e) => format!("unreadable: {e}"),
+        };
+        write_durably(
+            &dest.join("db.sha256"),
+            format!("{sum}  member/snap/db\n").as_bytes(),
+        )?;
+        write_durably(&dest.join("reason"), format!("{reason}\n").as_bytes())?;
+        if let Ok(state) = std::fs::read(&self.state_file) {
+            write_durably(&dest.join("state.json"), &state)?;
+        }
+        std::fs::rename(&member, dest.join("member")).map_err(io("cannot move aside", &member))?;
+        sync_dir(&self.data_dir)?;
+        sync_dir(&dest)?;
+        // The epoch and markers describe the data that was moved: they went
+        // with it (state.json above); the now empty data starts afresh.
+        self.write_state(&StateFile::default())?;
+        Ok(dest)
+    }
+}
+
+/// When a node was seen joining, and whether it was online at the last look.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JoinSeen {
+    /// Unix seconds of the first look that saw it online after being offline.
+    pub at: u64,
+    /// Online at the last look.
+    pub online: bool,
+}
+
+fn read_trim(p: &str) -> String {
+    std::fs::read_to_string(p)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// SHA-256 of a file, hex.
+pub fn sha256_file(p: &Path) -> std::io::Result<String> {
+    let mut f = std::fs::File::open(p)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paths(t: &Path) -> LocalPaths {
+        LocalPaths {
+            data_dir: t.join("data"),
+            state_file: t.join("state/failover.json"),
+            run_dir: t.join("run"),
+            archive_dir: t.join("archive"),
+        }
+    }
+
+    #[test]
+    fn archive_moves_the_member_dir_with_a_checksum_and_the_state() {
+        let t = tempfile::tempdir().unwrap();
+        let p = paths(t.path());
+        std::fs::create_dir_all(p.member_dir().join("snap")).unwrap();
+        std::fs::write(p.member_dir().join("snap/db"), b"abc").unwrap();
+        p.update_state(|s| s.epoch = 3).unwrap();
+        let dest = p.archive("stale: peer has epoch 4", 1000).unwrap();
+        assert!(!p.has_data());
+        assert_eq!(std::fs::read(dest.join("member/snap/db")).unwrap(), b"abc");
+        let sum = std::fs::read_to_string(dest.join("db.sha256")).unwrap();
+        assert!(
+            sum.starts_with("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        );
+        let kept: StateFile =
+            serde_json::from_slice(&std::fs::read(dest.join("state.json")).unwrap()).unwrap();
+        assert_eq!(kept.epoch, 3);
+        assert_eq!(p.read_state().unwrap(), StateFile::default());
+        assert_eq!(p.archives(), vec![dest.clone()]);
+        // A second archive never overwrites the first.
+        std::fs::create_dir_all(p.member_dir()).unwrap();
+        let again = p.archive("stale: peer has epoch 4", 1000).unwrap();
+        assert_ne!(again, dest);
+        assert_eq!(p.archives().len(), 2);
+    }
+
+    #[test]
+    fn markers_and_boot_id() {
+        let t = tempfile::tempdir().unwrap();
+        let p = paths(t.path());
+        let b = p.boot_id().unwrap();
+        assert_eq!(p.boot_id().unwrap(), b);
+        assert_eq!(p.in_sync(), None);
+        p.mark_in_sync(&b).unwrap();
+        assert_eq!(p.in_sync().as_deref(), Some(b.as_str()));
+        p.clear_in_sync().unwrap();
+        p.clear_in_sync().unwrap();
+        assert_eq!(p.in_sync(), None);
+    }
+
+    #[test]
+    fn a_corrupt_state_file_is_an_error_not_a_default() {
+        let t = tempfile::tempdir().unwrap();
+        let p = paths(t.path());
+        std::fs::create_dir_all(p.state_file.parent().unwrap()).unwrap();
+        std::fs::write(&p.state_file, b"{not json").unwrap();
+        let e = p.read_state().unwrap_err();
+        assert!(e.to_string().contains("not a valid"), "{e}");
+    }
+}

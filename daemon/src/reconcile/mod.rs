@@ -1,0 +1,395 @@
+//! The daemon side of failover: gather the facts ([`gather`]), call
+//! `warden_failover::decide`, carry out the steps ([`exec`]), observe again
+//! and decide again. Driven from the daemon's one `select!` (a timer, fence
+//! alerts, leader changes) and from the OCF agent's actions, all through the
+//! same `decide`. One pass runs at a time.
+//!
+//! Enabled when Pacemaker manages etcd (no `autostart`) and two or more
+//! nodes are configured; a standalone daemon keeps its plain behaviour.
+
+pub mod exec;
+pub mod gather;
+pub mod local;
+pub mod pcmk;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crm_xml::report::WardenState;
+use serde::Serialize;
+use tokio::sync::Notify;
+use warden_api::{Action, ActionReply, ActionRequest, Outcome};
+use warden_failover::{
+    Decision, EtcdView, Facts, FenceEvent, Notification, NotifyPhase, Step, Trigger, decide,
+};
+
+use crate::config::Settings;
+use crate::core::Core;
+use exec::{Env, ExecReport};
+use local::LocalPaths;
+use pcmk::CrmTools;
+
+/// The latest decision, for the monitor answer, `/status` and the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct LastDecision {
+    /// Why it was decided.
+    pub trigger: String,
+    /// The outcome.
+    pub outcome: Outcome,
+    /// The reason, if any.
+    pub reason: Option<String>,
+    /// The steps decided.
+    pub steps: Vec<Step>,
+    /// The step that failed, if one did.
+    pub failed: Option<String>,
+    /// Unix seconds.
+    pub at: u64,
+}
+
+/// How often the loop decides while something is pending, and when stable.
+pub const PENDING_INTERVAL: Duration = Duration::from_secs(1);
+/// See [`PENDING_INTERVAL`].
+pub const STABLE_INTERVAL: Duration = Duration::from_secs(5);
+/// How many decide/act rounds one pass may take before it yields.
+const MAX_ROUNDS: usize = 6;
+/// Fence alerts kept (they are facts; Pacemaker's history has them too).
+const MAX_ALERTS: usize = 32;
+
+/// The failover driver.
+#[derive(Debug)]
+pub struct Reconciler {
+    /// This node's files.
+    pub paths: LocalPaths,
+    pcmk: CrmTools,
+    alerts: Mutex<Vec<FenceEvent>>,
+    notify_hint: Mutex<Option<Notification>>,
+    last: Mutex<Option<LastDecision>>,
+    state: Mutex<(WardenState, u64)>,
+    kick: Notify,
+    serial: tokio::sync::Mutex<()>,
+}
+
+/// Where this node's failover files live, from the settings: the state file
+/// in the state directory, the archives beside the data directory (same
+/// filesystem, so that archiving is a rename), the reboot-scoped markers
+/// under `/run/etcd-warden/<node>`.
+pub fn paths_for(s: &Settings) -> LocalPaths {
+    let data = &s.etcd.data_dir;
+    let base = data
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "etcd".into());
+    LocalPaths {
+        data_dir: data.clone(),
+        state_file: s.state_dir.join("failover-state.json"),
+        run_dir: PathBuf::from("/run/etcd-warden").join(&s.node_name),
+        archive_dir: data.with_file_name(format!("{base}.archive")),
+    }
+}
+
+/// Whether the failover logic drives etcd: Pacemaker manages it and the
+/// cluster has more than one node.
+pub fn enabled(s: &Settings) -> bool {
+    !s.autostart && s.nodes.len() >= 2
+}
+
+fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
+
+fn reply(outcome: Outcome, reason: Option<String>) -> ActionReply {
+    ActionReply { outcome, reason }
+}
+
+impl Reconciler {
+    /// A reconciler for `settings`.
+    pub fn new(settings: &Settings) -> Self {
+        Self::with_paths(paths_for(settings))
+    }
+
+    /// A reconciler with explicit paths (tests).
+    pub fn with_paths(paths: LocalPaths) -> Self {
+        Reconciler {
+            paths,
+            pcmk: CrmTools,
+            alerts: Mutex::new(Vec::new()),
+            notify_hint: Mutex::new(None),
+            last: Mutex::new(None),
+            state: Mutex::new((WardenState::Stopped, now_unix())),
+            kick: Notify::new(),
+            serial: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Wake the loop now.
+    pub fn kick(&self) {
+        self.kick.notify_one();
+    }
+
+    /// Resolves when someone asked the loop to decide now.
+    pub async fn kicked(&self) {
+        self.kick.notified().await;
+    }
+
+    /// An event pushed by the alert agent. A fence result is kept as a fact
+    /// (exactly like crm_mon's fence history) and wakes the loop at once:
+    /// that is the fast path of a survivor after its peer was fenced.
+    pub fn alert(&self, ev: &warden_api::ClusterEvent) {
+        if let Some(f) = pcmk::alert_fence_event(ev) {
+            tracing::info!(target = %f.target, action = ?f.action, status = ?f.status, "fence result from the alert agent");
+            let mut a = self.alerts.lock().unwrap_or_else(|e| e.into_inner());
+            if !a.contains(&f) {
+                a.push(f);
+            }
+            let excess = a.len().saturating_sub(MAX_ALERTS);
+            a.drain(..excess);
+        }
+        if matches!(ev.kind.as_str(), "fencing" | "node") {
+            self.kick();
+        }
+    }
+
+    /// The latest decision.
+    pub fn last(&self) -> Option<LastDecision> {
+        self.last.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// What this node's daemon is doing, and since when (Unix seconds).
+    pub fn warden_state(&self) -> (WardenState, u64) {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Archive directories kept on this node.
+    pub fn archives(&self) -> Vec<PathBuf> {
+        self.paths.archives()
+    }
+
+    fn note(&self, trigger: &Trigger, d: &Decision, r: Option<&ExecReport>, facts: &Facts) {
+        let failed = r
+            .and_then(|r| r.failed.as_ref())
+            .map(|(s, e)| format!("{s:?}: {e}"));
+        let rec = LastDecision {
+            trigger: format!("{trigger:?}"),
+            outcome: d.outcome,
+            reason: d.reason.clone(),
+            steps: d.steps.clone(),
+            failed,
+            at: now_unix(),
+        };
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(rec);
+        let st = classify(facts, d);
+        let mut cur = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if cur.0 != st {
+            tracing::info!(from = ?cur.0, to = ?st, "failover state");
+            *cur = (st, now_unix());
+        }
+    }
+
+    /// Observe, decide and (unless `trigger` is a monitor) act, repeating
+    /// while steps succeed, within `deadline`. Returns the last decision,
+    /// which describes the state after the steps carried out.
+    pub async fn pass(
+        &self,
+        core: &Arc<Core>,
+        trigger: Trigger,
+        deadline: Duration,
+    ) -> Result<Decision, String> {
+        let started = Instant::now();
+        let _one = self.serial.lock().await;
+        let probe = core
+            .settings
+            .timeouts
+            .probe_timeout
+            .max(Duration::from_millis(500));
+        let mut last: Option<Decision> = None;
+        for _ in 0..MAX_ROUNDS {
+            let left = deadline.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                break;
+            }
+            let notify = self
+                .notify_hint
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            let alerts = self
+                .alerts
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            let facts = match gather::gather(
+                core,
+                &self.pcmk,
+                &self.paths,
+                trigger.clone(),
+                notify,
+                alerts,
+                left.min(probe),
+            )
+            .await
+            {
+                Ok(f) => f,
+                Err(e) => return last.ok_or_else(|| e.to_string()),
+            };
+            let d = decide(&facts);
+            tracing::debug!(?trigger, outcome = ?d.outcome, steps = ?d.steps, "decided");
+            if matches!(trigger, Trigger::Monitor) || d.first_act().is_none() {
+                self.note(&trigger, &d, None, &facts);
+                return Ok(d);
+            }
+            tracing::info!(?trigger, steps = ?d.steps, "carrying out");
+            let env = Env {
+                ops: core,
+                pcmk: &self.pcmk,
+                lock: core,
+                local: &self.paths,
+                settings: &core.settings,
+            };
+            let left = deadline.saturating_sub(started.elapsed());
+            let report = exec::execute(&env, &facts, &d.steps, left).await;
+            self.note(&trigger, &d, Some(&report), &facts);
+            let failed = report.failed.is_some();
+            last = Some(d);
+            if failed {
+                break;
+            }
+        }
+        last.ok_or_else(|| "no time left to decide".into())
+    }
+
+    /// The loop's own pass (timer, alert, leader change). Returns whether
+    /// something is pending, so that the loop comes back sooner.
+    pub async fn tick(&self, core: &Arc<Core>) -> bool {
+        let limit = core.settings.timeouts.start_timeout;
+        match self.pass(core, Trigger::Reconcile, limit).await {
+            Ok(d) => d.steps.iter().any(|s| !matches!(s, Step::Refuse { .. })),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot decide now");
+                true
+            }
+        }
+    }
+
+    /// An OCF action through `decide`. `None` for actions it does not
+    /// handle, and for a monitor when Pacemaker's view cannot be read (the
+    /// daemon's own live check answers then, so that a slow crm_mon never
+    /// fails a healthy etcd).
+    pub async fn action(
+        &self,
+        core: &Arc<Core>,
+        req: &ActionRequest,
+        budget: Duration,
+    ) -> Option<ActionReply> {
+        match req.action {
+            Action::Start | Action::Stop => Some(self.start_stop(core, req.action, budget).await),
+            Action::Monitor => {
+                let r = self.pass(core, Trigger::Monitor, budget).await.ok()?;
+                if r.first_act().is_some() {
+                    self.kick();
+                }
+                Some(reply(r.outcome, r.reason))
+            }
+            Action::Notify => {
+                if let Some(n) = &req.notify {
+                    let phase = if n.kind == "pre" {
+                        NotifyPhase::Pre
+                    } else {
+                        NotifyPhase::Post
+                    };
+                    let list = |k: &str| n.nodes.get(k).cloned().unwrap_or_default();
+                    let note = Notification {
+                        phase,
+                        operation: n.operation.clone(),
+                        start: list("start"),
+                        stop: list("stop"),
+                    };
+                    // The pre notification describes the pending start or
+                    // stop; after it, the hint has served.
+                    *self.notify_hint.lock().unwrap_or_else(|e| e.into_inner()) =
+                        (phase == NotifyPhase::Pre).then_some(note);
+                }
+                self.kick();
+                Some(reply(Outcome::Success, None))
+            }
+            Action::Promote | Action::Demote => Some(reply(Outcome::Success, None)),
+            Action::Reload | Action::ValidateAll => None,
+        }
+    }
+
+    /// Start or stop: decide and act until nothing is left to do or the
+    /// deadline passes (then `Failed`, retryable, with the reason).
+    async fn start_stop(&self, core: &Arc<Core>, action: Action, budget: Duration) -> ActionReply {
+        let started = Instant::now();
+        let trigger = if action == Action::Start {
+            Trigger::Start
+        } else {
+            Trigger::Stop
+        };
+        let mut why = String::from("no decision yet");
+        loop {
+            let left = budget.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                return reply(
+                    Outcome::Failed,
+                    Some(format!(
+                        "{action:?} did not complete within {budget:?}: {why}"
+                    )),
+                );
+            }
+            match self.pass(core, trigger.clone(), left).await {
+                Ok(d) if d.first_act().is_none() => {
+                    let waiting = d.steps.iter().find_map(|s| match s {
+                        Step::Wait { reason } => Some(reason.clone()),
+                        _ => None,
+                    });
+                    match waiting {
+                        Some(w) => why = w,
+                        None => {
+                            if action == Action::Stop {
+                                *self.notify_hint.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                            }
+                            return reply(d.outcome, d.reason);
+                        }
+                    }
+                }
+                Ok(d) => {
+                    why = self
+                        .last()
+                        .and_then(|l| l.failed)
+                        .or(d.reason)
+                        .unwrap_or_else(|| "steps still in progress".into());
+                }
+                Err(e) => why = e,
+            }
+            let left = budget.saturating_sub(started.elapsed());
+            tokio::time::sleep(Duration::from_millis(250).min(left)).await;
+        }
+    }
+}
+
+/// What an operator should see this node doing.
+fn classify(f: &Facts, d: &Decision) -> WardenState {
+    let recovering = d.steps.iter().any(|s| {
+        matches!(
+            s,
+            Step::ArchiveDataDir { .. } | Step::ForceNewCluster { .. } | Step::SetClaim { .. }
+        )
+    });
+    if recovering {
+        return WardenState::Recovering;
+    }
+    match &f.etcd {
+        EtcdView::NotRunning => WardenState::Stopped,
+        EtcdView::Running(l) if l.is_learner => WardenState::Rejoining,
+        EtcdView::Running(l)
+            if l.quorate() && l.voters().count() == 1 && f.pacemaker.nodes.len() > 1 =>
+        {
+            WardenState::Standalone
+        }
+        EtcdView::Running(_) => WardenState::Member,
+    }
+}

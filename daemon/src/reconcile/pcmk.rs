@@ -1,0 +1,504 @@
+//! Pacemaker's view for `decide`: crm_mon XML (with fence history) turned
+//! into a [`PacemakerView`], and this project's transient node attributes
+//! (the published record and the force-new-cluster claim) read and written
+//! with `crm_attribute --lifetime reboot`.
+//!
+//! Every call runs under a deadline; the child is killed by its own handle
+//! when it passes. Nothing read here is kept for a later decision.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crm_xml::model::{CrmMon, FenceStatus as XmlFenceStatus, Resource};
+use warden_failover::{
+    Claim, DataRecord, FenceAction, FenceEvent, FenceStatus, NodeView, PacemakerView,
+    ResourceState, Stamp,
+};
+
+use super::local::JoinSeen;
+
+/// The attribute holding a node's published record.
+pub const RECORD_ATTR: &str = "etcd-warden-record";
+/// The attribute holding a node's force-new-cluster claim.
+pub const CLAIM_ATTR: &str = "etcd-warden-claim";
+/// The OCF agent this project's etcd instances run with.
+pub const AGENT: &str = "ocf:etcd-warden:etcd";
+
+/// A Pacemaker tool failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PcmkError {
+    /// The tool could not be run.
+    #[error("cannot run {tool}: {source}")]
+    Spawn {
+        /// The program.
+        tool: &'static str,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// No answer within the deadline (the child was killed).
+    #[error("{tool} did not answer within {deadline:?}")]
+    Timeout {
+        /// The program.
+        tool: &'static str,
+        /// The deadline.
+        deadline: Duration,
+    },
+    /// It exited with an error.
+    #[error("{tool} failed (exit code {code:?}): {message}")]
+    Failed {
+        /// The program.
+        tool: &'static str,
+        /// Its exit code.
+        code: Option<i32>,
+        /// stderr or crm_mon's `<error>` texts.
+        message: String,
+    },
+    /// Its output did not parse.
+    #[error("{what}: {message}")]
+    Parse {
+        /// What was parsed.
+        what: String,
+        /// Why it failed.
+        message: String,
+    },
+}
+
+/// What the daemon asks of Pacemaker. A trait so that the step executor can
+/// be tested against a fake.
+pub trait Pacemaker: Send + Sync {
+    /// crm_mon's view, now.
+    fn crm_mon(&self, deadline: Duration)
+    -> impl Future<Output = Result<CrmMon, PcmkError>> + Send;
+    /// A transient attribute of `node`; `None` when it is not set.
+    fn get_attr(
+        &self,
+        node: &str,
+        name: &str,
+        deadline: Duration,
+    ) -> impl Future<Output = Result<Option<String>, PcmkError>> + Send;
+    /// Set a transient (reboot lifetime) attribute of `node`.
+    fn set_attr(
+        &self,
+        node: &str,
+        name: &str,
+        value: &str,
+        deadline: Duration,
+    ) -> impl Future<Output = Result<(), PcmkError>> + Send;
+    /// Delete a transient attribute of `node`; absent is fine.
+    fn delete_attr(
+        &self,
+        node: &str,
+        name: &str,
+        deadline: Duration,
+    ) -> impl Future<Output = Result<(), PcmkError>> + Send;
+}
+
+/// The real Pacemaker command-line tools.
+#[derive(Debug, Clone, Default)]
+pub struct CrmTools;
+
+/// crm_attribute's "no such attribute" exit codes: CRM_EX_NOSUCH (105), and
+/// 6 from older releases (lesson 13). Not an error: the attribute is absent.
+const NOT_FOUND: [i32; 2] = [105, 6];
+
+async fn run(
+    tool: &'static str,
+    args: &[&str],
+    deadline: Duration,
+) -> Result<(Option<i32>, String, String), PcmkError> {
+    let child = tokio::process::Command::new(tool)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        // Dropped at the deadline: the child is killed, not left behind.
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|source| PcmkError::Spawn { tool, source })?;
+    let out = tokio::time::timeout(deadline, child.wait_with_output())
+        .await
+        .map_err(|_| PcmkError::Timeout { tool, deadline })?
+        .map_err(|source| PcmkError::Spawn { tool, source })?;
+    Ok((
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).trim().to_string(),
+    ))
+}
+
+impl Pacemaker for CrmTools {
+    async fn crm_mon(&self, deadline: Duration) -> Result<CrmMon, PcmkError> {
+        // --fence-history=3 adds <fence_history> with every event (2.1.5
+        // shows only failures at the default level 1).
+        let (code, out, err) = run(
+            "crm_mon",
+            &[
+                "--one-shot",
+                "--inactive",
+                "--output-as=xml",
+                "--fence-history=3",
+            ],
+            deadline,
+        )
+        .await?;
+        if code != Some(0) {
+            let reasons: Vec<&str> = out
+                .lines()
+                .filter_map(|l| l.trim().strip_prefix("<error>")?.strip_suffix("</error>"))
+                .collect();
+            return Err(PcmkError::Failed {
+                tool: "crm_mon",
+                code,
+                message: if reasons.is_empty() {
+                    err
+                } else {
+                    reasons.join("; ")
+                },
+            });
+        }
+        crm_xml::parse(&out).map_err(|e| PcmkError::Parse {
+            what: "crm_mon's XML".into(),
+            message: e.to_string(),
+        })
+    }
+
+    async fn get_attr(
+        &self,
+        node: &str,
+        name: &str,
+        deadline: Duration,
+    ) -> Result<Option<String>, PcmkError> {
+        let (code, out, err) = run(
+            "crm_attribute",
+            &[
+                "--lifetime",
+                "reboot",
+                "--node",
+                node,
+                "--name",
+                name,
+                "--query",
+                "--quiet",
+            ],
+            deadline,
+        )
+        .await?;
+        match code {
+            Some(0) => Ok(Some(out.trim().to_string()).filter(|s| !s.is_empty())),
+            Some(c) if NOT_FOUND.contains(&c) => Ok(None),
+            code => Err(PcmkError::Failed {
+                tool: "crm_attribute",
+                code,
+                message: err,
+            }),
+        }
+    }
+
+    async fn set_attr(
+        &self,
+        node: &str,
+        name: &str,
+        value: &str,
+        deadline: Duration,
+    ) -> Result<(), PcmkError> {
+        let (code, _, err) = run(
+            "crm_attribute",
+            &[
+                "--lifetime",
+                "reboot",
+                "--node",
+                node,
+                "--name",
+                name,
+                "--update",
+                value,
+            ],
+            deadline,
+        )
+        .await?;
+        match code {
+            Some(0) => Ok(()),
+            code => Err(PcmkError::Failed {
+                tool: "crm_attribute",
+                code,
+                message: err,
+            }),
+        }
+    }
+
+    async fn delete_attr(
+        &self,
+        node: &str,
+        name: &str,
+        deadline: Duration,
+    ) -> Result<(), PcmkError> {
+        let (code, _, err) = run(
+            "crm_attribute",
+            &[
+                "--lifetime",
+                "reboot",
+                "--node",
+                node,
+                "--name",
+                name,
+                "--delete",
+            ],
+            deadline,
+        )
+        .await?;
+        match code {
+            Some(0) => Ok(()),
+            Some(c) if NOT_FOUND.contains(&c) => Ok(()),
+            code => Err(PcmkError::Failed {
+                tool: "crm_attribute",
+                code,
+                message: err,
+            }),
+        }
+    }
+}
+
+/// A Pacemaker timestamp as a [`Stamp`].
+fn stamp(s: &str) -> Option<Stamp> {
+    crm_xml::timefmt::parse_pacemaker_time(s, time::UtcOffset::UTC)
+        .and_then(|t| u64::try_from(t.unix_timestamp()).ok())
+        .map(Stamp)
+}
+
+/// The state of this project's etcd instance on `node`, from the resources
+/// and the node's operation history.
+fn resource_state(doc: &CrmMon, node: &str) -> ResourceState {
+    let mut ids = Vec::new();
+    for i in doc.primitive_instances() {
+        let p = i.primitive;
+        if p.agent != AGENT {
+            continue;
+        }
+        ids.push(p.id.split(':').next().unwrap_or(&p.id).to_string());
+        if p.nodes.iter().any(|n| n == node) {
+            return match p.pending.as_deref() {
+                Some("Starting") => ResourceState::Starting,
+                Some("Stopping") => ResourceState::Stopping,
+                _ if p.active => ResourceState::Started,
+                _ => ResourceState::Unknown,
+            };
+        }
+    }
+    // Not running there: a completed stop in the history is proof that its
+    // etcd is down; the last start/stop by call id decides.
+    let last = doc
+        .node_history
+        .iter()
+        .filter(|h| h.node == node)
+        .flat_map(|h| &h.resources)
+        .filter(|r| {
+            ids.iter()
+                .any(|id| r.id.split(':').next() == Some(id.as_str()))
+        })
+        .flat_map(|r| &r.operations)
+        .filter(|o| o.task == "start" || o.task == "stop")
+        .max_by_key(|o| o.call.unwrap_or(i64::MIN));
+    match last {
+        Some(o) if o.task == "stop" && o.rc == 0 => {
+            match o.last_rc_change.as_deref().and_then(stamp) {
+                Some(at) => ResourceState::Stopped { at },
+                None => ResourceState::Unknown,
+            }
+        }
+        _ => ResourceState::Unknown,
+    }
+}
+
+/// A fence event of crm_mon's history.
+fn fence_event(e: &crm_xml::model::FenceEvent) -> Option<FenceEvent> {
+    Some(FenceEvent {
+        target: e.target.clone(),
+        action: fence_action(&e.action)?,
+        status: match e.status {
+            XmlFenceStatus::Success => FenceStatus::Success,
+            XmlFenceStatus::Failed => FenceStatus::Failed,
+            XmlFenceStatus::Pending => FenceStatus::Pending,
+        },
+        completed: e
+            .completed
+            .and_then(|t| u64::try_from(t.unix_timestamp()).ok())
+            .map(Stamp),
+    })
+}
+
+/// Pacemaker's fence action names.
+pub fn fence_action(s: &str) -> Option<FenceAction> {
+    match s {
+        "reboot" => Some(FenceAction::Reboot),
+        "off" => Some(FenceAction::Off),
+        "on" => Some(FenceAction::On),
+        _ => None,
+    }
+}
+
+/// A fence result pushed by the alert agent, as a fact exactly like a
+/// fence history entry. `None` for anything else.
+pub fn alert_fence_event(ev: &warden_api::ClusterEvent) -> Option<FenceEvent> {
+    if ev.kind != "fencing" {
+        return None;
+    }
+    let target = ev.node.clone()?;
+    let action = fence_action(ev.task.as_deref()?)?;
+    let status = match ev.rc {
+        Some(0) => FenceStatus::Success,
+        Some(_) => FenceStatus::Failed,
+        None => return None,
+    };
+    Some(FenceEvent {
+        target,
+        action,
+        status,
+        completed: ev
+            .timestamp_epoch
+            .and_then(|t| u64::try_from(t).ok())
+            .map(Stamp),
+    })
+}
+
+/// Pacemaker's view for `decide`: the configured nodes as crm_mon shows
+/// them, with their attributes, and the fence history. `joins` is when each
+/// node was last seen joining (kept by this daemon for the boot, since
+/// crm_mon does not print join times).
+pub fn view(
+    doc: &CrmMon,
+    configured: &[String],
+    attrs: &BTreeMap<String, (Option<DataRecord>, Option<Claim>)>,
+    joins: &BTreeMap<String, JoinSeen>,
+) -> PacemakerView {
+    let nodes = configured
+        .iter()
+        .map(|name| {
+            let n = doc.node(name);
+            let (record, claim) = attrs.get(name).cloned().unwrap_or_default();
+            NodeView {
+                name: name.clone(),
+                online: n.is_some_and(|n| n.online),
+                unclean: n.is_some_and(|n| n.unclean),
+                expected_up: n.is_some_and(|n| n.expected_up),
+                shutdown: n.is_some_and(|n| n.shutdown),
+                standby: n.is_some_and(|n| n.standby),
+                last_seen: joins.get(name).map(|j| Stamp(j.at)),
+                etcd: resource_state(doc, name),
+                record,
+                claim,
+            }
+        })
+        .collect();
+    PacemakerView {
+        quorate: doc.summary.with_quorum,
+        nodes,
+        fence_history: doc
+            .fence_history
+            .iter()
+            .flat_map(|h| &h.events)
+            .filter_map(fence_event)
+            .collect(),
+    }
+}
+
+/// Update the join table from a crm_mon look at `now` (Unix seconds): a
+/// node seen online after being offline (or for the first time) joined now.
+pub fn update_joins(
+    doc: &CrmMon,
+    configured: &[String],
+    joins: &mut BTreeMap<String, JoinSeen>,
+    now: u64,
+) -> bool {
+    let mut changed = false;
+    for name in configured {
+        let online = doc.node(name).is_some_and(|n| n.online);
+        let e = joins.entry(name.clone()).or_default();
+        if online && !e.online {
+            *e = JoinSeen { at: now, online };
+            changed = true;
+        } else if !online && e.online {
+            e.online = false;
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// Whether `r` names a resource of this project's agent.
+pub fn is_ours(r: &Resource) -> bool {
+    match r {
+        Resource::Primitive(p) => p.agent == AGENT,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> CrmMon {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/reconcile/fixtures")
+            .join(name);
+        crm_xml::parse(&std::fs::read_to_string(p).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn fenced_peer_view() {
+        let doc = fixture("fenced-peer.xml");
+        let nodes = vec!["nodeA".to_string(), "nodeB".to_string()];
+        let mut joins = BTreeMap::new();
+        update_joins(&doc, &nodes, &mut joins, 100);
+        let v = view(&doc, &nodes, &BTreeMap::new(), &joins);
+        assert!(v.quorate);
+        assert!(v.nodes[0].online);
+        assert!(!v.nodes[1].online);
+        assert_eq!(v.nodes[0].etcd, ResourceState::Started);
+        assert!(v.fence_history.iter().any(|e| e.target == "nodeB"
+            && e.status == FenceStatus::Success
+            && e.action == FenceAction::Reboot
+            && e.completed.is_some()));
+        assert_eq!(v.nodes[0].last_seen, Some(Stamp(100)));
+        assert_eq!(v.nodes[1].last_seen, None);
+    }
+
+    #[test]
+    fn stopped_instance_has_its_stop_time() {
+        let doc = fixture("stopped-on-b.xml");
+        let nodes = vec!["nodeA".to_string(), "nodeB".to_string()];
+        let v = view(&doc, &nodes, &BTreeMap::new(), &BTreeMap::new());
+        assert!(
+            matches!(v.nodes[1].etcd, ResourceState::Stopped { .. }),
+            "{:?}",
+            v.nodes[1]
+        );
+    }
+
+    #[test]
+    fn alert_events_become_fence_facts() {
+        let ev = warden_api::ClusterEvent {
+            kind: "fencing".into(),
+            node: Some("nodeB".into()),
+            task: Some("reboot".into()),
+            rc: Some(0),
+            timestamp_epoch: Some(1_800_000_000),
+            ..Default::default()
+        };
+        let f = alert_fence_event(&ev).unwrap();
+        assert_eq!(f.status, FenceStatus::Success);
+        assert_eq!(f.completed, Some(Stamp(1_800_000_000)));
+        let failed = warden_api::ClusterEvent {
+            rc: Some(1),
+            ..ev.clone()
+        };
+        assert_eq!(
+            alert_fence_event(&failed).unwrap().status,
+            FenceStatus::Failed
+        );
+        let other = warden_api::ClusterEvent {
+            kind: "node".into(),
+            ..ev
+        };
+        assert!(alert_fence_event(&other).is_none());
+    }
+}
