@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use tokio::sync::{broadcast, watch};
 use warden_api::{Action, ActionReply, ActionRequest, NodeStatus, Outcome};
 
@@ -23,20 +22,7 @@ use crate::metrics::{Metrics, Role};
 use crate::supervise::{AnySupervisor, ProcState, SuperviseError, Supervisor};
 
 /// A leader change, as sent on the event stream.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LeaderEvent {
-    /// The new leader (None = no leader).
-    #[serde(with = "warden_api::opt_u64_as_string")]
-    pub leader_id: Option<u64>,
-    /// The previous leader.
-    #[serde(with = "warden_api::opt_u64_as_string")]
-    pub previous_id: Option<u64>,
-    /// Raft term when observed.
-    pub raft_term: Option<u64>,
-    /// Unix time in milliseconds.
-    pub at_ms: u128,
-}
+pub use warden_api::LeaderEvent;
 
 /// The daemon core, shared by the API handlers and the probe loop.
 #[derive(Debug)]
@@ -51,6 +37,9 @@ pub struct Core {
     pub connector: Connector,
     /// Metrics.
     pub metrics: Metrics,
+    /// The failover driver, when Pacemaker manages a multi-node cluster
+    /// (set once by the daemon's main loop; see [`crate::reconcile`]).
+    pub failover: std::sync::OnceLock<Arc<crate::reconcile::Reconciler>>,
     /// Whether etcd should be running (set by start, cleared by stop); the
     /// daemon restarts a dead etcd only when this is set and autostart is on.
     want_running: AtomicBool,
@@ -83,6 +72,7 @@ impl Core {
             etcd,
             connector,
             metrics: Metrics::default(),
+            failover: std::sync::OnceLock::new(),
             want_running: AtomicBool::new(false),
             state_tx,
             leader_tx,
@@ -178,7 +168,7 @@ impl Core {
                     raft_term: Some(s.raft_term),
                     at_ms: std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)
-                        .map(|d| d.as_millis())
+                        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
                         .unwrap_or_default(),
                 };
                 tracing::info!(leader = ?now, previous = ?*last, "leader change");
@@ -415,9 +405,16 @@ impl Core {
         reply
     }
 
-    async fn do_action(&self, req: ActionRequest, deadline: Duration) -> ActionReply {
+    async fn do_action(self: &Arc<Self>, req: ActionRequest, deadline: Duration) -> ActionReply {
         // Leave a margin so that the reply itself fits in the deadline.
         let budget = deadline.saturating_sub(Duration::from_millis(200).min(deadline / 4));
+        // With failover enabled, start/stop/monitor/notify go through the
+        // same `decide` as the daemon's own loop.
+        if let Some(f) = self.failover.get()
+            && let Some(r) = f.action(self, &req, budget).await
+        {
+            return r;
+        }
         match req.action {
             Action::Start => match self.start_etcd(StartMode::Normal, budget).await {
                 Ok(_) => reply(Outcome::Success, None),

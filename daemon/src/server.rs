@@ -201,7 +201,7 @@ async fn common(core: &Arc<Core>, method: &Method, path: &str) -> Option<Respons
             "text/plain; version=0.0.4",
             core.metrics.render(),
         ),
-        (&Method::GET, "/events" | "/v1/events") => leader_events(core),
+        (&Method::GET, "/events" | paths::EVENTS) => leader_events(core),
         _ => return None,
     })
 }
@@ -233,6 +233,9 @@ async fn handle_unix(core: Arc<Core>, req: Request<Incoming>) -> Response<Body> 
                 Err(resp) => return resp,
             };
             tracing::info!(kind = %ev.kind, node = ?ev.node, task = ?ev.task, rc = ?ev.rc, desc = ?ev.desc, "cluster event");
+            if let Some(f) = core.failover.get() {
+                f.alert(&ev);
+            }
             json(StatusCode::OK, &Ack { accepted: true })
         }
         (&Method::GET, paths::STATUS) => json(StatusCode::OK, &core.node_status(deadline).await),

@@ -159,6 +159,11 @@ impl Supervisor for ProcessSupervisor {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            // etcd speaks sd_notify itself; it must not report READY or
+            // feed the watchdog on the daemon's behalf.
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("WATCHDOG_USEC")
+            .env_remove("WATCHDOG_PID")
             // Own process group: stop signals go to etcd alone, and a
             // terminal's Ctrl-C on the daemon does not reach etcd directly.
             .process_group(0)
