@@ -73,6 +73,18 @@ pub async fn run(settings: Settings, print_paths: bool) -> anyhow::Result<()> {
         BackendKind::Systemd => AnySupervisor::Systemd(SystemdSupervisor::new(settings.clone())),
     };
     let core = Arc::new(Core::new(settings.clone(), supervisor));
+    // The failover driver: only when Pacemaker manages a multi-node cluster.
+    let failover = crate::reconcile::enabled(&settings)
+        .then(|| Arc::new(crate::reconcile::Reconciler::new(&settings)));
+    if let Some(f) = &failover {
+        let _ = core.failover.set(f.clone());
+        tracing::info!(
+            state_file = %f.paths.state_file.display(),
+            archives = %f.paths.archive_dir.display(),
+            markers = %f.paths.run_dir.display(),
+            "failover enabled"
+        );
+    }
 
     let unix = server::bind_unix(&settings.api.socket, &settings.api.socket_group)
         .with_context(|| format!("cannot listen on {}", settings.api.socket.display()))?;
@@ -168,6 +180,11 @@ pub async fn run(settings: Settings, print_paths: bool) -> anyhow::Result<()> {
         None => tokio::spawn(async { std::future::pending::<std::io::Result<()>>().await }),
     };
     let mut restart_at: Option<tokio::time::Instant> = None;
+    // Failover passes: at once, then on a timer (sooner while something is
+    // pending), on a fence alert or agent notification (kick), and on every
+    // leader change etcd shows.
+    let mut reconcile_at = tokio::time::Instant::now();
+    let mut leader_rx = core.subscribe_leader();
     let mut seen_death: Option<u32> = None;
 
     let outcome: anyhow::Result<()> = loop {
@@ -207,6 +224,15 @@ pub async fn run(settings: Settings, print_paths: bool) -> anyhow::Result<()> {
                 notify(&[NotifyState::Status(&format!("etcd {s}"))]);
             }
             _ = watchdog_tick.tick(), if watchdog => notify(&[NotifyState::Watchdog]),
+            _ = tokio::time::sleep_until(reconcile_at), if failover.is_some() => {
+                reconcile_at = reconcile_pass(&failover, &core).await;
+            }
+            _ = kicked(&failover), if failover.is_some() => {
+                reconcile_at = reconcile_pass(&failover, &core).await;
+            }
+            Ok(_) = leader_rx.recv(), if failover.is_some() => {
+                reconcile_at = reconcile_pass(&failover, &core).await;
+            }
             _ = sigterm.recv() => { tracing::info!("SIGTERM: shutting down"); break Ok(()) }
             _ = sigint.recv() => { tracing::info!("SIGINT: shutting down"); break Ok(()) }
         }
@@ -226,6 +252,31 @@ pub async fn run(settings: Settings, print_paths: bool) -> anyhow::Result<()> {
     }
     let _ = std::fs::remove_file(&settings.api.socket);
     outcome
+}
+
+/// Resolves when the failover driver was asked to decide now.
+async fn kicked(f: &Option<Arc<crate::reconcile::Reconciler>>) {
+    match f {
+        Some(f) => f.kicked().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// One failover pass; returns when the next one is due.
+async fn reconcile_pass(
+    f: &Option<Arc<crate::reconcile::Reconciler>>,
+    core: &Arc<Core>,
+) -> tokio::time::Instant {
+    let pending = match f {
+        Some(f) => f.tick(core).await,
+        None => false,
+    };
+    tokio::time::Instant::now()
+        + if pending {
+            crate::reconcile::PENDING_INTERVAL
+        } else {
+            crate::reconcile::STABLE_INTERVAL
+        }
 }
 
 fn task_end(what: &str, r: Result<std::io::Result<()>, tokio::task::JoinError>) -> anyhow::Error {
