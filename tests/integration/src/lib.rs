@@ -14,5 +14,6 @@
 
 pub mod bins;
 pub mod gateway;
+pub mod monitor;
 pub mod twonode;
 pub mod writer;

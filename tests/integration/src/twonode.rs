@@ -472,3 +472,54 @@ fn has_member_dir(dir: &Path, depth: u32) -> bool {
             })
             .unwrap_or(false)
 }
+
+impl WardenCluster {
+    /// A member-list sampler on each of `nodes` (each asks its own etcd).
+    pub fn monitor(&self, nodes: &[String]) -> Result<crate::monitor::MemberMonitor> {
+        let mut targets = Vec::new();
+        for n in nodes {
+            targets.push((n.clone(), self.netns(n)?, self.client_addr(n)?));
+        }
+        Ok(crate::monitor::MemberMonitor::start(targets))
+    }
+
+    /// etcd's PID on `node` as its daemon reports it, when running.
+    pub fn etcd_pid(&self, node: &str) -> Result<Option<i64>> {
+        let s = self.status(node)?;
+        let running = s
+            .get("etcdRunning")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        Ok(running
+            .then(|| s.get("etcdPid").and_then(Value::as_i64))
+            .flatten())
+    }
+
+    /// Successful fences of `node` in crm_mon's history, seen from `from`.
+    pub fn fence_count(&self, from: &str, node: &str) -> Result<usize> {
+        Ok(self.c.crm_mon(from)?.fence_successes(node).len())
+    }
+
+    /// Checks the writes of a finished writer: no revision acknowledged twice
+    /// (no split brain), and every acknowledged write read back, with its
+    /// value and revision, through each of `readers`.
+    pub fn check_writes(
+        &self,
+        acks: &[crate::writer::Ack],
+        prefix: &str,
+        readers: &[String],
+    ) -> Result<()> {
+        ensure!(!acks.is_empty(), "no write was acknowledged at all");
+        crate::writer::check_unique_revisions(acks)?;
+        for r in readers {
+            let kvs = poll(
+                &format!("a linearizable read of {prefix} through {r}"),
+                Duration::from_secs(30),
+                || self.read(r, prefix).map(Some),
+            )?;
+            crate::writer::check_all_present(acks, &kvs)
+                .with_context(|| format!("read back through {r}"))?;
+        }
+        Ok(())
+    }
+}

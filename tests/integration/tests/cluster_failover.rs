@@ -1,0 +1,448 @@
+//! The two-node failover scenarios S1–S11 on real Corosync, Pacemaker,
+//! fencing and etcd, with an `etcd-warden daemon` in every node and the
+//! agent under Pacemaker, configured by `etcd-warden crm-config`.
+//!
+//! In every scenario one writer per node writes to that node's etcd
+//! throughout the fault, and afterwards: no revision was acknowledged twice
+//! (two clusters never accepted writes at once: no split brain), and every
+//! acknowledged write reads back with its value and revision from the
+//! surviving / rejoined cluster (nothing acknowledged was lost). A member-list
+//! sampler checks that there is always a voter and never more than two.
+//!
+//! Scenarios share a cluster where the end state of one is the start of the
+//! next (S1 → S3 → S11, S5 → S6, S7 → S8, S9 → S10); each step names itself
+//! in its failure message.
+
+mod failover_support;
+
+use std::time::{Duration, Instant, SystemTime};
+
+use failover_support::{FAILOVER, OrFail, SETTLE, check_seen, healthy, wait_acks_everywhere};
+use warden_harness::crm;
+use warden_integration::twonode::{Topology, WardenCluster, poll};
+
+fn names(ns: &[&str]) -> Vec<String> {
+    ns.iter().map(|s| s.to_string()).collect()
+}
+
+/// Kills `pid` inside `node` with SIGKILL.
+fn kill9(w: &WardenCluster, node: &str, pid: i64) {
+    w.c.exec_ok(node, &["kill", "-KILL", &pid.to_string()])
+        .or_fail(w);
+}
+
+/// S1 fresh bootstrap → S3 peer crash, fence, survivor writable, peer back
+/// as learner then voter → S11 the fenced node's old data archived.
+#[test]
+fn s1_s3_s11_bootstrap_crash_fence_rejoin_archive() {
+    // S1: both fresh, both voters, one cluster.
+    let (w, cid) = healthy(2, Topology::TwoNode);
+    let all = w.nodes();
+    let (survivor, victim) = ("node1", "node2");
+    let (_, before) = w.members(survivor).or_fail(&w);
+    let old_victim_id = before
+        .iter()
+        .find(|m| m.name == victim)
+        .map(|m| m.id)
+        .expect("victim is a member");
+    let writer = w.writer("/s3", &all).or_fail(&w);
+    wait_acks_everywhere(&writer, &all, 20);
+    let mon = w.monitor(&[survivor.to_string()]).or_fail(&w);
+
+    // S3: the peer loses power; Pacemaker fences it; the survivor forces a
+    // one-member cluster and takes writes again.
+    let t_crash = Instant::now();
+    w.c.crash(victim).or_fail(&w);
+    w.c.wait_for(survivor, crm::fenced(victim), FAILOVER)
+        .or_fail(&w);
+    let fenced_at = w.fence_done_at(victim);
+    let ack = writer
+        .wait_ack_after(Some(survivor), t_crash, FAILOVER)
+        .or_fail(&w);
+    if let Some(f) = fenced_at {
+        assert!(
+            ack.wall >= f || ack.at <= t_crash + Duration::from_millis(100),
+            "the survivor acked writes after the crash but before the fence ({ack:?})"
+        );
+        eprintln!(
+            "S3: crash -> first write {:.2}s; fence -> first write {:.2}s",
+            ack.at.duration_since(t_crash).as_secs_f64(),
+            ack.wall.duration_since(f).unwrap_or_default().as_secs_f64()
+        );
+    }
+    let (c1, ms) = w
+        .wait_voters(survivor, &names(&[survivor]), FAILOVER)
+        .or_fail(&w);
+    assert_eq!(c1, cid, "forcing a new cluster keeps the cluster id");
+    assert_eq!(ms.len(), 1, "the survivor is alone: {ms:?}");
+
+    // The peer comes back: archives its stale data, joins as a learner, is
+    // promoted to voter.
+    w.boot(victim, SETTLE).or_fail(&w);
+    w.wait_started(&all, SETTLE).or_fail(&w);
+    let (_, ms) = w.wait_voters(survivor, &all, SETTLE).or_fail(&w);
+    let new_victim_id = ms.iter().find(|m| m.name == victim).map(|m| m.id);
+    assert_ne!(
+        new_victim_id,
+        Some(old_victim_id),
+        "the fenced node must rejoin as a new member (its old data archived)"
+    );
+    wait_acks_everywhere(&writer, &all, writer.acks().len() / 2 + 5);
+    let seen = mon.finish();
+    check_seen(&seen, 2);
+    if seen.member_ids.get(victim).is_some_and(|ids| ids.len() > 1) {
+        assert!(
+            seen.learners.contains(victim)
+                || seen
+                    .learners
+                    .iter()
+                    .any(|l| new_victim_id.is_some_and(|id| *l == format!("{id:x}"))),
+            "{victim} became a voter without being a learner first: {seen:?}"
+        );
+    }
+
+    // S11: the old data is archived, not deleted, and the log says where.
+    let archives = w.archives(victim).or_fail(&w);
+    assert!(
+        !archives.is_empty(),
+        "no archive of {victim}'s old data under {}",
+        w.c.node_dir(victim).unwrap().display()
+    );
+    let log = w.daemon_log(victim);
+    assert!(
+        archives
+            .iter()
+            .any(|a| log.contains(&a.display().to_string())),
+        "the daemon log of {victim} does not name the archive {archives:?}"
+    );
+
+    let acks = writer.finish();
+    w.check_writes(&acks, "/s3", &all).or_fail(&w);
+    eprintln!("S1/S3/S11: {} acknowledged writes checked", acks.len());
+    w.c.stop();
+}
+
+/// S2: an etcd member and its data, started by another manager (here: by
+/// hand), are taken over by Pacemaker and the daemons without changing the
+/// member or cluster ids.
+#[test]
+fn s2_adoption_keeps_member_and_cluster_ids() {
+    let w = WardenCluster::start_daemons(2, Topology::TwoNode).unwrap_or_else(|e| panic!("{e:#}"));
+    let all = w.nodes();
+    let initial = all
+        .iter()
+        .map(|n| format!("{n}=http://{}:2380", w.c.addr(n).unwrap()))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut manual = Vec::new();
+    for n in &all {
+        let a = w.c.addr(n).unwrap();
+        let data = w.data_dir(n).unwrap();
+        let argv = [
+            "/usr/bin/etcd".to_string(),
+            format!("--name={n}"),
+            format!("--data-dir={}", data.display()),
+            format!("--listen-client-urls=http://{a}:2379"),
+            format!("--advertise-client-urls=http://{a}:2379"),
+            format!("--listen-peer-urls=http://{a}:2380"),
+            format!("--initial-advertise-peer-urls=http://{a}:2380"),
+            format!("--initial-cluster={initial}"),
+            "--initial-cluster-state=new".to_string(),
+            "--initial-cluster-token=etcd-warden".to_string(),
+        ];
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        manual.push((
+            n.clone(),
+            w.c.spawn(n, "etcd-manual", &argv, &[]).or_fail(&w),
+        ));
+    }
+    let (cid, before) = w.wait_voters(&all[0], &all, SETTLE).or_fail(&w);
+    let writer = w.writer("/s2", &all).or_fail(&w);
+    wait_acks_everywhere(&writer, &all, 20);
+
+    // The hand-off: the old manager stops its etcd (SIGTERM, data kept),
+    // Pacemaker takes over with the same data dirs.
+    for (n, pid) in &manual {
+        w.c.stop_process(n, *pid, Duration::from_secs(10))
+            .or_fail(&w);
+    }
+    w.configure_pacemaker().or_fail(&w);
+    w.wait_started(&all, SETTLE).or_fail(&w);
+    let (cid2, after) = w.wait_voters(&all[0], &all, SETTLE).or_fail(&w);
+    assert_eq!(cid, cid2, "adoption changed the cluster id");
+    let ids = |ms: &[warden_integration::gateway::Member]| {
+        let mut v: Vec<(String, u64)> = ms.iter().map(|m| (m.name.clone(), m.id)).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(ids(&before), ids(&after), "adoption changed member ids");
+    let t = Instant::now();
+    for n in &all {
+        writer.wait_ack_after(Some(n), t, FAILOVER).or_fail(&w);
+    }
+    for n in &all {
+        assert!(
+            w.archives(n).unwrap().is_empty(),
+            "adoption archived {n}'s data"
+        );
+    }
+    let acks = writer.finish();
+    w.check_writes(&acks, "/s2", &all).or_fail(&w);
+    w.c.stop();
+}
+
+/// S4: the network between the nodes is cut; both race to fence; exactly one
+/// survives (node1: the configuration delays fencing it) and takes writes;
+/// the loser comes back and rejoins.
+#[test]
+fn s4_partition_fence_race_one_survivor_rejoins() {
+    let (w, _cid) = healthy(2, Topology::TwoNode);
+    let all = w.nodes();
+    let writer = w.writer("/s4", &all).or_fail(&w);
+    wait_acks_everywhere(&writer, &all, 20);
+    let mon = w.monitor(&all).or_fail(&w);
+
+    let t_cut = Instant::now();
+    w.c.cut("node1", "node2").or_fail(&w);
+    // Exactly one survivor: the race is decided once one node is fenced.
+    let (survivor, loser) = poll("one node fenced", FAILOVER, || {
+        let up: Vec<bool> = all
+            .iter()
+            .map(|n| w.c.is_running(n).unwrap_or(false))
+            .collect();
+        Ok(match (up[0], up[1]) {
+            (true, false) => Some(("node1", "node2")),
+            (false, true) => Some(("node2", "node1")),
+            (false, false) => anyhow::bail!("both nodes were fenced"),
+            (true, true) => None,
+        })
+    })
+    .or_fail(&w);
+    assert_eq!(survivor, "node1", "the fence race went to the delayed node");
+    let ack = writer
+        .wait_ack_after(Some(survivor), t_cut, FAILOVER)
+        .or_fail(&w);
+    eprintln!(
+        "S4: cut -> first write on {survivor} {:.2}s",
+        ack.at.duration_since(t_cut).as_secs_f64()
+    );
+    assert!(
+        !w.c.is_running(loser).or_fail(&w),
+        "two survivors of a fence race"
+    );
+
+    w.c.heal("node1", "node2").or_fail(&w);
+    w.boot(loser, SETTLE).or_fail(&w);
+    w.wait_started(&all, SETTLE).or_fail(&w);
+    w.wait_voters(survivor, &all, SETTLE).or_fail(&w);
+    check_seen(&mon.finish(), 2);
+    let acks = writer.finish();
+    w.check_writes(&acks, "/s4", &all).or_fail(&w);
+    w.c.stop();
+}
+
+/// S5: etcd crashes on a live node: restarted in place, same member ids and
+/// cluster id, no fence, no forced cluster. S6: the daemon is killed and
+/// restarted: etcd keeps serving throughout and is adopted, not restarted.
+#[test]
+fn s5_s6_local_etcd_crash_and_daemon_restart() {
+    let (w, cid) = healthy(2, Topology::TwoNode);
+    let all = w.nodes();
+    let (_, before) = w.members("node1").or_fail(&w);
+    let writer = w.writer("/s5", &all).or_fail(&w);
+    wait_acks_everywhere(&writer, &all, 20);
+    let mon = w.monitor(&["node1".to_string()]).or_fail(&w);
+
+    // S5
+    let old = w.etcd_pid("node2").or_fail(&w).expect("etcd runs on node2");
+    let t = Instant::now();
+    kill9(&w, "node2", old);
+    let new = poll("etcd running again on node2", FAILOVER, || {
+        Ok(w.etcd_pid("node2")?.filter(|p| *p != old))
+    })
+    .or_fail(&w);
+    w.wait_voters("node1", &all, SETTLE).or_fail(&w);
+    writer
+        .wait_ack_after(Some("node2"), t, FAILOVER)
+        .or_fail(&w);
+    let (cid2, after) = w.members("node2").or_fail(&w);
+    assert_eq!(cid, cid2, "an etcd crash changed the cluster id");
+    assert_eq!(before, after, "an etcd crash changed the membership");
+    assert_eq!(
+        w.fence_count("node1", "node2").or_fail(&w),
+        0,
+        "node2 was fenced"
+    );
+    eprintln!("S5: etcd {old} -> {new} on node2 after {:?}", t.elapsed());
+
+    // S6
+    let etcd = w.etcd_pid("node1").or_fail(&w).expect("etcd runs on node1");
+    let daemon = w.daemon_pid("node1").expect("daemon on node1");
+    let t = Instant::now();
+    w.c.exec_ok("node1", &["kill", "-KILL", &daemon.to_string()])
+        .or_fail(&w);
+    // etcd serves without its daemon.
+    let a = writer
+        .wait_ack_after(Some("node1"), t, FAILOVER)
+        .or_fail(&w);
+    assert!(a.at > t);
+    w.spawn_daemon("node1").or_fail(&w);
+    let pid = poll("the new daemon to report etcd", FAILOVER, || {
+        w.etcd_pid("node1")
+    })
+    .or_fail(&w);
+    assert_eq!(
+        pid, etcd,
+        "the restarted daemon restarted etcd instead of adopting it"
+    );
+    let t = Instant::now();
+    writer
+        .wait_ack_after(Some("node1"), t, FAILOVER)
+        .or_fail(&w);
+    let (_, after) = w.members("node1").or_fail(&w);
+    assert_eq!(before, after, "a daemon restart changed the membership");
+    check_seen(&mon.finish(), 2);
+    let acks = writer.finish();
+    w.check_writes(&acks, "/s5", &all).or_fail(&w);
+    w.c.stop();
+}
+
+/// S7: both nodes lose power, node2 first: node1 went on alone (fenced node2,
+/// forced, took writes), so node1's data is newer. S8: node2 boots alone
+/// after the total outage: it waits and says why (no writes accepted, a
+/// reason in its status). Then node1 boots: its newer data wins, node2
+/// rejoins, and nothing acknowledged is lost.
+#[test]
+fn s7_s8_total_outage_newer_data_wins_lone_node_waits() {
+    let (w, _cid) = healthy(2, Topology::TwoNode);
+    let all = w.nodes();
+    let writer = w.writer("/s7", &all).or_fail(&w);
+    wait_acks_everywhere(&writer, &all, 20);
+
+    let t = Instant::now();
+    w.c.crash("node2").or_fail(&w);
+    w.c.wait_for("node1", crm::fenced("node2"), FAILOVER)
+        .or_fail(&w);
+    writer
+        .wait_ack_after(Some("node1"), t, FAILOVER)
+        .or_fail(&w);
+    let t = Instant::now();
+    writer
+        .wait_ack_after(Some("node1"), t, FAILOVER)
+        .or_fail(&w);
+    // node1's last writes exist only in its data now.
+    w.c.crash("node1").or_fail(&w);
+    let t_out = Instant::now();
+
+    // S8: node2 alone, with the older data.
+    w.boot("node2", SETTLE).or_fail(&w);
+    let why = poll("node2's daemon to explain why it waits", SETTLE, || {
+        let r = w.reason("node2")?;
+        Ok(r.contains("reason=")
+            .then_some(r)
+            .filter(|r| !r.ends_with("reason=")))
+    })
+    .or_fail(&w);
+    eprintln!("S8: node2 alone says: {why}");
+    assert!(
+        writer.first_ack_after(Some("node2"), t_out).is_none(),
+        "a lone node with older data accepted writes after a total outage"
+    );
+
+    // S7: node1 comes back; its newer data wins.
+    w.boot("node1", SETTLE).or_fail(&w);
+    w.wait_started(&all, SETTLE).or_fail(&w);
+    w.wait_voters("node1", &all, SETTLE).or_fail(&w);
+    let acks = writer.finish();
+    w.check_writes(&acks, "/s7", &all).or_fail(&w);
+    w.c.stop();
+}
+
+/// Stops Pacemaker on `node` the way a graceful reboot does (SIGTERM to
+/// pacemakerd: it stops every resource first, then leaves), then Corosync.
+fn graceful_stop(w: &WardenCluster, node: &str) {
+    let (corosync, pacemakerd) = w.c.daemon_pids(node).or_fail(w);
+    let pcmk = pacemakerd.expect("pacemakerd runs");
+    w.c.exec_ok(node, &["kill", "-TERM", &pcmk.to_string()])
+        .or_fail(w);
+    poll(&format!("pacemakerd on {node} to stop"), SETTLE, || {
+        Ok((!warden_harness::process::alive(pcmk)).then_some(()))
+    })
+    .or_fail(w);
+    if let Some(c) = corosync {
+        w.c.exec_ok(node, &["kill", "-TERM", &c.to_string()])
+            .or_fail(w);
+    }
+}
+
+/// S9: node2 reboots gracefully: node1 goes on without a fence and without
+/// forcing a new cluster (the cluster id stays). S10: both stop gracefully at
+/// once: no corruption; both start cleanly afterwards with every write.
+#[test]
+fn s9_s10_graceful_reboot_and_graceful_stop_of_both() {
+    let (w, cid) = healthy(2, Topology::TwoNode);
+    let all = w.nodes();
+    let writer = w.writer("/s9", &all).or_fail(&w);
+    wait_acks_everywhere(&writer, &all, 20);
+    let mon = w.monitor(&["node1".to_string()]).or_fail(&w);
+
+    // S9
+    let t = Instant::now();
+    graceful_stop(&w, "node2");
+    w.c.crash("node2").or_fail(&w); // what the reboot ends: the daemon
+    writer
+        .wait_ack_after(Some("node1"), t, FAILOVER)
+        .or_fail(&w);
+    assert_eq!(
+        w.fence_count("node1", "node2").or_fail(&w),
+        0,
+        "a graceful reboot was fenced"
+    );
+    let (c1, _) = w.members("node1").or_fail(&w);
+    assert_eq!(
+        c1, cid,
+        "the survivor of a graceful reboot forced a new cluster"
+    );
+    w.boot("node2", SETTLE).or_fail(&w);
+    w.wait_started(&all, SETTLE).or_fail(&w);
+    w.wait_voters("node1", &all, SETTLE).or_fail(&w);
+    check_seen(&mon.finish(), 2);
+
+    // S10
+    let t_stop = SystemTime::now();
+    std::thread::scope(|s| {
+        let a = s.spawn(|| graceful_stop(&w, "node1"));
+        let b = s.spawn(|| graceful_stop(&w, "node2"));
+        assert!(
+            a.join().is_ok() && b.join().is_ok(),
+            "a graceful stop failed"
+        );
+    });
+    for n in &all {
+        w.c.crash(n).or_fail(&w);
+    }
+    eprintln!("S10: both stopped at {t_stop:?}");
+    for n in &all {
+        assert!(
+            w.data_dir(n).unwrap().join("member").is_dir(),
+            "{n}'s data dir is gone after a graceful stop"
+        );
+    }
+    // A clean start: both nodes boot; the same cluster, every write there.
+    std::thread::scope(|s| {
+        let a = s.spawn(|| w.boot("node1", SETTLE));
+        let b = s.spawn(|| w.boot("node2", SETTLE));
+        a.join().unwrap().or_fail(&w);
+        b.join().unwrap().or_fail(&w);
+    });
+    w.wait_started(&all, SETTLE).or_fail(&w);
+    let (c2, _) = w.wait_voters("node1", &all, SETTLE).or_fail(&w);
+    assert_eq!(
+        c2, cid,
+        "a clean start after a graceful stop forced a new cluster"
+    );
+    assert_eq!(w.fence_count("node1", "node2").or_fail(&w), 0);
+    let acks = writer.finish();
+    w.check_writes(&acks, "/s9", &all).or_fail(&w);
+    w.c.stop();
+}

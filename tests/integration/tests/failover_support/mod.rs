@@ -1,0 +1,102 @@
+//! Shared code of `cluster_failover` and `cluster_ha`: the scenario-level
+//! steps on top of `warden_integration::twonode` (the cluster with a daemon
+//! in every node), with failure messages that carry the evidence (crm_mon,
+//! the daemons' logs, the writers' counters).
+
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use warden_integration::monitor::Seen;
+use warden_integration::twonode::{Topology, WardenCluster};
+use warden_integration::writer::Writer;
+
+/// Deadline for a cluster to settle after a fault (fence, boot, rejoin).
+pub const SETTLE: Duration = Duration::from_secs(120);
+/// Deadline for the survivor's first write after a fault.
+pub const FAILOVER: Duration = Duration::from_secs(60);
+
+/// A fresh cluster of `n` nodes with both etcd members voters (S1), the
+/// cluster id both nodes agree on.
+pub fn healthy(n: usize, topology: Topology) -> (WardenCluster, u64) {
+    let t0 = Instant::now();
+    let w = WardenCluster::start(n, topology).unwrap_or_else(|e| panic!("{e:#}"));
+    let nodes = w.nodes();
+    let (cid, _) = w
+        .wait_voters(&nodes[0], &nodes, SETTLE)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    for n in &nodes {
+        let (c, _) = w.members(n).unwrap_or_else(|e| panic!("{e:#}"));
+        assert_eq!(c, cid, "{n} is in another etcd cluster");
+    }
+    eprintln!(
+        "{} nodes healthy ({} voters, cluster {cid:x}) after {:?}",
+        nodes.len(),
+        nodes.len(),
+        t0.elapsed()
+    );
+    (w, cid)
+}
+
+/// Waits until every node's writer has `n` acks (the writers run).
+pub fn wait_acks_everywhere(w: &Writer, nodes: &[String], n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let acks = w.acks();
+        if nodes
+            .iter()
+            .all(|node| acks.iter().filter(|a| &a.node == node).count() >= n)
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "writers did not get {n} acks each: {}",
+            w.summary()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Invariants over a fault's samples: always a voter while the cluster
+/// answered, at most `max_voters` voters at once, one cluster id per node.
+pub fn check_seen(seen: &Seen, max_voters: usize) {
+    assert!(seen.samples > 0, "the member list never answered: {seen:?}");
+    assert!(seen.min_voters >= 1, "a moment without a voter: {seen:?}");
+    assert!(
+        seen.max_voters <= max_voters,
+        "more than {max_voters} voters at once: {seen:?}"
+    );
+}
+
+/// Panics with `e` and the evidence: crm_mon and both daemons' logs.
+pub fn fail(w: &WardenCluster, e: anyhow::Error) -> ! {
+    let mut s = format!("{e:#}\n");
+    if let Some(n) = w
+        .nodes()
+        .iter()
+        .find(|n| w.c.is_running(n).unwrap_or(false))
+    {
+        s.push_str(&w.c.crm_mon_text(n).unwrap_or_default());
+    }
+    for n in w.nodes() {
+        s.push_str(&w.daemon_log_tail(&n));
+        s.push('\n');
+    }
+    panic!("{s}")
+}
+
+/// Unwraps `r`, failing with the cluster's evidence.
+pub trait OrFail<T> {
+    /// The value, or a panic with crm_mon and the daemons' logs.
+    fn or_fail(self, w: &WardenCluster) -> T;
+}
+
+impl<T> OrFail<T> for anyhow::Result<T> {
+    fn or_fail(self, w: &WardenCluster) -> T {
+        match self {
+            Ok(v) => v,
+            Err(e) => fail(w, e),
+        }
+    }
+}
