@@ -12,6 +12,7 @@
 //!   configured as the docs say, and its observations (members, daemon status,
 //!   archives).
 
+pub mod bench;
 pub mod bins;
 pub mod gateway;
 pub mod monitor;
