@@ -9,8 +9,10 @@
 //!   departure and removal markers), archives, the reboot-scoped in-sync
 //!   marker, the claim attribute and the published record;
 //! - per node: its Pacemaker view of every other node (online / lost /
-//!   fenced / left / not seen), and its CIB copy of their attributes, which
-//!   is refreshed only by a separate `SyncCib` event (a delayed message);
+//!   fenced / left / not seen), and its CIB copy of their attributes and
+//!   etcd operation history, refreshed at a join and otherwise only by a
+//!   separate `SyncCib` event (a delayed message);
+//! - HA: three voters, and optionally a spare machine that replaces one;
 //! - the network (one node may be cut off), fencing (either side of a race
 //!   may win; the loser is powered off), power-on, process and daemon
 //!   crashes, graceful stops, client writes (acknowledged when a quorum of the
