@@ -48,7 +48,8 @@ fn member_name() -> String {
     }
 }
 
-fn find_etcd() -> PathBuf {
+/// The `etcd` binary on PATH, else `/usr/bin/etcd`.
+pub fn find_etcd() -> PathBuf {
     std::env::var_os("PATH")
         .and_then(|paths| {
             std::env::split_paths(&paths)

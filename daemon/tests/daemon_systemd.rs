@@ -357,7 +357,7 @@ const UNIT: &str = "etcd-warden-test-etcd.service";
 
 fn write_config(dir: &std::path::Path, http: u16) -> std::path::PathBuf {
     let (client, peer) = (free_port(), free_port());
-    let etcd = which_etcd();
+    let etcd = etcd_warden::standalone::find_etcd().display().to_string();
     let text = format!(
         r#"node_name = "n1"
 topology = "ha"
@@ -391,17 +391,6 @@ client_urls = ["http://127.0.0.1:{client}"]
     let p = dir.join("config.toml");
     std::fs::write(&p, text).unwrap();
     p
-}
-
-fn which_etcd() -> String {
-    std::env::var_os("PATH")
-        .and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|d| d.join("etcd"))
-                .find(|p| p.is_file())
-        })
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|| "/usr/bin/etcd".into())
 }
 
 struct Proc(Option<Child>);

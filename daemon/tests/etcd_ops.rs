@@ -66,7 +66,7 @@ name = "b"
 peer_urls = ["http://127.0.0.1:{bp}"]
 client_urls = ["http://127.0.0.1:{bc}"]
 "#,
-        etcd = which("etcd"),
+        etcd = etcd_bin(),
         d = dir.display()
     );
     let s = config::from_texts(&[(PathBuf::from("test.toml"), text)]).unwrap();
@@ -77,21 +77,14 @@ client_urls = ["http://127.0.0.1:{bc}"]
     )
 }
 
-fn which(bin: &str) -> String {
-    std::env::var_os("PATH")
-        .and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join(bin))
-                .find(|p| p.is_file())
-        })
-        .map(|p| p.display().to_string())
-        .unwrap()
+fn etcd_bin() -> String {
+    etcd_warden::standalone::find_etcd().display().to_string()
 }
 
 fn spawn_b(c: &Cluster, state: &str, initial: &str) -> Peer {
     let log = std::fs::File::create(c.dir.path().join("b.log")).unwrap();
     Peer(Some(
-        Command::new(which("etcd"))
+        Command::new(etcd_bin())
             .args(["--name", "b"])
             .arg("--data-dir")
             .arg(c.dir.path().join("b"))
