@@ -412,13 +412,22 @@ pub fn update_joins(
     let mut changed = false;
     for name in configured {
         let online = doc.node(name).is_some_and(|n| n.online);
-        let e = joins.entry(name.clone()).or_default();
-        if online && !e.online {
-            *e = JoinSeen { at: now, online };
-            changed = true;
-        } else if !online && e.online {
-            e.online = false;
-            changed = true;
+        // A node never seen online has no join time (not a join at 0).
+        match joins.get_mut(name) {
+            None if online => {
+                joins.insert(name.clone(), JoinSeen { at: now, online });
+                changed = true;
+            }
+            None => {}
+            Some(e) if online && !e.online => {
+                *e = JoinSeen { at: now, online };
+                changed = true;
+            }
+            Some(e) if !online && e.online => {
+                e.online = false;
+                changed = true;
+            }
+            Some(_) => {}
         }
     }
     changed
