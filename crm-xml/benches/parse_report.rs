@@ -133,7 +133,7 @@ fn warden_bin() -> PathBuf {
 
 /// `CIB_file=… crm_mon --one-shot --inactive --output-as=xml` alone, versus
 /// `etcd-warden collect` running that same command (CIB and Corosync data
-/// from files, report written atomically to a file).
+/// from files, report written atomically to a file on tmpfs).
 fn collect_cycle(c: &mut Criterion) {
     let bin = warden_bin();
     if !bin.exists() || Command::new("crm_mon").arg("--version").output().is_err() {
@@ -152,7 +152,13 @@ fn collect_cycle(c: &mut Criterion) {
         "nodelist {\n node {\n  ring0_addr: 192.0.2.1\n  name: master-0\n }\n node {\n  ring0_addr: 192.0.2.2\n  name: master-1\n }\n}\n",
     )
     .expect("write corosync.conf");
-    let out = dir.join("report.json");
+    // The report goes to tmpfs, as the systemd unit writes it (/run).
+    let shm = Path::new("/dev/shm");
+    let out = if shm.is_dir() {
+        shm.join(format!("crm-xml-bench-{}.json", std::process::id()))
+    } else {
+        dir.join("report.json")
+    };
     let mut g = c.benchmark_group("collect-cycle");
     g.sample_size(50);
     g.bench_function("crm_mon alone", |b| {
@@ -184,6 +190,7 @@ fn collect_cycle(c: &mut Criterion) {
         })
     });
     g.finish();
+    let _ = std::fs::remove_file(&out);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
