@@ -154,12 +154,14 @@ fn validate_all_names_the_bad_parameter_with_rc_6() {
 
 #[test]
 fn an_unreachable_daemon_fails_fast_with_a_reason() {
+    // Built (if need be) before any clock starts.
+    let agent = agent();
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("api.sock");
     for action in ["monitor", "validate-all", "notify"] {
         let t0 = Instant::now();
         let out = run(
-            Command::new(agent())
+            Command::new(&agent)
                 .arg(action)
                 .env_clear()
                 .env("OCF_RESKEY_socket", &socket)
@@ -182,7 +184,7 @@ fn an_unreachable_daemon_fails_fast_with_a_reason() {
     // beyond its own timeout, and says it gave up.
     let t0 = Instant::now();
     let out = run(
-        Command::new(agent())
+        Command::new(&agent)
             .arg("start")
             .env_clear()
             .env("OCF_RESKEY_socket", &socket)

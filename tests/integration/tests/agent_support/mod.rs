@@ -11,90 +11,28 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// The workspace root.
-pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("workspace root")
-}
+// Not every test file uses both.
+#[allow(unused_imports)]
+pub use warden_integration::bins::{INSTALLED_AGENT, workspace};
 
-/// The target profile directory the test itself was built into
-/// (`target/debug` when the test is `target/debug/deps/agent_x-…`).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("test binary lives in <target>/<profile>/deps")
-        .to_path_buf()
-}
-
-static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-/// The path of binary `bin` of package `package`, built first (once per
-/// test process) so that the test never runs a stale binary: the
-/// integration crate cannot depend on binaries of other packages. An
-/// environment variable `WARDEN_BIN_<BIN>` (upper case, '-' as '_') names a
-/// prebuilt binary instead.
-pub fn bin(package: &str, bin: &str) -> PathBuf {
-    let var = format!("WARDEN_BIN_{}", bin.to_uppercase().replace('-', "_"));
-    if let Some(p) = std::env::var_os(&var) {
-        return PathBuf::from(p);
-    }
-    let dir = profile_dir();
-    let path = dir.join(bin);
-    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-    if !built.iter().any(|b| b == bin) {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.current_dir(workspace())
-            .args(["build", "--quiet", "-p", package, "--bin", bin]);
-        if dir.file_name().is_some_and(|n| n == "release") {
-            cmd.arg("--release");
-        }
-        let out = cmd.output().expect("run cargo build");
-        assert!(
-            out.status.success(),
-            "cargo build -p {package} --bin {bin} failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        built.push(bin.to_string());
-    }
-    assert!(path.exists(), "{} missing after the build", path.display());
-    path
-}
-
-/// The OCF agent binary.
+/// The OCF agent binary, freshly built (see `warden_integration::bins`).
 pub fn agent() -> PathBuf {
-    bin("etcd-warden-agent", "etcd-warden-agent")
+    warden_integration::bins::agent().expect("build etcd-warden-agent")
 }
 
-/// The etcd-warden binary.
+/// The etcd-warden binary, freshly built.
 pub fn warden() -> PathBuf {
-    bin("etcd-warden", "etcd-warden")
+    warden_integration::bins::warden().expect("build etcd-warden")
 }
-
-/// Where Pacemaker and crmsh look for the agent.
-pub const INSTALLED_AGENT: &str = "/usr/lib/ocf/resource.d/etcd-warden/etcd";
 
 static INSTALLED: Mutex<bool> = Mutex::new(false);
 
-/// Installs the freshly built agent (and the alert wrapper) with
-/// `resource-agent/install.sh`, which writes atomically: concurrent tests
-/// and running clusters always see a whole file.
+/// Installs the freshly built agent (and the alert wrapper) where Pacemaker
+/// and crmsh look for them, once per test process.
 pub fn install_agent() -> PathBuf {
     let mut done = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
     if !*done {
-        let agent = agent();
-        let warden = warden();
-        let out = run(
-            Command::new(workspace().join("resource-agent/install.sh"))
-                .arg("")
-                .arg(&agent)
-                .arg(&warden),
-            Duration::from_secs(30),
-        );
-        assert!(out.status.success(), "install.sh: {}", text(&out.stderr));
+        warden_integration::bins::install_agent().expect("resource-agent/install.sh");
         *done = true;
     }
     PathBuf::from(INSTALLED_AGENT)
