@@ -1,4 +1,4 @@
-//! What the daemon observes, as plain data: the input of [`crate::decide`].
+//! What the daemon observes, as plain data: the input of [`crate::decide()`].
 //!
 //! Every field is something the daemon reads live just before it calls
 //! `decide` (crm_mon XML, node attributes, etcd Status/MemberList, the local

@@ -1,5 +1,5 @@
 //! The failover decision logic of etcd-warden as a pure function from observed
-//! facts to actions ([`decide`]), and an exhaustive explorer ([`model`]) that
+//! facts to actions ([`decide()`]), and an exhaustive explorer ([`model`]) that
 //! checks its safety rules over every interleaving of faults for two nodes
 //! (and three in HA mode) up to a bound.
 //!

@@ -143,7 +143,7 @@ pub enum Seen {
 pub struct Entry {
     /// The node.
     pub node: usize,
-    /// Member id (small; [`ID_BASE`] is added in facts).
+    /// Member id (small; a large base is added in the facts).
     pub id: u8,
     /// Learner?
     pub learner: bool,
