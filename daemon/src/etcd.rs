@@ -338,7 +338,11 @@ impl LiveEtcd {
         let mut c = self.client(deadline).await?;
         let left = deadline.saturating_sub(started.elapsed());
         let txn = Txn::new()
-            .when([Compare::create_revision(LEAVE_LOCK_KEY, CompareOp::Equal, 0)])
+            .when([Compare::create_revision(
+                LEAVE_LOCK_KEY,
+                CompareOp::Equal,
+                0,
+            )])
             .and_then([TxnOp::put(LEAVE_LOCK_KEY, node, None)])
             .or_else([TxnOp::get(LEAVE_LOCK_KEY, None)]);
         let r = within(left, c.txn(txn)).await?;
@@ -361,7 +365,11 @@ impl LiveEtcd {
 
     /// Release the leave lock if `node` holds it (compare-and-swap on the
     /// value: never another node's lock).
-    pub async fn release_leave_lock(&self, node: &str, deadline: Duration) -> Result<(), EtcdError> {
+    pub async fn release_leave_lock(
+        &self,
+        node: &str,
+        deadline: Duration,
+    ) -> Result<(), EtcdError> {
         use etcd_client::{Compare, CompareOp, Txn, TxnOp};
         let started = tokio::time::Instant::now();
         let mut c = self.client(deadline).await?;
