@@ -5,8 +5,6 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
-mod agent_support;
-
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -105,7 +103,7 @@ fn cluster_report_before_and_after_a_fence() {
     let c = Cluster::start(ClusterOptions::new(2)).unwrap();
     let ctx = Ctx {
         c: &c,
-        warden: agent_support::warden(),
+        warden: warden_integration::bins::warden().unwrap(),
     };
     c.add_resource("node1", KUBELET).unwrap();
     c.add_resource("node1", ETCD).unwrap();

@@ -6,8 +6,6 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
-mod agent_support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -15,11 +13,11 @@ use std::process::{Command, Output};
 use crm_xml::report::Report;
 
 fn warden() -> PathBuf {
-    agent_support::warden()
+    warden_integration::bins::warden().unwrap()
 }
 
 fn fixtures_root() -> PathBuf {
-    agent_support::workspace().join("crm-xml/tests/fixtures/crm_mon")
+    warden_integration::bins::workspace().join("crm-xml/tests/fixtures/crm_mon")
 }
 
 fn collect(args: &[&str]) -> Output {
