@@ -417,3 +417,452 @@ pub fn initial_cluster(s: &Settings, members: &[warden_failover::MemberInfo]) ->
     }
     parts.join(",")
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use warden_failover::{
+        EtcdView, FenceEvent, FenceStatus, LocalData, LocalMarkers, NodeView, PacemakerView,
+        ResourceState, Stamp, Trigger,
+    };
+
+    use super::*;
+    use crate::etcd::Member;
+    use crate::reconcile::pcmk::PcmkError;
+
+    const CONF: &str = r#"
+node_name = "a"
+topology = "two-node"
+
+[[nodes]]
+name = "a"
+peer_urls = ["http://127.0.0.1:12380"]
+client_urls = ["http://127.0.0.1:12379"]
+
+[[nodes]]
+name = "b"
+peer_urls = ["http://127.0.0.1:22380"]
+client_urls = ["http://127.0.0.1:22379"]
+"#;
+
+    fn settings() -> Settings {
+        crate::config::from_texts(&[("/c.toml".into(), CONF.to_string())]).unwrap()
+    }
+
+    /// Records every call; fails the ones told to.
+    #[derive(Default)]
+    struct Fake {
+        calls: Mutex<Vec<String>>,
+        /// Errors to return, in order, for membership calls.
+        etcd_errors: Mutex<Vec<EtcdError>>,
+        fail_attrs: bool,
+        /// The state file's epoch as seen at the force (must be written first).
+        state: Option<LocalPaths>,
+        epoch_at_force: Mutex<Option<u64>>,
+    }
+
+    impl Fake {
+        fn log(&self, s: String) {
+            self.calls.lock().unwrap().push(s);
+        }
+        fn calls(&self) -> Vec<String> {
+            self.calls.lock().unwrap().clone()
+        }
+        fn next_err(&self) -> Result<(), OpsError> {
+            let mut e = self.etcd_errors.lock().unwrap();
+            if e.is_empty() {
+                Ok(())
+            } else {
+                Err(OpsError::Etcd(e.remove(0)))
+            }
+        }
+    }
+
+    fn member(id: u64) -> Member {
+        Member {
+            id,
+            name: String::new(),
+            peer_urls: vec![],
+            client_urls: vec![],
+            is_learner: true,
+        }
+    }
+
+    impl EtcdOps for Fake {
+        async fn start(&self, mode: StartMode, _d: Duration) -> Result<u32, OpsError> {
+            self.log(format!("start {mode:?}"));
+            Ok(1)
+        }
+        async fn stop(&self, _g: Duration) -> Result<(), OpsError> {
+            self.log("stop".into());
+            Ok(())
+        }
+        async fn restart_force_new_cluster(
+            &self,
+            p: PeerDown,
+            _d: Duration,
+        ) -> Result<u32, OpsError> {
+            if let Some(s) = &self.state {
+                *self.epoch_at_force.lock().unwrap() = Some(s.read_state().unwrap().epoch);
+            }
+            self.log(format!("force {}", p.node));
+            Ok(1)
+        }
+        async fn add_learner(
+            &self,
+            urls: Vec<String>,
+            _d: Duration,
+        ) -> Result<(Member, Vec<Member>), OpsError> {
+            self.log(format!("add {urls:?}"));
+            self.next_err()?;
+            Ok((member(7), vec![member(7)]))
+        }
+        async fn promote(&self, id: u64, _d: Duration) -> Result<Vec<Member>, OpsError> {
+            self.log(format!("promote {id}"));
+            self.next_err()?;
+            Ok(vec![])
+        }
+        async fn remove(&self, id: u64, _d: Duration) -> Result<Vec<Member>, OpsError> {
+            self.log(format!("remove {id}"));
+            self.next_err()?;
+            Ok(vec![])
+        }
+    }
+
+    impl Pacemaker for Fake {
+        async fn crm_mon(&self, _d: Duration) -> Result<crm_xml::CrmMon, PcmkError> {
+            unreachable!("the executor never reads crm_mon")
+        }
+        async fn get_attr(
+            &self,
+            _n: &str,
+            _a: &str,
+            _d: Duration,
+        ) -> Result<Option<String>, PcmkError> {
+            Ok(None)
+        }
+        async fn set_attr(&self, n: &str, a: &str, v: &str, _d: Duration) -> Result<(), PcmkError> {
+            self.log(format!("set {n} {a} {v}"));
+            if self.fail_attrs {
+                return Err(PcmkError::Failed {
+                    tool: "crm_attribute",
+                    code: Some(1),
+                    message: "cib not connected".into(),
+                });
+            }
+            Ok(())
+        }
+        async fn delete_attr(&self, n: &str, a: &str, _d: Duration) -> Result<(), PcmkError> {
+            self.log(format!("delete {n} {a}"));
+            Ok(())
+        }
+    }
+
+    impl LeaveLock for Fake {
+        async fn acquire(&self, node: &str, _d: Duration) -> Result<String, EtcdError> {
+            self.log(format!("lock {node}"));
+            Ok("b".into())
+        }
+        async fn release(&self, node: &str, _d: Duration) -> Result<(), EtcdError> {
+            self.log(format!("unlock {node}"));
+            Ok(())
+        }
+    }
+
+    fn node(name: &str, online: bool) -> NodeView {
+        NodeView {
+            name: name.into(),
+            online,
+            unclean: false,
+            expected_up: online,
+            shutdown: false,
+            standby: false,
+            last_seen: Some(Stamp(100)),
+            etcd: if online {
+                ResourceState::Started
+            } else {
+                ResourceState::Unknown
+            },
+            record: None,
+            claim: None,
+        }
+    }
+
+    /// Node a alone with its data and the in-sync marker; b lost.
+    fn facts(b_fenced: bool) -> Facts {
+        let mut b = node("b", false);
+        b.unclean = !b_fenced;
+        b.expected_up = true;
+        Facts {
+            node: "a".into(),
+            boot_id: "boot-a".into(),
+            topology: Topology::TwoNode,
+            trigger: Trigger::Reconcile,
+            notify: None,
+            pacemaker: PacemakerView {
+                quorate: true,
+                nodes: vec![node("a", true), b],
+                fence_history: vec![],
+            },
+            etcd: EtcdView::NotRunning,
+            cluster: None,
+            data: LocalData {
+                exists: true,
+                ..Default::default()
+            },
+            local: LocalMarkers {
+                in_sync_boot: Some("boot-a".into()),
+            },
+            alerts: if b_fenced {
+                vec![FenceEvent {
+                    target: "b".into(),
+                    action: warden_failover::FenceAction::Reboot,
+                    status: FenceStatus::Success,
+                    completed: Some(Stamp(200)),
+                }]
+            } else {
+                vec![]
+            },
+        }
+    }
+
+    fn paths(t: &std::path::Path) -> LocalPaths {
+        LocalPaths {
+            data_dir: t.join("data"),
+            state_file: t.join("state/failover.json"),
+            run_dir: t.join("run"),
+            archive_dir: t.join("data.archive"),
+        }
+    }
+
+    async fn run(fake: &Fake, p: &LocalPaths, f: &Facts, steps: &[Step]) -> ExecReport {
+        let s = settings();
+        let env = Env {
+            ops: fake,
+            pcmk: fake,
+            lock: fake,
+            local: p,
+            settings: &s,
+        };
+        execute(&env, f, steps, Duration::from_secs(10)).await
+    }
+
+    fn with_data(t: &std::path::Path) -> LocalPaths {
+        let p = paths(t);
+        std::fs::create_dir_all(p.member_dir().join("snap")).unwrap();
+        std::fs::write(p.member_dir().join("snap/db"), b"db").unwrap();
+        p
+    }
+
+    #[tokio::test]
+    async fn force_needs_pacemakers_proof_even_if_decided() {
+        let t = tempfile::tempdir().unwrap();
+        let p = with_data(t.path());
+        let fake = Fake::default();
+        // b is lost but not fenced: no proof, so no force, whatever was decided.
+        let r = run(
+            &fake,
+            &p,
+            &facts(false),
+            &[Step::ForceNewCluster { epoch: 1 }],
+        )
+        .await;
+        let (_, why) = r.failed.unwrap();
+        assert!(
+            why.contains("rule 1") && why.contains("not confirmed that b is down"),
+            "{why}"
+        );
+        assert!(fake.calls().is_empty());
+        // Without the in-sync marker of this boot: no force either.
+        let mut f = facts(true);
+        f.local.in_sync_boot = Some("an-earlier-boot".into());
+        let r = run(&fake, &p, &f, &[Step::ForceNewCluster { epoch: 1 }]).await;
+        assert!(r.failed.unwrap().1.contains("in-sync"));
+        // HA never forces.
+        let mut f = facts(true);
+        f.topology = Topology::Ha;
+        let r = run(&fake, &p, &f, &[Step::ForceNewCluster { epoch: 1 }]).await;
+        assert!(r.failed.is_some());
+        assert!(fake.calls().is_empty());
+    }
+
+    #[tokio::test]
+    async fn force_records_the_epoch_first() {
+        let t = tempfile::tempdir().unwrap();
+        let p = with_data(t.path());
+        let fake = Fake {
+            state: Some(p.clone()),
+            ..Default::default()
+        };
+        let r = run(
+            &fake,
+            &p,
+            &facts(true),
+            &[Step::ForceNewCluster { epoch: 4 }],
+        )
+        .await;
+        assert!(r.failed.is_none(), "{:?}", r.failed);
+        assert_eq!(fake.calls(), vec!["force b"]);
+        assert_eq!(*fake.epoch_at_force.lock().unwrap(), Some(4));
+    }
+
+    #[tokio::test]
+    async fn steps_stop_at_the_first_failure() {
+        let t = tempfile::tempdir().unwrap();
+        let p = with_data(t.path());
+        let fake = Fake {
+            fail_attrs: true,
+            ..Default::default()
+        };
+        let steps = [
+            Step::SetClaim { epoch: 1 },
+            Step::ClearInSync,
+            Step::StopEtcd,
+        ];
+        p.mark_in_sync("boot-a").unwrap();
+        let r = run(&fake, &p, &facts(true), &steps).await;
+        assert_eq!(r.done, vec![]);
+        assert_eq!(r.failed.as_ref().unwrap().0, Step::SetClaim { epoch: 1 });
+        assert_eq!(fake.calls().len(), 1);
+        // The marker was not touched: the step after the failure never ran.
+        assert_eq!(p.in_sync().as_deref(), Some("boot-a"));
+        let ok = Fake::default();
+        let r = run(&ok, &p, &facts(true), &steps).await;
+        assert_eq!(r.done.len(), 3);
+        assert!(p.in_sync().is_none());
+        assert_eq!(ok.calls()[1], "stop");
+    }
+
+    #[tokio::test]
+    async fn never_starts_over_existing_data_and_archives_instead_of_deleting() {
+        let t = tempfile::tempdir().unwrap();
+        let p = with_data(t.path());
+        let fake = Fake::default();
+        for mode in [Mode::New, Mode::Join { epoch: 2 }] {
+            let r = run(&fake, &p, &facts(true), &[Step::StartEtcd { mode }]).await;
+            assert!(r.failed.unwrap().1.contains("rule 3"));
+        }
+        assert!(fake.calls().is_empty());
+        // Archiving while etcd runs on the data is refused too.
+        let mut f = facts(true);
+        f.etcd = EtcdView::Running(warden_failover::LiveEtcd {
+            member_id: 1,
+            cluster_id: 2,
+            is_learner: false,
+            has_leader: false,
+            is_leader: false,
+            linearizable_ok: false,
+            members: vec![],
+            leave_lock: None,
+            position: Default::default(),
+        });
+        let archive = Step::ArchiveDataDir {
+            reason: "stale".into(),
+        };
+        let r = run(&fake, &p, &f, std::slice::from_ref(&archive)).await;
+        assert!(r.failed.is_some());
+        assert!(p.has_data());
+        let r = run(&fake, &p, &facts(true), &[archive]).await;
+        assert!(r.failed.is_none());
+        assert!(!p.has_data());
+        let dest = &r.archived[0];
+        assert_eq!(std::fs::read(dest.join("member/snap/db")).unwrap(), b"db");
+        assert!(dest.join("db.sha256").exists());
+    }
+
+    #[tokio::test]
+    async fn membership_changes_retry_through_unhealthy_cluster() {
+        let t = tempfile::tempdir().unwrap();
+        let p = with_data(t.path());
+        let fake = Fake::default();
+        fake.etcd_errors.lock().unwrap().extend([
+            EtcdError::Unavailable("etcdserver: unhealthy cluster".into()),
+            EtcdError::FailedPrecondition(
+                "can only promote a learner member which is in sync with leader".into(),
+            ),
+        ]);
+        let r = run(
+            &fake,
+            &p,
+            &facts(true),
+            &[Step::PromoteLearner {
+                id: 7,
+                node: "b".into(),
+            }],
+        )
+        .await;
+        assert!(r.failed.is_none(), "{:?}", r.failed);
+        assert_eq!(fake.calls(), vec!["promote 7"; 3]);
+        // A permanent error is not retried.
+        fake.etcd_errors
+            .lock()
+            .unwrap()
+            .push(EtcdError::NotFound("member".into()));
+        let r = run(
+            &fake,
+            &p,
+            &facts(true),
+            &[Step::RemoveMember {
+                id: 9,
+                node: "b".into(),
+            }],
+        )
+        .await;
+        assert!(r.failed.is_some());
+        assert_eq!(fake.calls().len(), 4);
+    }
+
+    #[tokio::test]
+    async fn leave_lock_held_elsewhere_fails_the_step_and_adds_use_the_configured_url() {
+        let t = tempfile::tempdir().unwrap();
+        let p = with_data(t.path());
+        let fake = Fake::default();
+        let r = run(
+            &fake,
+            &p,
+            &facts(true),
+            &[Step::AcquireLeaveLock, Step::RecordDeparture],
+        )
+        .await;
+        assert!(r.failed.unwrap().1.contains("held by b"));
+        assert!(!p.read_state().unwrap().departed);
+        let r = run(
+            &fake,
+            &p,
+            &facts(true),
+            &[Step::AddLearner { node: "b".into() }],
+        )
+        .await;
+        assert!(r.failed.is_none());
+        assert!(
+            fake.calls()
+                .contains(&"add [\"http://127.0.0.1:22380\"]".to_string())
+        );
+    }
+
+    #[test]
+    fn join_lists_the_cluster_and_this_node() {
+        let s = settings();
+        let members = vec![
+            warden_failover::MemberInfo {
+                id: 1,
+                name: "b".into(),
+                node: "b".into(),
+                is_learner: false,
+                in_sync: true,
+            },
+            warden_failover::MemberInfo {
+                id: 2,
+                name: String::new(),
+                node: "a".into(),
+                is_learner: true,
+                in_sync: false,
+            },
+        ];
+        assert_eq!(
+            initial_cluster(&s, &members),
+            "b=http://127.0.0.1:22380,a=http://127.0.0.1:12380"
+        );
+    }
+}
