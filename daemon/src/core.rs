@@ -222,10 +222,19 @@ impl Core {
     ) {
         let node = self.node_status(deadline).await;
         let members = self.etcd.member_list(deadline).await;
-        let state = if node.etcd_running {
-            WardenState::Member
-        } else {
-            WardenState::Stopped
+        // With failover, what the daemon is doing (standalone, recovering,
+        // rejoining) comes from its latest decision over live facts.
+        let (state, since) = match self.failover.get() {
+            Some(f) => {
+                let (st, at) = f.warden_state();
+                let since = i64::try_from(at)
+                    .ok()
+                    .and_then(|t| time::OffsetDateTime::from_unix_timestamp(t).ok())
+                    .map(crm_xml::timefmt::format_k8s);
+                (st, since)
+            }
+            None if node.etcd_running => (WardenState::Member, None),
+            None => (WardenState::Stopped, None),
         };
         let section = EtcdSection {
             cluster_id: node.cluster_id.map(|i| format!("{i:x}")),
@@ -253,7 +262,7 @@ impl Core {
                 .unwrap_or_default(),
             nodes: [(
                 self.settings.node_name.clone(),
-                WardenNodeState { state, since: None },
+                WardenNodeState { state, since },
             )]
             .into_iter()
             .collect(),
