@@ -1,18 +1,18 @@
-//! etcd's v3 JSON gateway (`POST /v3/kv/put`, `/v3/kv/range`,
-//! `/v3/cluster/member/list`), spoken over a plain blocking HTTP/1.1
-//! connection from a thread that entered a node's network namespace: the
-//! nodes' addresses exist only inside the namespaces the harness created.
+//! etcd's client API as `etcdctl -w json` answers it (put, prefix get,
+//! member list), run from a thread that entered a node's network namespace:
+//! the nodes' addresses exist only inside the namespaces the harness
+//! created, and a child process inherits its thread's namespace.
 
 use std::fs::File;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use nix::sched::{CloneFlags, setns};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// A handle on a node's network namespace (the open `/proc/PID/ns/net` of
 /// its holder): it stays valid while the node is crashed or fenced, since
@@ -71,68 +71,36 @@ pub fn num(v: &Value) -> Option<u64> {
     }
 }
 
-/// One `POST path` with a JSON body; returns the parsed answer of a 200, an
-/// error naming the status and body otherwise. Must run inside the node's
-/// namespace (see [`NetNs::run`]).
-pub fn post(addr: SocketAddr, path: &str, body: &Value, timeout: Duration) -> Result<Value> {
-    let body = body.to_string();
-    let mut s = TcpStream::connect_timeout(&addr, timeout)
-        .with_context(|| format!("connecting to {addr}"))?;
-    s.set_read_timeout(Some(timeout))?;
-    s.set_write_timeout(Some(timeout))?;
-    let _ = s.set_nodelay(true);
-    write!(
-        s,
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .with_context(|| format!("sending to {addr}"))?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw)
-        .with_context(|| format!("reading the answer of {addr}{path}"))?;
-    let text = String::from_utf8_lossy(&raw);
-    let (head, rest) = text
-        .split_once("\r\n\r\n")
-        .with_context(|| format!("no HTTP header end in {text:?}"))?;
-    let status: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .with_context(|| format!("no HTTP status in {head:?}"))?;
-    let chunked = head
-        .lines()
-        .any(|l| l.to_ascii_lowercase().starts_with("transfer-encoding:") && l.contains("chunked"));
-    let payload = if chunked {
-        dechunk(rest)?
-    } else {
-        rest.to_string()
-    };
+/// Runs `etcdctl -w json ARGS` against `addr` and parses its answer. It
+/// runs as a child of the calling thread, so inside the namespace that
+/// thread entered (see [`NetNs::run`]). etcdctl rather than etcd's JSON
+/// gateway: etcd started from a configuration file, as the daemon starts
+/// it, has the gateway off.
+pub fn etcdctl(addr: SocketAddr, args: &[&str], timeout: Duration) -> Result<Value> {
+    let ms = timeout.as_millis().max(1);
+    let out = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints=http://{addr}"))
+        .arg(format!("--dial-timeout={ms}ms"))
+        .arg(format!("--command-timeout={ms}ms"))
+        .args(["-w", "json"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .context("running etcdctl")?;
     ensure!(
-        status == 200,
-        "{addr}{path}: HTTP {status}: {}",
-        payload.trim()
+        out.status.success(),
+        "etcdctl {} at {addr}: {}",
+        args.first().copied().unwrap_or(""),
+        String::from_utf8_lossy(&out.stderr).trim()
     );
-    let v: Value = serde_json::from_str(&payload)
-        .with_context(|| format!("{addr}{path}: not JSON: {payload:?}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: Value = serde_json::from_str(text.trim())
+        .with_context(|| format!("etcdctl at {addr}: not JSON: {text:?}"))?;
     if let Some(e) = v.get("error") {
-        bail!("{addr}{path}: {e}");
+        bail!("etcdctl at {addr}: {e}");
     }
     Ok(v)
-}
-
-fn dechunk(mut s: &str) -> Result<String> {
-    let mut out = String::new();
-    loop {
-        let (size, rest) = s.split_once("\r\n").context("truncated chunk header")?;
-        let n = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16)
-            .with_context(|| format!("bad chunk size {size:?}"))?;
-        if n == 0 {
-            return Ok(out);
-        }
-        ensure!(rest.len() >= n, "truncated chunk");
-        out.push_str(&rest[..n]);
-        s = rest[n..].strip_prefix("\r\n").unwrap_or(&rest[n..]);
-    }
 }
 
 /// The header of a gateway answer: (cluster id, member id, revision).
@@ -144,12 +112,7 @@ pub fn header(v: &Value) -> (Option<u64>, Option<u64>, Option<u64>) {
 
 /// A put; returns the answer (its header carries the revision).
 pub fn put(addr: SocketAddr, key: &str, value: &str, timeout: Duration) -> Result<Value> {
-    post(
-        addr,
-        "/v3/kv/put",
-        &json!({"key": b64(key), "value": b64(value)}),
-        timeout,
-    )
+    etcdctl(addr, &["put", key, value], timeout)
 }
 
 /// One key-value pair of a range answer.
@@ -163,19 +126,10 @@ pub struct Kv {
     pub mod_revision: u64,
 }
 
-/// Every key under `prefix`, read linearizably (a read that needs quorum).
+/// Every key under `prefix`, read linearizably (a read that needs quorum);
+/// etcdctl prints keys and values base64 in JSON.
 pub fn range_prefix(addr: SocketAddr, prefix: &str, timeout: Duration) -> Result<Vec<Kv>> {
-    let mut end = prefix.as_bytes().to_vec();
-    if let Some(last) = end.last_mut() {
-        *last += 1;
-    }
-    let end = String::from_utf8(end).context("prefix end")?;
-    let v = post(
-        addr,
-        "/v3/kv/range",
-        &json!({"key": b64(prefix), "range_end": b64(&end)}),
-        timeout,
-    )?;
+    let v = etcdctl(addr, &["get", "--prefix", prefix], timeout)?;
     let mut out = Vec::new();
     for kv in v.get("kvs").and_then(Value::as_array).into_iter().flatten() {
         let f = |k: &str| kv.get(k).and_then(Value::as_str).unwrap_or("");
@@ -203,7 +157,7 @@ pub struct Member {
 
 /// The member list and the cluster id as `addr` answers them.
 pub fn member_list(addr: SocketAddr, timeout: Duration) -> Result<(u64, Vec<Member>)> {
-    let v = post(addr, "/v3/cluster/member/list", &json!({}), timeout)?;
+    let v = etcdctl(addr, &["member", "list"], timeout)?;
     let (cluster, _, _) = header(&v);
     let mut out = Vec::new();
     for m in v
@@ -230,4 +184,33 @@ pub fn member_list(addr: SocketAddr, timeout: Duration) -> Result<(u64, Vec<Memb
         });
     }
     Ok((cluster.unwrap_or(0), out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The gateway calls against a real one-member etcd on 127.0.0.1.
+    #[test]
+    fn put_range_and_member_list_on_real_etcd() {
+        let e = warden_harness::EtcdCluster::start(1).unwrap();
+        let url = e.client_url(0);
+        let addr: SocketAddr = url.trim_start_matches("http://").parse().unwrap();
+        let t = Duration::from_secs(3);
+        let a = put(addr, "/t/a", "1", t).unwrap();
+        let (cid, mid, rev) = header(&a);
+        assert!(cid.is_some() && mid.is_some() && rev.is_some(), "{a}");
+        put(addr, "/t/b", "2", t).unwrap();
+        put(addr, "/u", "3", t).unwrap();
+        let kvs = range_prefix(addr, "/t/", t).unwrap();
+        assert_eq!(kvs.len(), 2, "{kvs:?}");
+        assert_eq!(kvs[0].key, "/t/a");
+        assert_eq!(kvs[0].value, "1");
+        assert_eq!(Some(kvs[0].mod_revision), rev);
+        let (c, ms) = member_list(addr, t).unwrap();
+        assert_eq!(Some(c), cid);
+        assert_eq!(ms.len(), 1);
+        assert!(!ms[0].is_learner);
+        assert_eq!(ms[0].name, e.name(0));
+    }
 }

@@ -29,6 +29,8 @@ pub struct Ack {
     pub revision: u64,
     /// etcd's cluster id in the answer.
     pub cluster_id: u64,
+    /// When the put was sent.
+    pub sent: Instant,
     /// When the answer arrived.
     pub at: Instant,
     /// The same, as wall-clock time (to compare with Pacemaker's logs).
@@ -88,6 +90,7 @@ impl Writer {
                     seq += 1;
                     let key = format!("{prefix}/{node}/{seq:08}");
                     let value = format!("v{seq}-{node}");
+                    let sent = Instant::now();
                     let r = gateway::put(addr, &key, &value, PUT_TIMEOUT);
                     let mut c = counts.lock().unwrap_or_else(|e| e.into_inner());
                     let c = c.entry(node.clone()).or_default();
@@ -102,6 +105,7 @@ impl Writer {
                                     value,
                                     revision,
                                     cluster_id: cluster.unwrap_or(0),
+                                    sent,
                                     at: Instant::now(),
                                     wall: SystemTime::now(),
                                 });
@@ -139,17 +143,20 @@ impl Writer {
         self.acks.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// The first ack from `node` that arrived after `t`.
+    /// The first ack from `node` of a write sent after `t` (a write sent
+    /// before a fault and answered just after it says nothing about the
+    /// recovery).
     pub fn first_ack_after(&self, node: Option<&str>, t: Instant) -> Option<Ack> {
         self.acks
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .find(|a| a.at > t && node.is_none_or(|n| a.node == n))
+            .find(|a| a.sent > t && node.is_none_or(|n| a.node == n))
             .cloned()
     }
 
-    /// Waits until a write acknowledged after `t` (by `node`, or by anyone).
+    /// Waits until a write sent after `t` is acknowledged (by `node`, or by
+    /// anyone).
     pub fn wait_ack_after(&self, node: Option<&str>, t: Instant, timeout: Duration) -> Result<Ack> {
         let deadline = Instant::now() + timeout;
         loop {
