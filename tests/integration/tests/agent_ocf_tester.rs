@@ -2,6 +2,10 @@
 //! and real etcd: ocf-tester's whole sequence, the agent's own view of a
 //! killed and a hung etcd, and the alert agent's hand-off.
 
+// Tests may unwrap (clippy.toml allows it in #[test] functions; this
+// extends that to the helpers of this file).
+#![allow(clippy::unwrap_used)]
+
 mod agent_support;
 
 use std::process::{Command, Output};

@@ -14,6 +14,10 @@
 //! two-member etcd across the nodes and failing over is the failover
 //! issue's business, not the agent's.
 
+// Tests may unwrap (clippy.toml allows it in #[test] functions; this
+// extends that to the helpers of this file).
+#![allow(clippy::unwrap_used)]
+
 mod agent_support;
 
 use std::time::{Duration, Instant};
