@@ -22,7 +22,7 @@ deps:
 	if [ -n "$$missing" ]; then \
 	  echo "make deps: installing$$missing"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get update -q && apt-get install -y -q --no-install-recommends $$missing; \
+	  apt-get update -q && apt-get install -y -q $$missing; \
 	else echo "make deps: all packages present"; fi
 
 build: deps
@@ -68,9 +68,10 @@ release: deps
 DESTDIR ?=
 install: release
 	install -D -m 0755 target/release/etcd-warden $(DESTDIR)/usr/bin/etcd-warden
-	install -D -m 0755 target/release/etcd-warden-agent $(DESTDIR)/usr/lib/ocf/resource.d/etcd-warden/etcd
+	resource-agent/install.sh "$(DESTDIR)" target/release/etcd-warden-agent /usr/bin/etcd-warden
 	for u in systemd/*.service systemd/*.timer; do [ -e "$$u" ] && install -D -m 0644 "$$u" $(DESTDIR)/usr/lib/systemd/system/$$(basename "$$u"); done; true
 	install -d -m 0755 $(DESTDIR)/etc/etcd-warden/config.d
+	for d in README.md docs/*.md systemd/crontab.example; do install -D -m 0644 "$$d" $(DESTDIR)/usr/share/doc/etcd-warden/$$(basename "$$d"); done
 
 fmt:
 	$(CARGO) fmt --all

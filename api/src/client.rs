@@ -23,12 +23,14 @@ const MAX_RESPONSE: usize = 16 * 1024 * 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// The socket is not there or nobody listens: the daemon is not running.
-    #[error("cannot connect to the etcd-warden daemon at {path}: {source}")]
+    // The OS error is part of the message and deliberately not a `#[source]`:
+    // an error chain printed with `{:#}` would otherwise show it twice.
+    #[error("cannot connect to the etcd-warden daemon at {path}: {error}")]
     Connect {
         /// The socket path.
         path: PathBuf,
         /// The OS error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The deadline passed before the daemon answered.
     #[error("the etcd-warden daemon did not answer within {0:?}")]
@@ -105,9 +107,9 @@ impl Client {
     ) -> Result<Vec<u8>, ClientError> {
         let deadline = Instant::now() + timeout;
         let mut stream =
-            UnixStream::connect(&self.socket).map_err(|source| ClientError::Connect {
+            UnixStream::connect(&self.socket).map_err(|error| ClientError::Connect {
                 path: self.socket.clone(),
-                source,
+                error,
             })?;
         let body = body.unwrap_or_default();
         let mut req = format!(

@@ -283,7 +283,7 @@ fn from_error(
     e: ClientError,
 ) -> Exit {
     let reason = match &e {
-        ClientError::Connect { source, .. } => {
+        ClientError::Connect { error: source, .. } => {
             let waited = if wait.is_zero() {
                 String::new()
             } else {
@@ -365,7 +365,7 @@ mod tests {
     fn refused() -> ClientError {
         ClientError::Connect {
             path: "/x".into(),
-            source: std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
+            error: std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
         }
     }
 

@@ -57,9 +57,6 @@ pub fn run_alert(args: AlertArgs) -> anyhow::Result<ExitCode> {
             &event,
             Duration::from_millis(args.timeout_ms.max(1)),
         )
-        // ClientError's message already includes its source; as a plain
-        // message the chain prints it once.
-        .map_err(|e| anyhow::anyhow!("{e}"))
         .with_context(|| {
             format!(
                 "forwarding the {} event{} to the daemon at {}",
