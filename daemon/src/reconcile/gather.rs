@@ -32,6 +32,9 @@ pub enum GatherError {
     Etcd(#[from] EtcdError),
 }
 
+/// How long each other member's Status may take in one pass.
+const MEMBER_STATUS_LIMIT: Duration = Duration::from_millis(500);
+
 fn now_unix() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -56,7 +59,10 @@ async fn members_info(
     leader_index: u64,
     deadline: Duration,
 ) -> Vec<MemberInfo> {
-    let statuses = status_of_members(&core.connector, members, deadline).await;
+    // A member that does not answer within half a second is not in sync
+    // for this decision; a lost peer must not hold the whole pass up.
+    let limit = deadline.min(MEMBER_STATUS_LIMIT);
+    let statuses = status_of_members(&core.connector, members, limit).await;
     statuses
         .into_iter()
         .map(|(m, st)| MemberInfo {
@@ -80,10 +86,26 @@ async fn local_etcd(core: &Core, deadline: Duration) -> Result<EtcdView, GatherE
         _ => return Ok(EtcdView::NotRunning),
     }
     let st = core.etcd.status(deadline).await?;
+    // Without a leader a linearizable read can only time out: skip it (and
+    // the lock read) rather than spend the deadline on it, which would delay
+    // the survivor's failover by a whole deadline per round.
+    let leader = st.has_leader();
     let (read, members, lock) = tokio::join!(
-        core.etcd.linearizable_read(deadline),
+        async {
+            if leader {
+                core.etcd.linearizable_read(deadline).await.is_ok()
+            } else {
+                false
+            }
+        },
         core.etcd.member_list(deadline),
-        core.etcd.leave_lock(deadline),
+        async {
+            if leader {
+                core.etcd.leave_lock(deadline).await.ok().flatten()
+            } else {
+                None
+            }
+        },
     );
     let members = members?;
     let infos = members_info(core, &members, st.raft_index, deadline).await;
@@ -93,9 +115,9 @@ async fn local_etcd(core: &Core, deadline: Duration) -> Result<EtcdView, GatherE
         is_learner: st.is_learner,
         has_leader: st.has_leader(),
         is_leader: st.has_leader() && st.leader == st.member_id,
-        linearizable_ok: read.is_ok(),
+        linearizable_ok: read,
         members: infos,
-        leave_lock: lock.ok().flatten(),
+        leave_lock: lock,
         position: RaftPosition {
             term: st.raft_term,
             index: st.raft_index,
@@ -107,13 +129,16 @@ async fn local_etcd(core: &Core, deadline: Duration) -> Result<EtcdView, GatherE
 async fn cluster_via_peers(
     core: &Core,
     records: &BTreeMap<String, (Option<DataRecord>, Option<Claim>)>,
+    online: &[String],
     deadline: Duration,
 ) -> Option<ClusterView> {
+    // Only peers Pacemaker shows online: asking a lost one costs a whole
+    // connect deadline and cannot answer with quorum anyway.
     for n in core
         .settings
         .nodes
         .iter()
-        .filter(|n| n.name != core.settings.node_name)
+        .filter(|n| n.name != core.settings.node_name && online.contains(&n.name))
     {
         let Some(url) = n.client_urls.first() else {
             continue;
@@ -201,7 +226,13 @@ pub async fn gather<P: Pacemaker>(
     let cluster = if quorate_here {
         None
     } else {
-        cluster_via_peers(core, &attrs, deadline).await
+        let online: Vec<String> = pacemaker
+            .nodes
+            .iter()
+            .filter(|n| n.online)
+            .map(|n| n.name.clone())
+            .collect();
+        cluster_via_peers(core, &attrs, &online, deadline).await
     };
 
     // What the live view says about the data is written down for when etcd
