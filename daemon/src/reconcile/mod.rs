@@ -352,7 +352,7 @@ impl Reconciler {
                             if action == Action::Stop {
                                 *self.notify_hint.lock().unwrap_or_else(|e| e.into_inner()) = None;
                             }
-                            return reply(d.outcome, d.reason);
+                            return reply(finished(action, d.outcome), d.reason);
                         }
                     }
                 }
@@ -368,6 +368,18 @@ impl Reconciler {
             let left = budget.saturating_sub(started.elapsed());
             tokio::time::sleep(Duration::from_millis(250).min(left)).await;
         }
+    }
+}
+
+/// The outcome a finished start or stop reports. A start that leaves etcd
+/// running has succeeded even when the member is degraded (a sole voter, a
+/// learner catching up): Pacemaker records any other start code as a failed
+/// action, and the degraded state is what the next monitor reports (190).
+fn finished(action: Action, outcome: Outcome) -> Outcome {
+    match (action, outcome) {
+        (Action::Start, Outcome::Degraded) => Outcome::Success,
+        (Action::Start, Outcome::DegradedPromoted) => Outcome::RunningPromoted,
+        _ => outcome,
     }
 }
 
@@ -391,5 +403,21 @@ fn classify(f: &Facts, d: &Decision) -> WardenState {
             WardenState::Standalone
         }
         EtcdView::Running(_) => WardenState::Member,
+    }
+}
+
+#[cfg(test)]
+mod finished_tests {
+    use super::*;
+
+    #[test]
+    fn a_start_that_leaves_etcd_running_degraded_has_succeeded() {
+        assert_eq!(finished(Action::Start, Outcome::Degraded), Outcome::Success);
+        assert_eq!(
+            finished(Action::Start, Outcome::DegradedPromoted),
+            Outcome::RunningPromoted
+        );
+        assert_eq!(finished(Action::Start, Outcome::Failed), Outcome::Failed);
+        assert_eq!(finished(Action::Stop, Outcome::Degraded), Outcome::Degraded);
     }
 }
