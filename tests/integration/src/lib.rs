@@ -4,7 +4,7 @@
 //!
 //! - [`bins`]: the project's binaries, built on demand, and the agent installed
 //!   where Pacemaker looks for it.
-//! - [`gateway`]: etcd's v3 JSON gateway, called from inside a node's network
+//! - [`gateway`]: etcd's client API through `etcdctl -w json`, called from inside a node's network
 //!   namespace.
 //! - [`writer`]: clients writing throughout a fault, recording every
 //!   acknowledged write, and the checks run on those records afterwards.
