@@ -8,7 +8,7 @@
 //! new content (the epoch must be on disk before a force, lesson 16).
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -70,16 +70,9 @@ pub struct StateFile {
 
 /// Write `data` to `path` atomically and durably.
 pub fn write_durably(path: &Path, data: &[u8]) -> Result<(), LocalError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(io("cannot create", dir))?;
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = std::fs::File::create(&tmp).map_err(io("cannot create", &tmp))?;
-        f.write_all(data).map_err(io("cannot write", &tmp))?;
-        f.sync_all().map_err(io("cannot fsync", &tmp))?;
-    }
-    std::fs::rename(&tmp, path).map_err(io("cannot rename into place", path))?;
-    sync_dir(dir)
+    // The same temp file, fsync, rename and directory fsync as etcd's
+    // generated configuration: one implementation of durable replacement.
+    crate::etcd_conf::write_atomic(path, data).map_err(io("cannot write durably", path))
 }
 
 fn sync_dir(dir: &Path) -> Result<(), LocalError> {
