@@ -168,30 +168,8 @@ impl Pacemaker for CrmTools {
         name: &str,
         deadline: Duration,
     ) -> Result<Option<String>, PcmkError> {
-        let (code, out, err) = run(
-            "crm_attribute",
-            &[
-                "--lifetime",
-                "reboot",
-                "--node",
-                node,
-                "--name",
-                name,
-                "--query",
-                "--quiet",
-            ],
-            deadline,
-        )
-        .await?;
-        match code {
-            Some(0) => Ok(Some(out.trim().to_string()).filter(|s| !s.is_empty())),
-            Some(c) if NOT_FOUND.contains(&c) => Ok(None),
-            code => Err(PcmkError::Failed {
-                tool: "crm_attribute",
-                code,
-                message: err,
-            }),
-        }
+        let out = transient_attr(node, name, &["--query", "--quiet"], deadline).await?;
+        Ok(out.map(|o| o.trim().to_string()).filter(|s| !s.is_empty()))
     }
 
     async fn set_attr(
@@ -201,27 +179,13 @@ impl Pacemaker for CrmTools {
         value: &str,
         deadline: Duration,
     ) -> Result<(), PcmkError> {
-        let (code, _, err) = run(
-            "crm_attribute",
-            &[
-                "--lifetime",
-                "reboot",
-                "--node",
-                node,
-                "--name",
-                name,
-                "--update",
-                value,
-            ],
-            deadline,
-        )
-        .await?;
-        match code {
-            Some(0) => Ok(()),
-            code => Err(PcmkError::Failed {
+        match transient_attr(node, name, &["--update", value], deadline).await? {
+            Some(_) => Ok(()),
+            // An update never answers "not found"; if it does, it failed.
+            None => Err(PcmkError::Failed {
                 tool: "crm_attribute",
-                code,
-                message: err,
+                code: None,
+                message: format!("update of {name} on {node} answered 'not found'"),
             }),
         }
     }
@@ -232,29 +196,33 @@ impl Pacemaker for CrmTools {
         name: &str,
         deadline: Duration,
     ) -> Result<(), PcmkError> {
-        let (code, _, err) = run(
-            "crm_attribute",
-            &[
-                "--lifetime",
-                "reboot",
-                "--node",
-                node,
-                "--name",
-                name,
-                "--delete",
-            ],
-            deadline,
-        )
-        .await?;
-        match code {
-            Some(0) => Ok(()),
-            Some(c) if NOT_FOUND.contains(&c) => Ok(()),
-            code => Err(PcmkError::Failed {
-                tool: "crm_attribute",
-                code,
-                message: err,
-            }),
-        }
+        // Deleting an absent attribute is done already.
+        transient_attr(node, name, &["--delete"], deadline)
+            .await
+            .map(|_| ())
+    }
+}
+
+/// Runs `crm_attribute` on a reboot-lifetime (transient) node attribute.
+/// `Some(stdout)` on success, `None` when Pacemaker says the attribute does
+/// not exist (rc 105, or 6 on older versions: lesson 13), an error otherwise.
+async fn transient_attr(
+    node: &str,
+    name: &str,
+    op: &[&str],
+    deadline: Duration,
+) -> Result<Option<String>, PcmkError> {
+    let mut args = vec!["--lifetime", "reboot", "--node", node, "--name", name];
+    args.extend_from_slice(op);
+    let (code, out, err) = run("crm_attribute", &args, deadline).await?;
+    match code {
+        Some(0) => Ok(Some(out)),
+        Some(c) if NOT_FOUND.contains(&c) => Ok(None),
+        code => Err(PcmkError::Failed {
+            tool: "crm_attribute",
+            code,
+            message: err,
+        }),
     }
 }
 
