@@ -182,13 +182,20 @@ pub async fn gather<P: Pacemaker>(
 ) -> Result<Facts, GatherError> {
     let s = &core.settings;
     let names: Vec<String> = s.nodes.iter().map(|n| n.name.clone()).collect();
+    // Every node's two attributes at once: each read is a crm_attribute
+    // process, and run one after another they cost more than crm_mon itself
+    // on the survivor's path from a fence to its forced restart.
     let attrs = async {
-        let mut out = BTreeMap::new();
-        for n in &names {
+        let reads = futures_util::future::join_all(names.iter().map(|n| async move {
             let (r, c) = tokio::join!(
                 pcmk.get_attr(n, RECORD_ATTR, deadline),
                 pcmk.get_attr(n, CLAIM_ATTR, deadline)
             );
+            (n, r, c)
+        }))
+        .await;
+        let mut out = BTreeMap::new();
+        for (n, r, c) in reads {
             // An attribute that does not parse is treated as absent and
             // logged: it can only have been written by something else.
             let parse_r = r?.and_then(|v| {
