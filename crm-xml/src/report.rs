@@ -365,6 +365,11 @@ pub struct WardenNodeState {
     /// Since when (RFC 3339).
     #[serde(default)]
     pub since: Option<String>,
+    /// The node's archives of replaced etcd data (directory paths, oldest
+    /// first): data is moved there, never deleted, and restored with
+    /// `etcd-warden recover restore-archive`.
+    #[serde(default)]
+    pub archives: Vec<String>,
 }
 
 /// The daemon's states that an operator must see.

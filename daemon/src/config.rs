@@ -98,6 +98,8 @@ struct Fragment {
     paths: PathsFragment,
     #[serde(default)]
     timeouts: TimeoutsFragment,
+    #[serde(default)]
+    failover: FailoverFragment,
 }
 
 #[derive(Debug, Deserialize)]
@@ -165,6 +167,16 @@ struct TimeoutsFragment {
     start_timeout_ms: Option<Spanned<u64>>,
     stop_grace_ms: Option<Spanned<u64>>,
     restart_delay_ms: Option<Spanned<u64>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FailoverFragment {
+    archive_dir: Option<Spanned<PathBuf>>,
+    archive_keep: Option<Spanned<u32>>,
+    reconcile_interval_ms: Option<Spanned<u64>>,
+    reconcile_pending_interval_ms: Option<Spanned<u64>>,
+    force_election_timeout_ms: Option<Spanned<u64>>,
 }
 
 // ---------------------------------------------------------------------------
@@ -298,6 +310,59 @@ pub struct Timeouts {
     pub restart_delay: Duration,
 }
 
+/// Default of `failover.reconcile_interval_ms`: how often the failover loop
+/// decides while nothing is pending.
+pub const DEFAULT_RECONCILE_INTERVAL: Duration = Duration::from_secs(5);
+/// Default of `failover.reconcile_pending_interval_ms`: how often it decides
+/// while a step is pending.
+pub const DEFAULT_RECONCILE_PENDING_INTERVAL: Duration = Duration::from_secs(1);
+/// Default of `failover.force_election_timeout_ms`.
+pub const DEFAULT_FORCE_ELECTION_TIMEOUT_MS: u64 = 500;
+/// etcd's own defaults, which apply when `[etcd]` does not set them.
+pub const ETCD_DEFAULT_HEARTBEAT_MS: u64 = 100;
+/// See [`ETCD_DEFAULT_HEARTBEAT_MS`].
+pub const ETCD_DEFAULT_ELECTION_MS: u64 = 1000;
+/// The shortest pending interval accepted: below it the loop would spend
+/// its time asking crm_mon.
+const MIN_PENDING_INTERVAL_MS: u64 = 100;
+/// The longest stable interval accepted: the timer is the fallback of every
+/// pushed event, so it must come round within minutes.
+const MAX_RECONCILE_INTERVAL_MS: u64 = 300_000;
+
+/// The failover loop's settings (`[failover]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailoverSettings {
+    /// Where replaced member directories are archived (default
+    /// `<data_dir>.archive`). On the data directory's filesystem: archiving
+    /// is a rename, never a copy followed by a delete.
+    pub archive_dir: PathBuf,
+    /// Keep at most this many archives made by etcd-warden, removing the
+    /// oldest beyond it; 0 (the default) keeps every archive.
+    pub archive_keep: u32,
+    /// How often the loop decides while nothing is pending.
+    pub reconcile_interval: Duration,
+    /// How often it decides while a step is pending.
+    pub reconcile_pending_interval: Duration,
+    /// etcd's `election-timeout` (ms) for a start with
+    /// `--force-new-cluster` only; `None` keeps the normal value.
+    pub force_election_timeout_ms: Option<u64>,
+}
+
+impl EtcdTuning {
+    /// The heartbeat interval etcd runs with (ms): the configured one or
+    /// etcd's default.
+    pub fn heartbeat_ms(&self) -> u64 {
+        self.heartbeat_interval_ms
+            .unwrap_or(ETCD_DEFAULT_HEARTBEAT_MS)
+    }
+
+    /// The election timeout etcd runs with (ms): the configured one or
+    /// etcd's default.
+    pub fn election_ms(&self) -> u64 {
+        self.election_timeout_ms.unwrap_or(ETCD_DEFAULT_ELECTION_MS)
+    }
+}
+
 /// Validated settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
@@ -317,6 +382,8 @@ pub struct Settings {
     pub state_dir: PathBuf,
     /// Timeouts.
     pub timeouts: Timeouts,
+    /// The failover loop: archives, intervals, the forced start.
+    pub failover: FailoverSettings,
     /// The files that were read, in order.
     pub sources: Vec<PathBuf>,
 }
@@ -508,6 +575,11 @@ struct Inputs {
     start_timeout_ms: Option<Located<u64>>,
     stop_grace_ms: Option<Located<u64>>,
     restart_delay_ms: Option<Located<u64>>,
+    archive_dir: Option<Located<PathBuf>>,
+    archive_keep: Option<Located<u32>>,
+    reconcile_interval_ms: Option<Located<u64>>,
+    reconcile_pending_interval_ms: Option<Located<u64>>,
+    force_election_timeout_ms: Option<Located<u64>>,
 }
 
 #[derive(Debug, Default)]
@@ -620,6 +692,24 @@ impl Inputs {
         set(&mut self.start_timeout_ms, t.start_timeout_ms, ctx);
         set(&mut self.stop_grace_ms, t.stop_grace_ms, ctx);
         set(&mut self.restart_delay_ms, t.restart_delay_ms, ctx);
+        let fo = f.failover;
+        set(&mut self.archive_dir, fo.archive_dir, ctx);
+        set(&mut self.archive_keep, fo.archive_keep, ctx);
+        set(
+            &mut self.reconcile_interval_ms,
+            fo.reconcile_interval_ms,
+            ctx,
+        );
+        set(
+            &mut self.reconcile_pending_interval_ms,
+            fo.reconcile_pending_interval_ms,
+            ctx,
+        );
+        set(
+            &mut self.force_election_timeout_ms,
+            fo.force_election_timeout_ms,
+            ctx,
+        );
     }
 
     fn validate(self, sources: Vec<PathBuf>) -> Result<Settings, ConfigError> {
@@ -834,6 +924,15 @@ impl Inputs {
             Some(l) => Ok(l.value),
             None => Ok(PathBuf::from(default)),
         };
+        let data_dir = absolute(self.data_dir, "etcd.data_dir", "/var/lib/etcd")?;
+        let failover = FailoverInputs {
+            archive_dir: self.archive_dir,
+            archive_keep: self.archive_keep,
+            reconcile_interval_ms: self.reconcile_interval_ms,
+            reconcile_pending_interval_ms: self.reconcile_pending_interval_ms,
+            force_election_timeout_ms: self.force_election_timeout_ms,
+        }
+        .validate(&data_dir, &tuning)?;
         Ok(Settings {
             node_name: node_name.value,
             topology,
@@ -841,7 +940,7 @@ impl Inputs {
             nodes,
             etcd: EtcdSettings {
                 binary: absolute(self.binary, "etcd.binary", "/usr/bin/etcd")?,
-                data_dir: absolute(self.data_dir, "etcd.data_dir", "/var/lib/etcd")?,
+                data_dir,
                 backend,
                 unit_name,
                 initial_cluster_token: self
@@ -863,9 +962,173 @@ impl Inputs {
             },
             state_dir: absolute(self.state_dir, "paths.state_dir", "/var/lib/etcd-warden")?,
             timeouts,
+            failover,
             sources,
         })
     }
+}
+
+/// The `[failover]` values, validated apart from the rest because they
+/// depend on the data directory and etcd's timing.
+struct FailoverInputs {
+    archive_dir: Option<Located<PathBuf>>,
+    archive_keep: Option<Located<u32>>,
+    reconcile_interval_ms: Option<Located<u64>>,
+    reconcile_pending_interval_ms: Option<Located<u64>>,
+    force_election_timeout_ms: Option<Located<u64>>,
+}
+
+impl FailoverInputs {
+    fn validate(
+        self,
+        data_dir: &Path,
+        tuning: &EtcdTuning,
+    ) -> Result<FailoverSettings, ConfigError> {
+        let archive_dir = match self.archive_dir {
+            None => default_archive_dir(data_dir),
+            Some(l) => {
+                check_archive_dir(&l.value, data_dir)
+                    .map_err(|m| l.invalid("failover.archive_dir", m))?;
+                l.value
+            }
+        };
+
+        let stable = match &self.reconcile_interval_ms {
+            None => DEFAULT_RECONCILE_INTERVAL,
+            Some(l)
+                if !(MIN_PENDING_INTERVAL_MS..=MAX_RECONCILE_INTERVAL_MS).contains(&l.value) =>
+            {
+                return Err(l.invalid(
+                    "failover.reconcile_interval_ms",
+                    format!(
+                        "{} is out of range: use {MIN_PENDING_INTERVAL_MS} to {MAX_RECONCILE_INTERVAL_MS} ms",
+                        l.value
+                    ),
+                ));
+            }
+            Some(l) => Duration::from_millis(l.value),
+        };
+        let pending = match &self.reconcile_pending_interval_ms {
+            None => DEFAULT_RECONCILE_PENDING_INTERVAL.min(stable),
+            Some(l) if l.value < MIN_PENDING_INTERVAL_MS => {
+                return Err(l.invalid(
+                    "failover.reconcile_pending_interval_ms",
+                    format!(
+                        "{} ms is too short: at least {MIN_PENDING_INTERVAL_MS} ms (each pass asks crm_mon and etcd)",
+                        l.value
+                    ),
+                ));
+            }
+            Some(l) => Duration::from_millis(l.value),
+        };
+        // Unset, the pending interval follows a shorter stable one, so only
+        // a pending interval written in a file can be the longer one.
+        if let Some(l) = &self.reconcile_pending_interval_ms
+            && pending > stable
+        {
+            return Err(l.invalid(
+                "failover.reconcile_pending_interval_ms",
+                format!(
+                    "the pending interval ({} ms) must not be longer than failover.reconcile_interval_ms ({} ms): the loop comes back sooner while a step is pending, never later",
+                    pending.as_millis(),
+                    stable.as_millis()
+                ),
+            ));
+        }
+
+        let force_election_timeout_ms = match self.force_election_timeout_ms {
+            None => Some(DEFAULT_FORCE_ELECTION_TIMEOUT_MS),
+            Some(l) if l.value == 0 => None,
+            Some(l) => {
+                let (hb, el) = (tuning.heartbeat_ms(), tuning.election_ms());
+                if l.value < 5 * hb {
+                    return Err(l.invalid(
+                        "failover.force_election_timeout_ms",
+                        format!(
+                            "{} ms is below 5 x the heartbeat interval ({hb} ms), which etcd refuses; use at least {} or 0 to keep the normal election timeout",
+                            l.value,
+                            5 * hb
+                        ),
+                    ));
+                }
+                if l.value > el {
+                    return Err(l.invalid(
+                        "failover.force_election_timeout_ms",
+                        format!(
+                            "{} ms is longer than the election timeout ({el} ms): it exists to shorten the forced start, use at most {el} or 0",
+                            l.value
+                        ),
+                    ));
+                }
+                Some(l.value)
+            }
+        };
+
+        Ok(FailoverSettings {
+            archive_dir,
+            archive_keep: self.archive_keep.map(|l| l.value).unwrap_or(0),
+            reconcile_interval: stable,
+            reconcile_pending_interval: pending,
+            force_election_timeout_ms,
+        })
+    }
+}
+
+/// `<data_dir>.archive`, beside the data directory.
+pub fn default_archive_dir(data_dir: &Path) -> PathBuf {
+    let base = data_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "etcd".into());
+    data_dir.with_file_name(format!("{base}.archive"))
+}
+
+/// An archive directory must be absolute, apart from the data directory
+/// (etcd owns the data directory; an archive directory holding the data
+/// directory would list the live data as an archive), and on the same
+/// filesystem: archiving moves the member directory with one rename, which
+/// cannot cross filesystems, and a copy would need a delete of the source.
+fn check_archive_dir(archive: &Path, data_dir: &Path) -> Result<(), String> {
+    if !archive.is_absolute() {
+        return Err("must be an absolute path".into());
+    }
+    if archive.starts_with(data_dir) {
+        return Err(format!(
+            "{} is inside the data directory {} (etcd owns that directory); put it beside it",
+            archive.display(),
+            data_dir.display()
+        ));
+    }
+    if data_dir.starts_with(archive) {
+        return Err(format!(
+            "{} contains the data directory {}; put it beside it",
+            archive.display(),
+            data_dir.display()
+        ));
+    }
+    let (a, d) = (nearest_existing(archive), nearest_existing(data_dir));
+    if let (Some((a_at, a_dev)), Some((d_at, d_dev))) = (a, d)
+        && a_dev != d_dev
+    {
+        return Err(format!(
+            "{} ({} is on device {a_dev:#x}) is not on the data directory's filesystem ({} is on device {d_dev:#x}): archiving moves the member directory with a rename, which cannot cross filesystems; choose a directory on the same filesystem as {}",
+            archive.display(),
+            a_at.display(),
+            d_at.display(),
+            data_dir.display()
+        ));
+    }
+    Ok(())
+}
+
+/// The path itself or its nearest existing ancestor, with its device.
+fn nearest_existing(p: &Path) -> Option<(PathBuf, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    p.ancestors().find_map(|a| {
+        std::fs::metadata(a)
+            .ok()
+            .map(|m| (a.to_path_buf(), m.dev()))
+    })
 }
 
 fn valid_member_name(s: &str) -> bool {
@@ -960,6 +1223,29 @@ pub fn render_toml(s: &Settings) -> String {
     let _ = writeln!(out, "start_timeout_ms = {}", t.start_timeout.as_millis());
     let _ = writeln!(out, "stop_grace_ms = {}", t.stop_grace.as_millis());
     let _ = writeln!(out, "restart_delay_ms = {}", t.restart_delay.as_millis());
+    let fo = &s.failover;
+    let _ = writeln!(out, "\n[failover]");
+    let _ = writeln!(
+        out,
+        "archive_dir = {}",
+        q(&fo.archive_dir.to_string_lossy())
+    );
+    let _ = writeln!(out, "archive_keep = {}", fo.archive_keep);
+    let _ = writeln!(
+        out,
+        "reconcile_interval_ms = {}",
+        fo.reconcile_interval.as_millis()
+    );
+    let _ = writeln!(
+        out,
+        "reconcile_pending_interval_ms = {}",
+        fo.reconcile_pending_interval.as_millis()
+    );
+    let _ = writeln!(
+        out,
+        "force_election_timeout_ms = {}",
+        fo.force_election_timeout_ms.unwrap_or(0)
+    );
     for n in &s.nodes {
         let _ = writeln!(out, "\n[[nodes]]");
         let _ = writeln!(out, "name = {}", q(&n.name));
@@ -1137,5 +1423,164 @@ client_urls = ["https://[2001:db8::2]:2379", "http://b.example:2379"]
         assert_eq!(back.nodes, s.nodes);
         assert_eq!(back.timeouts, s.timeouts);
         assert_eq!(back.api, s.api);
+        assert_eq!(back.failover, s.failover);
+    }
+
+    #[test]
+    fn failover_defaults() {
+        let s = load(&[("/c.toml", GOOD)]).unwrap();
+        let f = &s.failover;
+        assert_eq!(f.archive_dir, PathBuf::from("/var/lib/etcd.archive"));
+        assert_eq!(f.archive_keep, 0, "the default never removes an archive");
+        assert_eq!(f.reconcile_interval, Duration::from_secs(5));
+        assert_eq!(f.reconcile_pending_interval, Duration::from_secs(1));
+        assert_eq!(f.force_election_timeout_ms, Some(500));
+        // The default archive directory follows the data directory.
+        let s = load(&[
+            ("/c.toml", GOOD),
+            ("/d.toml", "[etcd]\ndata_dir = \"/srv/etcd/data\"\n"),
+        ])
+        .unwrap();
+        assert_eq!(
+            s.failover.archive_dir,
+            PathBuf::from("/srv/etcd/data.archive")
+        );
+    }
+
+    #[test]
+    fn failover_keys_merge_from_dropins() {
+        let t = tempfile::tempdir().unwrap();
+        let data = t.path().join("etcd");
+        let archive = t.path().join("old-etcd");
+        let s = load(&[
+            (
+                "/c.toml",
+                &format!(
+                    "{GOOD}\n[etcd]\ndata_dir = {data:?}\n[failover]\narchive_keep = 3\nreconcile_interval_ms = 2000\n"
+                ),
+            ),
+            (
+                "/d/10.toml",
+                &format!(
+                    "[failover]\narchive_dir = {archive:?}\narchive_keep = 5\nreconcile_pending_interval_ms = 250\nforce_election_timeout_ms = 0\n"
+                ),
+            ),
+        ])
+        .unwrap();
+        let f = &s.failover;
+        assert_eq!(f.archive_dir, archive);
+        assert_eq!(f.archive_keep, 5);
+        assert_eq!(f.reconcile_interval, Duration::from_millis(2000));
+        assert_eq!(f.reconcile_pending_interval, Duration::from_millis(250));
+        assert_eq!(f.force_election_timeout_ms, None);
+        // An unset pending interval follows a shorter stable one.
+        let s = load(&[(
+            "/c.toml",
+            &format!("{GOOD}\n[failover]\nreconcile_interval_ms = 400\n"),
+        )])
+        .unwrap();
+        assert_eq!(
+            s.failover.reconcile_pending_interval,
+            Duration::from_millis(400)
+        );
+    }
+
+    fn failover_error(extra: &str) -> String {
+        load(&[("/c.toml", GOOD), ("/d.toml", extra)])
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn bad_failover_values_name_file_line_and_key() {
+        let e = failover_error("[failover]\n\nreconcile_pending_interval_ms = 50\n");
+        assert!(
+            e.starts_with("/d.toml:3: key `failover.reconcile_pending_interval_ms`"),
+            "{e}"
+        );
+        assert!(e.contains("at least 100 ms"), "{e}");
+
+        let e = failover_error(
+            "[failover]\nreconcile_interval_ms = 1000\nreconcile_pending_interval_ms = 2000\n",
+        );
+        assert!(
+            e.starts_with("/d.toml:3: key `failover.reconcile_pending_interval_ms`"),
+            "{e}"
+        );
+        assert!(e.contains("must not be longer"), "{e}");
+
+        for v in ["0", "99", "300001"] {
+            let e = failover_error(&format!("[failover]\nreconcile_interval_ms = {v}\n"));
+            assert!(
+                e.starts_with("/d.toml:2: key `failover.reconcile_interval_ms`"),
+                "{e}"
+            );
+            assert!(e.contains("out of range"), "{e}");
+        }
+
+        let e = failover_error("[failover]\narchive_keep = -1\n");
+        assert!(
+            e.starts_with("/d.toml:2: key `failover.archive_keep`"),
+            "{e}"
+        );
+
+        let e = failover_error("[failover]\narchive_dir = \"relative/dir\"\n");
+        assert!(
+            e.starts_with("/d.toml:2: key `failover.archive_dir`"),
+            "{e}"
+        );
+        assert!(e.contains("absolute"), "{e}");
+
+        let e = failover_error("[failover]\narchive_dir = \"/var/lib/etcd/archive\"\n");
+        assert!(e.contains("inside the data directory"), "{e}");
+        let e = failover_error("[failover]\narchive_dir = \"/var/lib\"\n");
+        assert!(e.contains("contains the data directory"), "{e}");
+
+        let e = failover_error("[failover]\narchive = \"/x\"\n");
+        assert!(e.starts_with("/d.toml:2:"), "{e}");
+        assert!(e.contains("archive"), "{e}");
+    }
+
+    #[test]
+    fn an_archive_dir_on_another_filesystem_is_refused() {
+        // /proc is always its own filesystem; the data directory's nearest
+        // existing ancestor (/var/lib or /) is not on it.
+        let e = failover_error("[failover]\narchive_dir = \"/proc/etcd-archive\"\n");
+        assert!(
+            e.starts_with("/d.toml:2: key `failover.archive_dir`"),
+            "{e}"
+        );
+        assert!(e.contains("cannot cross filesystems"), "{e}");
+        // Beside the data directory, on its filesystem: accepted.
+        let t = tempfile::tempdir().unwrap();
+        let extra = format!(
+            "[etcd]\ndata_dir = {:?}\n[failover]\narchive_dir = {:?}\n",
+            t.path().join("etcd"),
+            t.path().join("keep/etcd-archives")
+        );
+        load(&[("/c.toml", GOOD), ("/d.toml", &extra)]).unwrap();
+    }
+
+    #[test]
+    fn force_election_timeout_stays_within_what_etcd_accepts() {
+        let e = failover_error(
+            "[etcd]\nheartbeat_interval_ms = 200\nelection_timeout_ms = 2000\n[failover]\nforce_election_timeout_ms = 600\n",
+        );
+        assert!(
+            e.starts_with("/d.toml:5: key `failover.force_election_timeout_ms`"),
+            "{e}"
+        );
+        assert!(e.contains("5 x the heartbeat interval (200 ms)"), "{e}");
+        let e = failover_error("[failover]\nforce_election_timeout_ms = 1500\n");
+        assert!(
+            e.contains("longer than the election timeout (1000 ms)"),
+            "{e}"
+        );
+        let s = load(&[
+            ("/c.toml", GOOD),
+            ("/d.toml", "[failover]\nforce_election_timeout_ms = 700\n"),
+        ])
+        .unwrap();
+        assert_eq!(s.failover.force_election_timeout_ms, Some(700));
     }
 }

@@ -19,6 +19,7 @@ use crate::config::Settings;
 use crate::etcd::{Connector, EtcdError, LiveEtcd, MemberStatus, status_of_members};
 use crate::etcd_conf::StartMode;
 use crate::metrics::{Metrics, Role};
+use crate::reconcile::local::{ArchiveInfo, LocalPaths};
 use crate::supervise::{AnySupervisor, ProcState, SuperviseError, Supervisor};
 
 /// A leader change, as sent on the event stream.
@@ -46,6 +47,38 @@ pub struct Core {
     state_tx: watch::Sender<String>,
     leader_tx: broadcast::Sender<LeaderEvent>,
     last_leader: std::sync::Mutex<Option<u64>>,
+}
+
+/// `GET /status` on the Unix socket: [`NodeStatus`] (its fields at the top
+/// level, so that a client reading only `NodeStatus` still works) plus this
+/// node's archives of replaced etcd data (rule 3: nothing deleted, and the
+/// operator can see where it went).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusDoc {
+    /// The live node status.
+    #[serde(flatten)]
+    pub node: NodeStatus,
+    /// Where archives go (`failover.archive_dir`).
+    #[serde(default)]
+    pub archive_dir: Option<std::path::PathBuf>,
+    /// The archives kept, oldest first.
+    #[serde(default)]
+    pub archives: Vec<ArchiveInfo>,
+    /// The most recent archive, if any.
+    #[serde(default)]
+    pub last_archive: Option<LastArchive>,
+}
+
+/// The most recent archive: where it is and why it was made.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LastArchive {
+    /// The archive directory.
+    pub path: std::path::PathBuf,
+    /// Why it was made, when recorded.
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 /// Result of one probe.
@@ -210,6 +243,39 @@ impl Core {
         st
     }
 
+    /// This node's failover files: the failover driver's when it runs, the
+    /// configuration's otherwise (archives may exist from `recover`).
+    pub fn local_paths(&self) -> LocalPaths {
+        match self.failover.get() {
+            Some(f) => f.paths.clone(),
+            None => crate::reconcile::paths_for(&self.settings),
+        }
+    }
+
+    /// The archives kept on this node, oldest first (read from the archive
+    /// directory now, off the async workers).
+    pub async fn archives(&self) -> Vec<ArchiveInfo> {
+        let paths = self.local_paths();
+        tokio::task::spawn_blocking(move || paths.archive_infos())
+            .await
+            .unwrap_or_default()
+    }
+
+    /// `GET /status`: the live node status and this node's archives.
+    pub async fn status_doc(&self, deadline: Duration) -> StatusDoc {
+        let (node, archives) = tokio::join!(self.node_status(deadline), self.archives());
+        let last_archive = archives.last().map(|a| LastArchive {
+            path: a.path.clone(),
+            reason: a.reason.clone(),
+        });
+        StatusDoc {
+            node,
+            archive_dir: Some(self.local_paths().archive_dir),
+            archives,
+            last_archive,
+        }
+    }
+
     /// The etcd section of the report (`crm_xml::report::EtcdSection`),
     /// asked now.
     pub async fn etcd_section(
@@ -220,7 +286,7 @@ impl Core {
         Result<Vec<crate::etcd::Member>, EtcdError>,
         EtcdSection,
     ) {
-        let node = self.node_status(deadline).await;
+        let (node, archives) = tokio::join!(self.node_status(deadline), self.archives());
         let members = self.etcd.member_list(deadline).await;
         // With failover, what the daemon is doing (standalone, recovering,
         // rejoining) comes from its latest decision over live facts.
@@ -262,7 +328,14 @@ impl Core {
                 .unwrap_or_default(),
             nodes: [(
                 self.settings.node_name.clone(),
-                WardenNodeState { state, since },
+                WardenNodeState {
+                    state,
+                    since,
+                    archives: archives
+                        .iter()
+                        .map(|a| a.path.to_string_lossy().into_owned())
+                        .collect(),
+                },
             )]
             .into_iter()
             .collect(),

@@ -262,21 +262,44 @@ async fn kicked(f: &Option<Arc<crate::reconcile::Reconciler>>) {
     }
 }
 
-/// One failover pass; returns when the next one is due.
+/// One failover pass, then archive retention; returns when the next pass
+/// is due (`failover.reconcile_pending_interval_ms` while a step is
+/// pending, `failover.reconcile_interval_ms` otherwise).
 async fn reconcile_pass(
     f: &Option<Arc<crate::reconcile::Reconciler>>,
     core: &Arc<Core>,
 ) -> tokio::time::Instant {
     let pending = match f {
-        Some(f) => f.tick(core).await,
+        Some(f) => {
+            let pending = f.tick(core).await;
+            prune_archives(f, core.settings.failover.archive_keep).await;
+            pending
+        }
         None => false,
     };
+    let fo = &core.settings.failover;
     tokio::time::Instant::now()
         + if pending {
-            crate::reconcile::PENDING_INTERVAL
+            fo.reconcile_pending_interval
         } else {
-            crate::reconcile::STABLE_INTERVAL
+            fo.reconcile_interval
         }
+}
+
+/// `failover.archive_keep`: after each pass (so within one interval of a
+/// new archive), the oldest archives beyond the newest N are removed. 0, the
+/// default, removes nothing.
+async fn prune_archives(f: &Arc<crate::reconcile::Reconciler>, keep: u32) {
+    if keep == 0 {
+        return;
+    }
+    let paths = f.paths.clone();
+    // Removing a large db is file-system work: off the async workers.
+    match tokio::task::spawn_blocking(move || paths.prune_archives(keep)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::error!(error = %e, "archive retention failed"),
+        Err(e) => tracing::error!(error = %e, "archive retention panicked"),
+    }
 }
 
 fn task_end(what: &str, r: Result<std::io::Result<()>, tokio::task::JoinError>) -> anyhow::Error {

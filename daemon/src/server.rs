@@ -238,7 +238,7 @@ async fn handle_unix(core: Arc<Core>, req: Request<Incoming>) -> Response<Body> 
             }
             json(StatusCode::OK, &Ack { accepted: true })
         }
-        (&Method::GET, paths::STATUS) => json(StatusCode::OK, &core.node_status(deadline).await),
+        (&Method::GET, paths::STATUS) => json(StatusCode::OK, &core.status_doc(deadline).await),
         (&Method::GET, paths::MEMBERS) => match core.etcd.member_list(deadline).await {
             Ok(ms) => json(StatusCode::OK, &ms),
             Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),

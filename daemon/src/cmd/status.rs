@@ -1,10 +1,13 @@
-//! `etcd-warden status`: this node's state and etcd's live view.
+//! `etcd-warden status`: this node's state, etcd's live view and the
+//! archives of replaced etcd data.
 
 use std::process::ExitCode;
 
 use warden_api::{NodeStatus, paths};
 
 use super::target::Target;
+use crate::core::StatusDoc;
+use crate::reconcile::local::ArchiveInfo;
 
 /// Arguments: Show this node's state and etcd's live view.
 #[derive(Debug, clap::Args)]
@@ -43,14 +46,144 @@ pub fn table(s: &NodeStatus) -> String {
     rows.iter().map(|(k, v)| format!("{k:<11} {v}\n")).collect()
 }
 
-/// Show this node's state and etcd's live view.
+/// The node table followed by the archives, newest last, one per line:
+/// path, size, creation time, reason.
+pub fn table_with_archives(d: &StatusDoc) -> String {
+    let mut out = table(&d.node);
+    let dir = d
+        .archive_dir
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "-".into());
+    out.push_str(&format!("{:<11} {dir}\n", "archive dir"));
+    if d.archives.is_empty() {
+        out.push_str(&format!("{:<11} none\n", "archives"));
+        return out;
+    }
+    out.push_str(&format!(
+        "{:<11} {} (oldest first; restore with `etcd-warden recover restore-archive`)\n",
+        "archives",
+        d.archives.len()
+    ));
+    for a in &d.archives {
+        out.push_str(&format!("  {}\n", archive_line(a)));
+    }
+    out
+}
+
+fn archive_line(a: &ArchiveInfo) -> String {
+    let when = a
+        .created_unix
+        .and_then(|t| i64::try_from(t).ok())
+        .and_then(|t| time::OffsetDateTime::from_unix_timestamp(t).ok())
+        .map(crm_xml::timefmt::format_k8s)
+        .unwrap_or_else(|| "-".into());
+    format!(
+        "{}  {}  {when}  {}",
+        a.path.display(),
+        human_size(a.size_bytes),
+        a.reason.as_deref().unwrap_or("-")
+    )
+}
+
+fn human_size(b: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if b < 1024 {
+        return format!("{b} B");
+    }
+    let mut v = b as f64 / 1024.0;
+    let mut unit = UNITS[0];
+    for u in &UNITS[1..] {
+        if v < 1024.0 {
+            break;
+        }
+        v /= 1024.0;
+        unit = u;
+    }
+    format!("{v:.1} {unit}")
+}
+
+/// Show this node's state, etcd's live view and the archives.
 pub fn run_status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let client = args.target.client();
-    let s: NodeStatus = client.get(paths::STATUS, args.target.timeout())?;
+    let s: StatusDoc = client.get(paths::STATUS, args.target.timeout())?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
     } else {
-        print!("{}", table(&s));
+        print!("{}", table_with_archives(&s));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node() -> NodeStatus {
+        NodeStatus {
+            node: "a".into(),
+            topology: "two-node".into(),
+            state: "running".into(),
+            etcd_running: true,
+            etcd_pid: Some(42),
+            quorum: true,
+            member_id: Some(0x8e9e05c52164694d),
+            leader_id: Some(0x8e9e05c52164694d),
+            is_learner: false,
+            raft_term: Some(3),
+            raft_index: Some(10),
+            revision: Some(5),
+            cluster_id: Some(0xcdf818194e3a8c32),
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn status_lists_archives_and_round_trips_as_json() {
+        let d = StatusDoc {
+            node: node(),
+            archive_dir: Some("/var/lib/etcd.archive".into()),
+            archives: vec![ArchiveInfo {
+                path: "/var/lib/etcd.archive/1796040000-stale-data".into(),
+                reason: Some("stale data".into()),
+                created_unix: Some(1_796_040_000),
+                size_bytes: 3 * 1024 * 1024,
+                made_by_warden: true,
+            }],
+            last_archive: Some(crate::core::LastArchive {
+                path: "/var/lib/etcd.archive/1796040000-stale-data".into(),
+                reason: Some("stale data".into()),
+            }),
+        };
+        let text = table_with_archives(&d);
+        assert!(
+            text.contains("archive dir /var/lib/etcd.archive\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "  /var/lib/etcd.archive/1796040000-stale-data  3.0 MiB  2026-11-30T12:00:00Z  stale data\n"
+            ),
+            "{text}"
+        );
+        let json = serde_json::to_value(&d).unwrap();
+        // NodeStatus's fields stay at the top level, ids as strings.
+        assert_eq!(json["memberId"], "10276657743932975437");
+        assert_eq!(json["lastArchive"]["reason"], "stale data");
+        let back: StatusDoc = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(back, d);
+        // A client that knows only NodeStatus still reads the answer.
+        let plain: NodeStatus = serde_json::from_value(json).unwrap();
+        assert_eq!(plain, d.node);
+    }
+
+    #[test]
+    fn an_answer_without_archives_still_reads() {
+        let json = serde_json::to_value(node()).unwrap();
+        let d: StatusDoc = serde_json::from_value(json).unwrap();
+        assert!(d.archives.is_empty() && d.archive_dir.is_none());
+        assert!(table_with_archives(&d).contains("archives    none\n"));
+        assert_eq!(human_size(512), "512 B");
+        assert_eq!(human_size(1536), "1.5 KiB");
+    }
 }

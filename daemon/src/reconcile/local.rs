@@ -194,18 +194,106 @@ impl LocalPaths {
         write_durably(&self.run_dir.join("joins.json"), &data)
     }
 
-    /// The archives kept, oldest first.
+    /// The archives kept (directories holding a `member` directory), oldest
+    /// first: by the Unix time in the name this daemon gives them, then by
+    /// when their checksum file was written (two archives of the same second),
+    /// then by name. A name starting with `.` is not an archive (see
+    /// [`LocalPaths::prune_archives`]).
     pub fn archives(&self) -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(&self.archive_dir)
+        let mut v: Vec<(ArchiveOrder, PathBuf)> = std::fs::read_dir(&self.archive_dir)
             .map(|rd| {
                 rd.filter_map(Result::ok)
                     .map(|e| e.path())
-                    .filter(|p| p.join("member").is_dir())
+                    .filter(|p| !hidden(p) && p.join("member").is_dir())
+                    .map(|p| (archive_order(&p), p))
                     .collect()
             })
             .unwrap_or_default();
         v.sort();
-        v
+        v.into_iter().map(|(_, p)| p).collect()
+    }
+
+    /// The archives kept, oldest first, with what `/status` and the report
+    /// show of each.
+    pub fn archive_infos(&self) -> Vec<ArchiveInfo> {
+        self.archives()
+            .into_iter()
+            .map(|p| ArchiveInfo {
+                reason: std::fs::read_to_string(p.join("reason"))
+                    .ok()
+                    .map(|r| r.trim().to_string())
+                    .filter(|r| !r.is_empty()),
+                created_unix: archive_order(&p).0,
+                size_bytes: dir_size(&p),
+                made_by_warden: made_by_warden(&p),
+                path: p,
+            })
+            .collect()
+    }
+
+    /// Retention (`failover.archive_keep`): keep the newest `keep` archives
+    /// this daemon made and remove the older ones. `keep == 0` removes
+    /// nothing, ever. Only archives whose name is `<unix time>-<reason>` and
+    /// that hold the daemon's `db.sha256` are counted or removed (an
+    /// operator's own directories are left alone), and never the newest
+    /// archive. Each removal is logged at WARN with its path. Returns the
+    /// archives removed.
+    ///
+    /// A removal first renames the archive to `.pruning-<name>` (so that it
+    /// is no longer listed, and a concurrent `recover restore-archive` of
+    /// it fails cleanly instead of restoring half of it), then removes that;
+    /// a removal interrupted by a crash is finished by the next call.
+    pub fn prune_archives(&self, keep: u32) -> Result<Vec<PathBuf>, LocalError> {
+        if keep == 0 {
+            return Ok(Vec::new());
+        }
+        // Leftovers of an interrupted removal were already decided.
+        if let Ok(rd) = std::fs::read_dir(&self.archive_dir) {
+            for p in rd.filter_map(Result::ok).map(|e| e.path()) {
+                let leftover = p
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| n.strip_prefix(PRUNING_PREFIX))
+                    .is_some_and(warden_archive_name);
+                if leftover {
+                    tracing::warn!(archive = %p.display(), "finishing the removal of an old archive (failover.archive_keep)");
+                    std::fs::remove_dir_all(&p).map_err(io("cannot remove", &p))?;
+                }
+            }
+        }
+        let all = self.archives();
+        let Some(newest) = all.last().cloned() else {
+            return Ok(Vec::new());
+        };
+        let ours: Vec<PathBuf> = all.into_iter().filter(|p| made_by_warden(p)).collect();
+        let excess = ours.len().saturating_sub(keep as usize);
+        let mut removed = Vec::new();
+        for p in ours.into_iter().take(excess) {
+            if p == newest {
+                continue;
+            }
+            let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            let doomed = self.archive_dir.join(format!("{PRUNING_PREFIX}{name}"));
+            match std::fs::rename(&p, &doomed) {
+                Ok(()) => {}
+                // Gone meanwhile (restored, removed by hand): nothing to do.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(io("cannot set aside for removal", &p)(e)),
+            }
+            tracing::warn!(
+                archive = %p.display(),
+                keep,
+                "removing an old archive: failover.archive_keep keeps only the newest archives"
+            );
+            std::fs::remove_dir_all(&doomed).map_err(io("cannot remove", &doomed))?;
+            removed.push(p);
+        }
+        if !removed.is_empty() {
+            sync_dir(&self.archive_dir)?;
+        }
+        Ok(removed)
     }
 
     /// Move the member directory aside into a new archive directory, with
@@ -257,6 +345,101 @@ impl LocalPaths {
         self.write_state(&StateFile::default())?;
         Ok(dest)
     }
+}
+
+/// One archive, as `/status` and `etcd-warden status` show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchiveInfo {
+    /// The archive directory (its `member/` is the archived data).
+    pub path: PathBuf,
+    /// Why it was archived (the `reason` file), when recorded.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// When it was made (Unix seconds), from its name or its checksum file.
+    #[serde(default)]
+    pub created_unix: Option<u64>,
+    /// Bytes in files under it.
+    pub size_bytes: u64,
+    /// Made by etcd-warden (its name and `db.sha256`): only such archives
+    /// count for, and are removed by, `failover.archive_keep`.
+    pub made_by_warden: bool,
+}
+
+/// Prefix of an archive being removed by retention.
+const PRUNING_PREFIX: &str = ".pruning-";
+
+fn hidden(p: &Path) -> bool {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .is_none_or(|n| n.starts_with('.'))
+}
+
+/// `<unix seconds>-<slug>` as [`LocalPaths::archive`] names archives.
+fn warden_archive_name(name: &str) -> bool {
+    match name.split_once('-') {
+        Some((secs, rest)) => {
+            !secs.is_empty()
+                && secs.bytes().all(|b| b.is_ascii_digit())
+                && rest
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        }
+        None => false,
+    }
+}
+
+/// An archive this daemon made: its name, its checksum file, its data.
+fn made_by_warden(p: &Path) -> bool {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(warden_archive_name)
+        && p.join("db.sha256").is_file()
+        && p.join("member").is_dir()
+}
+
+/// Sort key of an archive: Unix seconds (from the name, else from the
+/// checksum file's or the directory's modification time), the same time in
+/// nanoseconds, the name.
+type ArchiveOrder = (Option<u64>, u128, PathBuf);
+
+fn archive_order(p: &Path) -> ArchiveOrder {
+    // The checksum file is written once, when the archive is made.
+    let written = std::fs::metadata(p.join("db.sha256"))
+        .or_else(|_| std::fs::metadata(p))
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+    let from_name = p
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| warden_archive_name(n))
+        .and_then(|n| n.split_once('-'))
+        .and_then(|(secs, _)| secs.parse::<u64>().ok());
+    (
+        from_name.or(written.map(|d| d.as_secs())),
+        written.map(|d| d.as_nanos()).unwrap_or_default(),
+        p.to_path_buf(),
+    )
+}
+
+/// Bytes in regular files under `p` (symbolic links not followed).
+fn dir_size(p: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![p.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.filter_map(Result::ok) {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(e.path()),
+                Ok(t) if t.is_file() => total += e.metadata().map(|m| m.len()).unwrap_or(0),
+                _ => {}
+            }
+        }
+    }
+    total
 }
 
 /// When a node was seen joining, and whether it was online at the last look.
@@ -326,6 +509,109 @@ mod tests {
         let again = p.archive("stale: peer has epoch 4", 1000).unwrap();
         assert_ne!(again, dest);
         assert_eq!(p.archives().len(), 2);
+    }
+
+    /// Make an archive at `t` whose db holds `content`.
+    fn archive_at(p: &LocalPaths, t: u64, content: &[u8]) -> PathBuf {
+        std::fs::create_dir_all(p.member_dir().join("snap")).unwrap();
+        std::fs::write(p.member_dir().join("snap/db"), content).unwrap();
+        p.archive("stale data", t).unwrap()
+    }
+
+    #[test]
+    fn retention_zero_keeps_every_archive() {
+        let t = tempfile::tempdir().unwrap();
+        let p = paths(t.path());
+        for i in 0..4 {
+            archive_at(&p, 1000 + i, b"x");
+        }
+        assert!(p.prune_archives(0).unwrap().is_empty());
+        assert_eq!(p.archives().len(), 4);
+    }
+
+    #[test]
+    fn retention_removes_only_the_oldest_of_its_own_archives() {
+        let t = tempfile::tempdir().unwrap();
+        let p = paths(t.path());
+        let made: Vec<PathBuf> = (0..4).map(|i| archive_at(&p, 1000 + i, b"x")).collect();
+        // An operator's copy and a directory without the daemon's checksum
+        // are never counted nor removed, even when older.
+        let operator = p.archive_dir.join("before-upgrade");
+        std::fs::create_dir_all(operator.join("member")).unwrap();
+        let no_sum = p.archive_dir.join("999-hand-made");
+        std::fs::create_dir_all(no_sum.join("member")).unwrap();
+
+        let removed = p.prune_archives(2).unwrap();
+        assert_eq!(removed, made[..2].to_vec());
+        for r in &removed {
+            assert!(!r.exists(), "{}", r.display());
+        }
+        let left = p.archives();
+        assert!(
+            left.contains(&made[2]) && left.contains(&made[3]),
+            "{left:?}"
+        );
+        assert!(
+            left.contains(&operator) && left.contains(&no_sum),
+            "{left:?}"
+        );
+        assert!(std::fs::read_dir(&p.archive_dir).unwrap().all(|e| {
+            !e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with(PRUNING_PREFIX)
+        }));
+        // Within the limit: nothing more.
+        assert!(p.prune_archives(2).unwrap().is_empty());
+        assert_eq!(p.archives().len(), 4);
+    }
+
+    #[test]
+    fn retention_keeps_the_newest_of_two_archives_of_the_same_second() {
+        let t = tempfile::tempdir().unwrap();
+        let p = paths(t.path());
+        let first = archive_at(&p, 2000, b"old");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let second = archive_at(&p, 2000, b"new");
+        assert_eq!(p.archives(), vec![first.clone(), second.clone()]);
+        assert_eq!(p.prune_archives(1).unwrap(), vec![first]);
+        assert_eq!(
+            std::fs::read(second.join("member/snap/db")).unwrap(),
+            b"new"
+        );
+    }
+
+    #[test]
+    fn an_interrupted_removal_is_finished_and_is_no_archive_meanwhile() {
+        let t = tempfile::tempdir().unwrap();
+        let p = paths(t.path());
+        let kept = archive_at(&p, 1000, b"x");
+        let doomed = p.archive_dir.join(format!("{PRUNING_PREFIX}900-stale"));
+        std::fs::create_dir_all(doomed.join("member")).unwrap();
+        assert_eq!(p.archives(), vec![kept.clone()]);
+        assert!(p.prune_archives(1).unwrap().is_empty());
+        assert!(!doomed.exists());
+        assert_eq!(p.archives(), vec![kept]);
+    }
+
+    #[test]
+    fn archive_infos_show_reason_time_and_size() {
+        let t = tempfile::tempdir().unwrap();
+        let p = paths(t.path());
+        let dest = archive_at(&p, 1234, b"abcdef");
+        let infos = p.archive_infos();
+        assert_eq!(infos.len(), 1);
+        let i = &infos[0];
+        assert_eq!(i.path, dest);
+        assert_eq!(i.reason.as_deref(), Some("stale data"));
+        assert_eq!(i.created_unix, Some(1234));
+        assert!(i.made_by_warden);
+        // The db, the checksum line, the reason (and no state file here).
+        assert!(i.size_bytes >= 6 + 64, "{}", i.size_bytes);
+        assert!(warden_archive_name("1234-stale-data"));
+        assert!(warden_archive_name("1234-1"));
+        assert!(!warden_archive_name("before-upgrade"));
+        assert!(!warden_archive_name("1234_x"));
     }
 
     #[test]

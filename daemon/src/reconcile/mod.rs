@@ -47,10 +47,12 @@ pub struct LastDecision {
     pub at: u64,
 }
 
-/// How often the loop decides while something is pending, and when stable.
-pub const PENDING_INTERVAL: Duration = Duration::from_secs(1);
-/// See [`PENDING_INTERVAL`].
-pub const STABLE_INTERVAL: Duration = Duration::from_secs(5);
+/// How often the loop decides while something is pending, by default
+/// (`failover.reconcile_pending_interval_ms`).
+pub const PENDING_INTERVAL: Duration = crate::config::DEFAULT_RECONCILE_PENDING_INTERVAL;
+/// How often it decides when stable, by default
+/// (`failover.reconcile_interval_ms`).
+pub const STABLE_INTERVAL: Duration = crate::config::DEFAULT_RECONCILE_INTERVAL;
 /// How many decide/act rounds one pass may take before it yields.
 const MAX_ROUNDS: usize = 6;
 /// Fence alerts kept (they are facts; Pacemaker's history has them too).
@@ -71,20 +73,16 @@ pub struct Reconciler {
 }
 
 /// Where this node's failover files live, from the settings: the state file
-/// in the state directory, the archives beside the data directory (same
-/// filesystem, so that archiving is a rename), the reboot-scoped markers
-/// under `/run/etcd-warden/<node>`.
+/// in the state directory, the archives in `failover.archive_dir` (by
+/// default beside the data directory; always on its filesystem, checked
+/// when the configuration is loaded, so that archiving is a rename), the
+/// reboot-scoped markers under `/run/etcd-warden/<node>`.
 pub fn paths_for(s: &Settings) -> LocalPaths {
-    let data = &s.etcd.data_dir;
-    let base = data
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "etcd".into());
     LocalPaths {
-        data_dir: data.clone(),
+        data_dir: s.etcd.data_dir.clone(),
         state_file: s.state_dir.join("failover-state.json"),
         run_dir: PathBuf::from("/run/etcd-warden").join(&s.node_name),
-        archive_dir: data.with_file_name(format!("{base}.archive")),
+        archive_dir: s.failover.archive_dir.clone(),
     }
 }
 
