@@ -10,7 +10,13 @@ use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
-use crate::config::{CompactionMode, Settings, TlsFiles};
+use crate::config::{BackendKind, CompactionMode, Settings, TlsFiles};
+
+/// Where etcd writes its log under the process backend: `STATE_DIR/etcd.log`
+/// (also its stdout and stderr, for Go runtime messages).
+pub fn log_path(s: &Settings) -> std::path::PathBuf {
+    s.state_dir.join("etcd.log")
+}
 
 /// How etcd is to be started.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,9 +74,15 @@ pub fn render(s: &Settings, mode: &StartMode) -> Value {
         "force-new-cluster",
         json!(matches!(mode, StartMode::ForceNewCluster)),
     );
-    // zap to stderr: the supervisor forwards stderr lines to tracing.
     put("logger", json!("zap"));
-    put("log-outputs", json!(["stderr"]));
+    match s.etcd.backend {
+        // A file, not stderr: a pipe to the daemon would die with the daemon
+        // (and etcd with it, of SIGPIPE), while a file lets etcd outlive a
+        // daemon restart and be adopted. The daemon follows the file.
+        BackendKind::Process => put("log-outputs", json!([log_path(s).to_string_lossy()])),
+        // The unit's stderr goes to its journal.
+        BackendKind::Systemd => put("log-outputs", json!(["stderr"])),
+    }
     let t = &s.etcd.tuning;
     if let Some(v) = t.quota_backend_bytes {
         put("quota-backend-bytes", json!(v));
@@ -199,6 +211,8 @@ client_urls = ["https://192.0.2.2:2379"]
         );
         assert_eq!(v["initial-cluster-state"], "new");
         assert_eq!(v["force-new-cluster"], false);
+        assert_eq!(v["logger"], "zap");
+        assert_eq!(v["log-outputs"], json!(["/var/lib/etcd-warden/etcd.log"]));
         assert_eq!(v["snapshot-count"], 10000);
         assert_eq!(v["auto-compaction-retention"], "1h");
         assert_eq!(v["client-transport-security"]["client-cert-auth"], true);
@@ -216,6 +230,14 @@ client_urls = ["https://192.0.2.2:2379"]
             },
         );
         assert_eq!(v["initial-cluster-state"], "existing");
+    }
+
+    #[test]
+    fn the_systemd_backend_logs_to_the_units_journal() {
+        let mut s = settings();
+        s.etcd.backend = BackendKind::Systemd;
+        let v = render(&s, &StartMode::Normal);
+        assert_eq!(v["log-outputs"], json!(["stderr"]));
     }
 
     #[test]

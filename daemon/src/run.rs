@@ -14,7 +14,7 @@ use crate::config::{BackendKind, Settings};
 use crate::core::Core;
 use crate::etcd_conf::StartMode;
 use crate::server::{self, AllowList};
-use crate::supervise::process::ProcessSupervisor;
+use crate::supervise::process::{Previous, ProcessSupervisor};
 use crate::supervise::systemd::SystemdSupervisor;
 use crate::supervise::{AnySupervisor, ProcState, Supervisor};
 
@@ -61,11 +61,15 @@ pub async fn run(settings: Settings, print_paths: bool) -> anyhow::Result<()> {
     let supervisor = match settings.etcd.backend {
         BackendKind::Process => {
             let p = ProcessSupervisor::new(settings.clone());
-            match p.stop_orphan(settings.timeouts.stop_grace).await {
-                Ok(Some(pid)) => {
-                    tracing::warn!(pid, "stopped the etcd left by a previous daemon instance")
+            // An etcd left running by a previous instance (killed, crashed)
+            // is adopted as it is when it provably is this configuration's
+            // etcd, and stopped otherwise: never two supervisors, never an
+            // unsupervised etcd.
+            match p.take_over(settings.timeouts.stop_grace).await {
+                Ok(Previous::Adopted { .. }) | Ok(Previous::None) => {}
+                Ok(Previous::Stopped { pid, why }) => {
+                    tracing::warn!(pid, %why, "stopped the etcd left by a previous daemon instance")
                 }
-                Ok(None) => {}
                 Err(e) => anyhow::bail!("{e}"),
             }
             AnySupervisor::Process(p)
@@ -125,8 +129,8 @@ pub async fn run(settings: Settings, print_paths: bool) -> anyhow::Result<()> {
         "etcd-warden daemon starting"
     );
 
-    // The systemd backend may find the etcd of a previous daemon instance
-    // still running: it is adopted as it is.
+    // Either backend may have found the etcd of a previous daemon instance
+    // still running and adopted it as it is.
     let first = core.probe(settings.timeouts.probe_timeout, false).await;
     if let Some(pid) = first.proc.pid() {
         tracing::info!(pid, "adopted a running etcd");

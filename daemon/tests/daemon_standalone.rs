@@ -186,29 +186,145 @@ fn a_hung_etcd_is_stopped_within_the_stop_deadline() {
 }
 
 #[test]
-fn process_backend_after_daemon_sigkill_stops_the_orphan_then_starts_fresh() {
-    // Documented behaviour of the process backend (docs/daemon.md): etcd
-    // outlives a SIGKILLed daemon, and the next daemon finds it through the
-    // PID file, stops it, and (with autostart) starts a fresh etcd on the
-    // same data.
+fn process_backend_after_daemon_sigkill_adopts_the_running_etcd() {
+    // docs/daemon.md: etcd outlives a SIGKILLed daemon (its log is a file,
+    // not a pipe), and the next daemon adopts it: same PID, no restart.
     let mut d = Daemon::start(true);
     d.wait_ready(Duration::from_secs(10));
     let before = d.status();
     let old = before.etcd_pid.unwrap();
+    // etcd's log goes to STATE_DIR/etcd.log and is forwarded to tracing.
+    let etcd_log = d.dir.path().join("state/etcd.log");
+    wait_for("etcd's log forwarded", Duration::from_secs(5), || {
+        d.log().contains("serving client traffic").then_some(())
+    });
+    assert!(
+        std::fs::read_to_string(&etcd_log)
+            .unwrap()
+            .contains("serving client traffic")
+    );
     d.kill_daemon();
     assert!(alive(old), "etcd should outlive a SIGKILLed daemon");
     d.spawn(true);
-    wait_for("the orphan to be stopped", Duration::from_secs(15), || {
+    d.wait_ready(Duration::from_secs(15));
+    let after = d.status();
+    assert_eq!(
+        after.etcd_pid,
+        Some(old),
+        "the restarted daemon restarted etcd instead of adopting it"
+    );
+    assert_eq!(after.member_id, before.member_id);
+    assert_eq!(after.state, "running", "{after:?}");
+    assert!(d.log().contains("adopted the etcd left running"));
+    assert_eq!(
+        d.action(Action::Monitor, 10, 2000).outcome,
+        Outcome::Success
+    );
+    // A second SIGKILL of the daemon: adopted again, still the same etcd.
+    d.kill_daemon();
+    d.spawn(true);
+    d.wait_ready(Duration::from_secs(15));
+    assert_eq!(d.status().etcd_pid, Some(old));
+    // The adopted etcd's death is noticed (it is not the daemon's child:
+    // /proc is polled) and, with autostart, it is restarted.
+    kill(old, 9);
+    let new = wait_for("a new etcd", Duration::from_secs(15), || {
+        let s = d.status();
+        s.etcd_pid.filter(|p| *p != old && s.quorum)
+    });
+    let (_, m) = d.http_get("/metrics").unwrap();
+    assert_eq!(
+        metric(&m, "etcd_warden_etcd_unexpected_exits_total"),
+        Some(1.0)
+    );
+    assert!(
+        d.log()
+            .contains("an adopted etcd is not the daemon's child")
+    );
+    assert_ne!(new, old);
+}
+
+#[test]
+fn an_adopted_etcd_is_reported_dead_and_stopped_through_the_api() {
+    let mut d = Daemon::start(false);
+    assert_eq!(d.action(Action::Start, 0, 30_000).outcome, Outcome::Success);
+    d.wait_ready(Duration::from_secs(10));
+    let first = d.status().etcd_pid.unwrap();
+    d.kill_daemon();
+    d.spawn(false);
+    // Adopted without autostart too: Pacemaker started it, it still runs.
+    assert_eq!(d.status().etcd_pid, Some(first));
+    d.wait_ready(Duration::from_secs(10));
+    assert_eq!(d.action(Action::Monitor, 0, 2000).outcome, Outcome::Success);
+
+    // SIGKILL of the adopted etcd: noticed within a probe interval.
+    kill(first, 9);
+    let t = Instant::now();
+    wait_for(
+        "the probe to count the death",
+        Duration::from_millis(2500),
+        || {
+            let (_, m) = d.http_get("/metrics")?;
+            (metric(&m, "etcd_warden_etcd_unexpected_exits_total") == Some(1.0)).then_some(())
+        },
+    );
+    eprintln!("adopted etcd's death noticed after {:?}", t.elapsed());
+    let s = d.status();
+    assert_eq!(s.state, "failed", "{s:?}");
+    assert!(!s.etcd_running, "{s:?}");
+    let r = d.action(Action::Monitor, 0, 2000);
+    assert_eq!(r.outcome, Outcome::Failed, "{r:?}");
+    assert!(r.reason.unwrap().contains("exited unexpectedly"));
+    assert_eq!(d.action(Action::Stop, 0, 5000).outcome, Outcome::Success);
+
+    // Start again, kill the daemon, adopt, and stop the adopted etcd
+    // through the API: SIGTERM to its group, gone within the grace.
+    assert_eq!(d.action(Action::Start, 0, 30_000).outcome, Outcome::Success);
+    d.wait_ready(Duration::from_secs(10));
+    let second = d.status().etcd_pid.unwrap();
+    assert_ne!(second, first);
+    d.kill_daemon();
+    d.spawn(false);
+    assert_eq!(d.status().etcd_pid, Some(second));
+    let t = Instant::now();
+    let r = d.action(Action::Stop, 0, 20_000);
+    assert_eq!(r.outcome, Outcome::Success, "{r:?}");
+    eprintln!("adopted etcd stopped after {:?}", t.elapsed());
+    assert!(!alive(second), "the adopted etcd {second} survived a stop");
+    assert!(d.log().contains("etcd stopped"));
+    assert_eq!(
+        d.action(Action::Monitor, 0, 2000).outcome,
+        Outcome::NotRunning
+    );
+    assert!(
+        !d.dir.path().join("state/etcd.pid").exists(),
+        "the PID file outlived its etcd"
+    );
+}
+
+#[test]
+fn an_etcd_started_for_another_configuration_is_stopped_not_adopted() {
+    let mut d = Daemon::start(true);
+    d.wait_ready(Duration::from_secs(10));
+    let old = d.status().etcd_pid.unwrap();
+    d.kill_daemon();
+    // The configuration the running etcd was started with no longer matches
+    // what the daemon would run (here: its data dir), so it cannot be
+    // adopted: it is stopped, and a fresh etcd is started.
+    let conf = d.dir.path().join("state/etcd.conf.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&conf).unwrap()).unwrap();
+    v["data-dir"] = serde_json::json!("/nonexistent/elsewhere");
+    std::fs::write(&conf, serde_json::to_vec(&v).unwrap()).unwrap();
+    d.spawn(true);
+    wait_for("the orphan to be stopped", Duration::from_secs(25), || {
         (!alive(old)).then_some(())
     });
     d.wait_ready(Duration::from_secs(15));
-    let after = d.status();
-    assert_ne!(after.etcd_pid, Some(old));
-    assert_eq!(
-        after.member_id, before.member_id,
-        "same data dir, same member"
-    );
-    assert!(d.log().contains("previous etcd-warden instance"));
+    assert_ne!(d.status().etcd_pid, Some(old));
+    let log = d.log();
+    assert!(log.contains("cannot be adopted"), "{log}");
+    assert!(log.contains("data-dir"), "{log}");
 }
 
 #[test]

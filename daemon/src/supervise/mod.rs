@@ -1,7 +1,9 @@
 //! etcd supervision behind one trait, with two backends:
-//! [`process::ProcessSupervisor`] (etcd as the daemon's child; default) and
-//! [`systemd::SystemdSupervisor`] (etcd as a transient systemd unit).
+//! [`process::ProcessSupervisor`] (etcd as the daemon's child, adopted by a
+//! restarted daemon; default) and [`systemd::SystemdSupervisor`] (etcd as a
+//! transient systemd unit).
 
+pub mod logtail;
 pub mod process;
 pub mod systemd;
 
@@ -132,6 +134,19 @@ pub fn proc_stat(pid: u32) -> Option<(char, u64)> {
     // Field 22 of stat is starttime; `rest` starts at field 3.
     let start = fields.get(19)?.parse().ok()?;
     Some((state, start))
+}
+
+/// The process group of `pid` (field 5 of /proc/PID/stat).
+pub fn proc_pgrp(pid: u32) -> Option<u32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 1..];
+    rest.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// Whether `pid` is still the process that started at `start` (clock ticks
+/// since boot) and not a zombie: a PID alone may have been reused.
+pub fn same_process(pid: u32, start: u64) -> bool {
+    proc_stat(pid).is_some_and(|(state, st)| st == start && state != 'Z' && state != 'X')
 }
 
 /// Whether a process with this PID is alive (not a zombie).
