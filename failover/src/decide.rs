@@ -266,12 +266,16 @@ impl<'a> Decider<'a> {
     }
 
     fn refuse(&mut self, reason: String, resolve_command: String) -> Decision {
+        let outcome = self.waiting_outcome();
+        self.refuse_as(reason, resolve_command, outcome)
+    }
+
+    fn refuse_as(&mut self, reason: String, resolve_command: String, outcome: Outcome) -> Decision {
         let shown = format!("{reason}; resolve with: {resolve_command}");
         self.steps.push(Step::Refuse {
             reason,
             resolve_command,
         });
-        let outcome = self.waiting_outcome();
         self.done(outcome, Some(shown))
     }
 
@@ -376,6 +380,9 @@ impl<'a> Decider<'a> {
         match &self.f.etcd {
             EtcdView::Running(live) => self.two_node_running(live, peer),
             EtcdView::NotRunning => {
+                if let Some(d) = self.alone_after_outage(peer) {
+                    return d;
+                }
                 let wanted = match self.f.trigger {
                     Trigger::Start => true,
                     // Pacemaker believes it started: the daemon restarts it
@@ -389,6 +396,39 @@ impl<'a> Decider<'a> {
                 }
             }
         }
+    }
+
+    /// A node that booted alone after a total outage (S8): corosync holds
+    /// quorum back until the peer has been seen (wait_for_all), and nothing
+    /// shows that this node's data holds the writes the peer may have
+    /// acknowledged alone after they lost each other (S7). It waits for the
+    /// peer, and says so where an operator looks: a probe answers `Failed`
+    /// so that the reason and the command are an exit reason in crm_mon
+    /// (a "not running" probe shows none), and Pacemaker, without quorum,
+    /// only stops what is not running. Kept short: Pacemaker cuts exit
+    /// reasons at 128 characters, and the command must survive.
+    fn alone_after_outage(&mut self, peer: &NodeView) -> Option<Decision> {
+        let f = self.f;
+        if f.pacemaker.quorate
+            || peer.online
+            || !f.data.exists
+            || f.data.departed
+            || f.in_sync_this_boot()
+        {
+            return None;
+        }
+        let outcome = match f.trigger {
+            Trigger::Monitor | Trigger::Start => Outcome::Failed,
+            _ => Outcome::NotRunning,
+        };
+        Some(self.refuse_as(
+            format!(
+                "alone since boot, {} unseen: data may lack its writes",
+                peer.name
+            ),
+            resolve::force_new_cluster(&f.node),
+            outcome,
+        ))
     }
 
     fn two_node_start(&mut self, peer: &NodeView) -> Decision {
@@ -416,6 +456,16 @@ impl<'a> Decider<'a> {
             }
             return self.wait(format!(
                 "this node left the member list gracefully and never forces a new cluster; waiting for {} to start etcd",
+                peer.name
+            ));
+        }
+        // The peer is up but its daemon has not said what data it holds
+        // yet: after a total outage its data may be the newer one (it went
+        // on alone, S7). Starting ours first in the old membership could
+        // let the older history lead. Its record comes within seconds.
+        if peer.online && peer.record.is_none() {
+            return self.wait(format!(
+                "waiting for {}'s daemon to publish its record (its data may be newer)",
                 peer.name
             ));
         }

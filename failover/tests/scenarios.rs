@@ -492,6 +492,16 @@ fn s7_after_both_power_cycled_the_newer_data_wins() {
     b.local = LocalMarkers::default();
     peer_mut(&mut b, A).record = Some(record(A, true, 1));
     assert!(matches!(acts(&b).as_slice(), [Step::ArchiveDataDir { .. }]));
+    // n1 is up but its daemon has not published its record yet: n2 cannot
+    // tell whose data is newer, so it waits instead of starting its own.
+    let mut b = healthy(B);
+    b.trigger = Trigger::Start;
+    b.etcd = EtcdView::NotRunning;
+    b.local = LocalMarkers::default();
+    peer_mut(&mut b, A).record = None;
+    let d = decide(&b);
+    assert!(d.first_act().is_none(), "{d:?}");
+    assert!(d.reason.unwrap().contains("record"));
     // Equal epochs of the same cluster: both start, quorum forms again.
     let mut b = healthy(B);
     b.trigger = Trigger::Start;
@@ -530,7 +540,49 @@ fn s8_a_lone_node_after_a_total_outage_waits_and_says_why() {
     let d = decide(&f);
     assert!(d.first_act().is_none(), "{d:?}");
     assert_eq!(d.outcome, Outcome::Failed);
+    let (reason, cmd) = d.refusal().expect("a lone node refuses and says why");
+    assert!(reason.contains("alone") && reason.contains(B), "{reason}");
+    assert_eq!(cmd, "etcd-warden recover force-new-cluster --node n1");
+    // Pacemaker keeps 128 characters of an exit reason: the command must
+    // be within them for node names of a usual length.
+    let shown = d.reason.clone().unwrap();
+    assert!(shown.ends_with(cmd), "{shown}");
+    let long = shown.replace("n1", "node1").replace("n2", "node2");
+    assert!(long.len() <= 128, "{} characters: {long}", long.len());
+    // Pacemaker, without quorum, only probes: the probe fails with the
+    // reason, so that crm_mon shows it as the exit reason (a "not running"
+    // probe shows none). The daemon's own loop reports it as not running.
+    f.trigger = Trigger::Monitor;
+    peer_mut(&mut f, A).etcd = ResourceState::Unknown;
+    let d = decide(&f);
+    assert_eq!(d.outcome, Outcome::Failed);
+    assert_eq!(d.refusal().map(|r| r.1), Some(cmd));
+    f.trigger = Trigger::Reconcile;
+    let d = decide(&f);
+    assert_eq!(d.outcome, Outcome::NotRunning);
+    assert!(d.first_act().is_none() && d.refusal().is_some(), "{d:?}");
+    // Once the operator ran the command (the in-sync marker of this boot),
+    // it only waits for quorum.
+    f.local.in_sync_boot = Some(boot(A));
+    f.trigger = Trigger::Start;
+    let d = decide(&f);
+    assert!(d.refusal().is_none() && d.first_act().is_none(), "{d:?}");
     assert!(d.reason.unwrap().contains("quorum"));
+    // Without data there is nothing to keep: it just waits.
+    f.local = LocalMarkers::default();
+    f.data = LocalData::default();
+    let d = decide(&f);
+    assert!(d.refusal().is_none(), "{d:?}");
+    assert!(
+        !d.steps.iter().any(|s| matches!(s, Step::StartEtcd { .. })),
+        "{d:?}"
+    );
+    // The peer joins: quorum, and no refusal any more.
+    let mut f = healthy(A);
+    f.trigger = Trigger::Start;
+    f.etcd = EtcdView::NotRunning;
+    f.local = LocalMarkers::default();
+    assert!(decide(&f).refusal().is_none());
 
     // Quorum unblocked by hand and the peer fenced: this node's data is not
     // known complete (it was never in quorum this boot). Refuse, name the

@@ -49,6 +49,11 @@ pub const MARKER: &str = ".warden-harness";
 pub const KEEP_ENV: &str = "WARDEN_HARNESS_KEEP";
 
 const CMD_TIMEOUT: Duration = Duration::from_secs(60);
+
+// What a node's fresh /run holds before anything starts (libqb's /run/crm,
+// lock and agent state dirs), at boot and at every power-on.
+const RUN_DIRS: &str = "mkdir -p /run/crm /run/lock /run/resource-agents /run/fence-agents\n\
+     chown hacluster:haclient /run/crm; chmod 750 /run/crm; chmod 1777 /run/lock";
 const POLL: Duration = Duration::from_millis(250);
 
 /// How to build a cluster.
@@ -520,8 +525,7 @@ impl Cluster {
             "set -e\n\
              hostname {name}\n\
              mount -t tmpfs -o mode=755 tmpfs /run\n\
-             mkdir -p /run/crm /run/lock /run/resource-agents /run/fence-agents\n\
-             chown hacluster:haclient /run/crm; chmod 750 /run/crm; chmod 1777 /run/lock\n\
+             {run_dirs}\n\
              mount -t tmpfs -o mode=1777 tmpfs /dev/shm\n\
              mount --bind {d}/lib-pacemaker /var/lib/pacemaker\n\
              mount --bind {d}/log-pacemaker /var/log/pacemaker\n\
@@ -530,6 +534,7 @@ impl Cluster {
              exec sleep infinity\n",
             name = n.name,
             ready = ready.display(),
+            run_dirs = RUN_DIRS,
         );
         let log = File::create(n.dir.join("holder.log"))?;
         let mut st = self.state();
@@ -792,6 +797,20 @@ impl Cluster {
     /// the node has joined: its controller is past `S_PENDING` and every other
     /// running node sees it online.
     pub fn power_on(&self, node: &str, timeout: Duration) -> Result<()> {
+        self.power_on_with(node, timeout, || Ok(()))
+    }
+
+    /// [`power_on`](Self::power_on) with `before_pacemaker` run once
+    /// Corosync answers and before pacemakerd starts: where a host's units
+    /// start what Pacemaker's first probe must find (a daemon an agent talks
+    /// to is ordered before pacemaker.service), so the probe sees it as a
+    /// real boot would. An error stops the power-on before Pacemaker starts.
+    pub fn power_on_with(
+        &self,
+        node: &str,
+        timeout: Duration,
+        before_pacemaker: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
         let i = self.idx(node)?;
         self.forget_dead(i);
         let leftovers = self.node_pids(node)?;
@@ -799,16 +818,18 @@ impl Cluster {
             leftovers.is_empty(),
             "{node} is not powered off: processes {leftovers:?} still run"
         );
-        self.exec_ok(
-            node,
-            &[
-                "sh",
-                "-c",
-                "rm -rf /run/corosync.pid /run/crm/qb-* /dev/shm/qb-*",
-            ],
-        )?;
+        // A reboot starts with an empty /run and /dev/shm: no stale pid or
+        // IPC files, and nothing a daemon kept "for this boot only" (its
+        // boot identity, markers) survives into the next one.
+        let fresh = format!(
+            "set -e\n\
+             find /run /dev/shm -mindepth 1 -maxdepth 1 -exec rm -rf {{}} +\n\
+             {RUN_DIRS}\n"
+        );
+        self.exec_ok(node, &["sh", "-c", &fresh])?;
         self.start_corosync(i)?;
         self.wait_corosync(i)?;
+        before_pacemaker().with_context(|| format!("booting {node} before Pacemaker"))?;
         self.start_pacemakerd(i)?;
         self.wait_joined(i, timeout)
     }

@@ -55,7 +55,6 @@ pub struct WardenCluster {
     warden: PathBuf,
     topology: Topology,
     daemons: Mutex<Vec<(String, i32)>>,
-    configured: std::sync::atomic::AtomicBool,
 }
 
 /// Polls `f` every 100 ms until it returns `Some`, failing with `what` and
@@ -121,7 +120,6 @@ impl WardenCluster {
             warden,
             topology,
             daemons: Mutex::new(Vec::new()),
-            configured: std::sync::atomic::AtomicBool::new(false),
         };
         for node in w.c.node_names() {
             w.write_config(&node)?;
@@ -288,8 +286,6 @@ impl WardenCluster {
             "crm-config: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        self.configured
-            .store(true, std::sync::atomic::Ordering::Relaxed);
         let frag = self.c.node_dir(&nodes[0])?.join("etcd-warden.xml");
         std::fs::write(&frag, &out.stdout)?;
         self.c
@@ -388,29 +384,13 @@ impl WardenCluster {
         Writer::start(prefix, targets)
     }
 
-    /// "Boots" a crashed or fenced node: Corosync and Pacemaker (the
-    /// harness's power-on), then the daemon, as the unit would start it.
+    /// "Boots" a crashed or fenced node in the order of a host's units:
+    /// Corosync, then the daemon (its unit is ordered before
+    /// pacemaker.service), then Pacemaker, whose first probe of etcd thus
+    /// reaches the daemon, as on a real host. Returns once the node joined.
     pub fn boot(&self, node: &str, timeout: Duration) -> Result<()> {
-        self.c.power_on(node, timeout)?;
-        self.spawn_daemon(node)?;
-        // On a real host the unit starts the daemon before Pacemaker; the
-        // harness powers a node on with no process in it, so Pacemaker's
-        // first probe may have found no daemon yet. Have it probe again now
-        // that the daemon answers (a no-op when the probe was fine).
-        if self.configured.load(std::sync::atomic::Ordering::Relaxed) {
-            self.c.exec_ok(
-                node,
-                &[
-                    "crm_resource",
-                    "--cleanup",
-                    "--resource",
-                    "etcd",
-                    "--node",
-                    node,
-                ],
-            )?;
-        }
-        Ok(())
+        self.c
+            .power_on_with(node, timeout, || self.spawn_daemon(node).map(|_| ()))
     }
 
     /// Time of the last fence of `node` that killed it, from the harness
