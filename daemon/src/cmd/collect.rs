@@ -6,12 +6,19 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
-use std::time::Duration;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use crm_xml::cib::{FenceTargets, corosync_addresses};
+use crm_xml::model::NodeType;
 use crm_xml::report::{self, EtcdSection, Options, Report};
+use nix::sys::signal::{Signal, kill};
+use nix::sys::wait::{Id, WaitPidFlag, waitid};
+use nix::unistd::Pid;
+
+mod corosync_conf;
 
 /// Arguments: Build the PacemakerCluster report from crm_mon and write it.
 #[derive(Debug, clap::Args)]
@@ -117,39 +124,36 @@ pub fn run_collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
     }
     let explicit = parse_node_addresses(&args.node_addresses)?;
 
-    let (xml, cib, corosync) = if let Some(path) = &args.from_file {
+    let (doc, previous) = if let Some(path) = &args.from_file {
         let xml = read_capped(path, args.max_output)?;
         let cib = args
             .cib_file
             .as_deref()
             .map(|p| read_capped(p, args.max_output))
             .transpose()?;
-        let corosync = args
-            .corosync_conf
-            .as_deref()
-            .map(|p| read_capped(p, 1024 * 1024))
-            .transpose()?;
-        (xml, cib, corosync)
+        let corosync = match args.corosync_conf.as_deref() {
+            Some(p) => Some(addresses_from_file(p)?),
+            None => None,
+        };
+        let doc = crm_xml::parse(&xml).context("cannot parse crm_mon output")?;
+        if let Some(cib) = cib {
+            opts.fence_targets =
+                Some(FenceTargets::from_cib(&cib).context("cannot parse the CIB")?);
+        }
+        if let Some(addrs) = corosync {
+            opts.node_addresses = addrs;
+        }
+        (doc, read_previous_report(&args)?)
     } else {
-        gather_live(&args, timeout)?
+        let live = gather_live(&args, timeout)?;
+        opts.fence_targets = live.fence_targets;
+        opts.node_addresses = live.node_addresses;
+        (live.doc, live.previous)
     };
-
-    let doc = crm_xml::parse(&xml).context("cannot parse crm_mon output")?;
-    if let Some(cib) = cib {
-        opts.fence_targets = Some(FenceTargets::from_cib(&cib).context("cannot parse the CIB")?);
-    }
-    if let Some(text) = corosync {
-        opts.node_addresses = corosync_addresses(&text);
-    }
     for (name, addr) in explicit {
         opts.node_addresses.insert(name, addr);
     }
 
-    let previous_path = args.previous.as_ref().or(args.output.as_ref());
-    let previous = match previous_path {
-        Some(p) => read_previous(p)?,
-        None => None,
-    };
     let report = report::build(
         &doc,
         &opts,
@@ -168,6 +172,14 @@ pub fn run_collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
             .context("cannot write the report to stdout")?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The previous report (`--previous`, else `--output`), if there is one.
+fn read_previous_report(args: &CollectArgs) -> anyhow::Result<Option<Report>> {
+    match args.previous.as_ref().or(args.output.as_ref()) {
+        Some(p) => read_previous(p),
+        None => Ok(None),
+    }
 }
 
 fn duration(secs: f64) -> anyhow::Result<Duration> {
@@ -194,67 +206,199 @@ fn parse_node_addresses(items: &[String]) -> anyhow::Result<BTreeMap<String, Vec
 /// Where Pacemaker's CIB manager stores the CIB on a cluster node.
 const LIVE_CIB_FILE: &str = "/var/lib/pacemaker/cib/cib.xml";
 
-/// Run crm_mon, and in parallel read the CIB and ask Corosync for its node
-/// list, so that the cycle costs about one crm_mon call. Corosync's runtime
-/// node list is asked rather than `/etc/corosync/corosync.conf` read first,
-/// because corosync may run with another file (`-c`), and the runtime is
-/// what the cluster uses.
-fn gather_live(
-    args: &CollectArgs,
-    timeout: Duration,
-) -> anyhow::Result<(String, Option<String>, Option<String>)> {
+/// Where Corosync reads its configuration unless started with `-c`.
+const DEFAULT_COROSYNC_CONF: &str = "/etc/corosync/corosync.conf";
+
+/// Largest Corosync configuration or node list accepted.
+const MAX_COROSYNC_TEXT: usize = 1024 * 1024;
+
+/// What the live path gathers besides the report options it cannot fill.
+struct Live {
+    doc: crm_xml::CrmMon,
+    fence_targets: Option<FenceTargets>,
+    node_addresses: BTreeMap<String, Vec<String>>,
+    previous: Option<Report>,
+}
+
+/// Run crm_mon and, while it runs, read everything else: the CIB (fence
+/// targets), Corosync's node list (addresses) and the previous report. The
+/// cycle then costs about one crm_mon call: no other process is started
+/// when the files can be read, and the reading overlaps crm_mon.
+///
+/// Corosync's node list comes from its configuration file when that file
+/// agrees with the membership crm_mon shows (every cluster node there with
+/// the same name and node id), because reading a file costs far less than a
+/// `corosync-cmapctl` process. When the file is absent, malformed, or
+/// disagrees (corosync may run with another file, `-c`), `corosync-cmapctl`
+/// is asked, since the runtime is what the cluster uses.
+fn gather_live(args: &CollectArgs, timeout: Duration) -> anyhow::Result<Live> {
     let crm_mon = split_cmd(&args.crm_mon_cmd, "--crm-mon-cmd")?;
     let cibadmin = split_cmd(&args.cibadmin_cmd, "--cibadmin-cmd")?;
     let cmapctl = split_cmd(&args.cmapctl_cmd, "--cmapctl-cmd")?;
     let max = args.max_output;
-    std::thread::scope(|s| {
-        let cib = match &args.cib_file {
-            Some(p) => {
-                let p = p.clone();
-                s.spawn(move || read_capped(&p, max))
-            }
-            // The CIB manager keeps the configuration in this file; reading
-            // it costs far less than a cibadmin process competing with
-            // crm_mon for the CPU. cibadmin is the fallback.
-            None => s.spawn(move || {
-                read_capped(Path::new(LIVE_CIB_FILE), max)
-                    .or_else(|_| run_bounded(&cibadmin, timeout, max))
-            }),
-        };
-        let coro = s.spawn(move || run_bounded(&cmapctl, timeout, 1024 * 1024));
-        let xml = run_bounded(&crm_mon, timeout, max).context("crm_mon failed")?;
-        // Without the CIB the report cannot attribute fence devices; it then
-        // says so in FencingAvailable's message rather than guessing.
-        let cib = match cib.join() {
-            Ok(Ok(c)) => Some(c),
-            Ok(Err(e)) => {
-                eprintln!("etcd-warden: warning: no CIB, fence targets unknown: {e:#}");
-                None
-            }
-            Err(_) => bail!("CIB reader thread panicked"),
-        };
-        let corosync = match coro.join() {
-            Ok(Ok(c)) if c.contains("nodelist.node.") => Some(c),
-            Ok(other) => {
-                let conf = args
-                    .corosync_conf
-                    .clone()
-                    .unwrap_or_else(|| PathBuf::from("/etc/corosync/corosync.conf"));
-                match read_capped(&conf, 1024 * 1024) {
-                    Ok(c) => Some(c),
-                    Err(e) => {
-                        let first = other.err().map(|x| format!("{x:#}; ")).unwrap_or_default();
-                        eprintln!(
-                            "etcd-warden: warning: no Corosync node list, node addresses unknown: {first}{e:#}"
-                        );
-                        None
-                    }
+
+    let crm_mon = Bounded::spawn(&crm_mon, timeout, max);
+
+    let conf_path = args
+        .corosync_conf
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_COROSYNC_CONF));
+    let conf = read_corosync_conf(&conf_path, args.corosync_conf.is_some())?;
+    // Without a usable file, the runtime is asked at once, alongside crm_mon.
+    let mut cmap = match &conf {
+        ConfState::Nodes(_) => None,
+        ConfState::Unusable(_) => Some(Bounded::spawn(&cmapctl, timeout, MAX_COROSYNC_TEXT)),
+    };
+
+    // The CIB manager keeps the configuration in this file; reading it
+    // costs far less than a cibadmin process competing with crm_mon for the
+    // CPU. cibadmin is the fallback.
+    let cib_text: Result<String, anyhow::Error> = match &args.cib_file {
+        Some(p) => read_capped(p, max),
+        None => read_capped(Path::new(LIVE_CIB_FILE), max)
+            .or_else(|_| Bounded::spawn(&cibadmin, timeout, max).finish()),
+    };
+    // Parsed now, while crm_mon runs; a parse error is raised only after
+    // crm_mon's own result, which matters more.
+    let cib = cib_text.map(|t| FenceTargets::from_cib(&t));
+    let previous = read_previous_report(args)?;
+
+    let xml = crm_mon.finish().context("crm_mon failed")?;
+    let doc = crm_xml::parse(&xml).context("cannot parse crm_mon output")?;
+
+    // Without the CIB the report cannot attribute fence devices; it then
+    // says so in FencingAvailable's message rather than guessing.
+    let fence_targets = match cib {
+        Ok(parsed) => Some(parsed.context("cannot parse the CIB")?),
+        Err(e) => {
+            eprintln!("etcd-warden: warning: no CIB, fence targets unknown: {e:#}");
+            None
+        }
+    };
+
+    let mut problems: Vec<String> = Vec::new();
+    let mut from_conf = BTreeMap::new();
+    match conf {
+        ConfState::Nodes(nodes) => {
+            let (agreed, disagreement) = agreeing_addresses(&nodes, &doc);
+            match disagreement {
+                None => {
+                    return Ok(Live {
+                        doc,
+                        fence_targets,
+                        node_addresses: agreed,
+                        previous,
+                    });
+                }
+                Some(why) => {
+                    problems.push(format!("{}: {why}", conf_path.display()));
+                    from_conf = agreed;
+                    cmap = Some(Bounded::spawn(&cmapctl, timeout, MAX_COROSYNC_TEXT));
                 }
             }
-            Err(_) => bail!("Corosync reader thread panicked"),
-        };
-        Ok((xml, cib, corosync))
+        }
+        ConfState::Unusable(why) => problems.push(why),
+    }
+    let node_addresses = match cmap.map(Bounded::finish) {
+        Some(Ok(text)) if text.contains("nodelist.node.") => corosync_addresses(&text),
+        other => {
+            match other {
+                Some(Ok(_)) => problems.push(format!("{} printed no node list", cmapctl[0])),
+                Some(Err(e)) => problems.push(format!("{e:#}")),
+                None => {}
+            }
+            // Then only the nodes whose name and id the file shares with
+            // crm_mon get addresses: a wrong address is worse than none.
+            eprintln!(
+                "etcd-warden: warning: no Corosync node list{}: {}",
+                if from_conf.is_empty() {
+                    ", node addresses unknown"
+                } else {
+                    ", addresses only of the nodes the configuration agrees on"
+                },
+                problems.join("; ")
+            );
+            from_conf
+        }
+    };
+    Ok(Live {
+        doc,
+        fence_targets,
+        node_addresses,
+        previous,
     })
+}
+
+/// Corosync's configuration as far as `collect` can use it.
+enum ConfState {
+    /// Its node blocks.
+    Nodes(Vec<corosync_conf::ConfNode>),
+    /// Why not (absent, unreadable or malformed default file).
+    Unusable(String),
+}
+
+/// Read and parse the Corosync configuration. A file named with
+/// `--corosync-conf` must be readable and well-formed (the operator asked
+/// for it); the default one may be absent (Corosync not configured here) or
+/// malformed, and then the runtime is asked instead.
+fn read_corosync_conf(path: &Path, explicit: bool) -> anyhow::Result<ConfState> {
+    let text = match read_capped(path, MAX_COROSYNC_TEXT) {
+        Ok(t) => t,
+        Err(e) if explicit => return Err(e),
+        Err(e) => return Ok(ConfState::Unusable(format!("{e:#}"))),
+    };
+    match corosync_conf::parse(&text) {
+        Ok(nodes) => Ok(ConfState::Nodes(nodes)),
+        Err(e) if explicit => bail!("{}:{}: {}", path.display(), e.line, e.message),
+        Err(e) => Ok(ConfState::Unusable(format!(
+            "{}:{}: {}",
+            path.display(),
+            e.line,
+            e.message
+        ))),
+    }
+}
+
+/// `--corosync-conf` with `--from-file`: a `corosync.conf`, or saved
+/// `corosync-cmapctl` output (recognised by its `nodelist.node.` keys).
+fn addresses_from_file(path: &Path) -> anyhow::Result<BTreeMap<String, Vec<String>>> {
+    let text = read_capped(path, MAX_COROSYNC_TEXT)?;
+    if text.contains("nodelist.node.") {
+        return Ok(corosync_addresses(&text));
+    }
+    let nodes = corosync_conf::parse(&text)
+        .map_err(|e| anyhow::anyhow!("{}:{}: {}", path.display(), e.line, e.message))?;
+    Ok(corosync_conf::addresses(&nodes))
+}
+
+/// The addresses of the configured nodes that agree with crm_mon (same
+/// name, node id equal to crm_mon's `id`), and, if any cluster node crm_mon
+/// shows is missing or differs, why the file cannot be trusted as a whole.
+fn agreeing_addresses(
+    nodes: &[corosync_conf::ConfNode],
+    doc: &crm_xml::CrmMon,
+) -> (BTreeMap<String, Vec<String>>, Option<String>) {
+    let mut agreed = BTreeMap::new();
+    let mut missing = Vec::new();
+    for n in doc.nodes.iter().filter(|n| n.node_type == NodeType::Member) {
+        let found = nodes.iter().find(|c| {
+            c.name.as_deref() == Some(n.name.as_str())
+                && c.nodeid.is_some_and(|id| id.to_string() == n.id)
+        });
+        match found {
+            Some(c) => {
+                agreed.insert(n.name.clone(), c.addrs.values().cloned().collect());
+            }
+            None => missing.push(format!("{} (id {})", n.name, n.id)),
+        }
+    }
+    let why = (!missing.is_empty()).then(|| {
+        format!(
+            "no node block with the name and nodeid crm_mon shows for {}",
+            missing.join(", ")
+        )
+    });
+    (agreed, why)
 }
 
 fn split_cmd(cmd: &str, flag: &str) -> anyhow::Result<Vec<String>> {
@@ -265,89 +409,138 @@ fn split_cmd(cmd: &str, flag: &str) -> anyhow::Result<Vec<String>> {
     Ok(argv)
 }
 
-/// Run a command with a deadline and an output cap. The child is killed (by
-/// its own handle, never by name) when either is exceeded.
+/// Run a command with a deadline and an output cap; see [`Bounded`].
 pub fn run_bounded(
     argv: &[String],
     timeout: Duration,
     max_output: usize,
 ) -> anyhow::Result<String> {
-    use nix::sys::wait::{Id, WaitPidFlag, waitid};
-    use std::sync::mpsc;
+    Bounded::spawn(argv, timeout, max_output).finish()
+}
 
-    enum Event {
-        Exited,
-        Overflow,
+/// A started command with a deadline (counted from its start) and an output
+/// cap. The caller does other work while it runs, then calls
+/// [`Bounded::finish`]. The child is killed by its own pid, never by name,
+/// and only while it is unreaped, so the pid is still ours; dropping an
+/// unfinished one kills and reaps it.
+struct Bounded {
+    prog: String,
+    max_output: usize,
+    deadline: Instant,
+    timeout: Duration,
+    started: anyhow::Result<Started>,
+}
+
+struct Started {
+    child: Child,
+    pid: Pid,
+    /// Reads stderr (up to 64 KiB) so that the child never blocks on it.
+    stderr: std::thread::JoinHandle<Vec<u8>>,
+}
+
+impl Bounded {
+    fn spawn(argv: &[String], timeout: Duration, max_output: usize) -> Self {
+        let prog = argv.first().cloned().unwrap_or_default();
+        let started = Self::start(argv);
+        Bounded {
+            prog,
+            max_output,
+            deadline: Instant::now() + timeout,
+            timeout,
+            started,
+        }
     }
 
-    let (prog, rest) = argv.split_first().context("empty command")?;
-    let mut child = Command::new(prog)
-        .args(rest)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("cannot run {prog}"))?;
-    let mut stdout = child.stdout.take().context("no stdout pipe")?;
-    let mut stderr = child.stderr.take().context("no stderr pipe")?;
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).context("pid out of range")?);
-    let limit = u64::try_from(max_output)
-        .unwrap_or(u64::MAX)
-        .saturating_add(1);
-    let (tx, rx) = mpsc::channel();
-    std::thread::scope(|s| {
-        let tx_out = tx.clone();
-        let out = s.spawn(move || {
-            let mut buf = Vec::new();
-            let r = (&mut stdout).take(limit).read_to_end(&mut buf);
-            if buf.len() > max_output {
-                let _ = tx_out.send(Event::Overflow);
-            }
-            (buf, r)
-        });
-        let err = s.spawn(move || {
-            let mut buf = Vec::new();
-            let _ = (&mut stderr).take(64 * 1024).read_to_end(&mut buf);
-            buf
-        });
-        // Wait for the exit without reaping (WNOWAIT): until we reap it, the
-        // pid stays ours, so a kill on timeout cannot hit another process.
-        s.spawn(move || {
-            let _ = waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT);
-            let _ = tx.send(Event::Exited);
-        });
-        let outcome = rx.recv_timeout(timeout);
-        let problem = match outcome {
-            Ok(Event::Exited) => None,
-            Ok(Event::Overflow) => Some(format!(
-                "{prog} printed more than {max_output} bytes (--max-output)"
-            )),
-            Err(_) => Some(format!(
-                "{prog} did not finish within {:.1}s",
-                timeout.as_secs_f64()
-            )),
+    fn start(argv: &[String]) -> anyhow::Result<Started> {
+        let (prog, rest) = argv.split_first().context("empty command")?;
+        let mut child = Command::new(prog)
+            .args(rest)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("cannot run {prog}"))?;
+        let pid = Pid::from_raw(i32::try_from(child.id()).context("pid out of range")?);
+        let stderr = match child.stderr.take() {
+            Some(mut e) => std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let _ = (&mut e).take(64 * 1024).read_to_end(&mut buf);
+                buf
+            }),
+            None => std::thread::spawn(Vec::new),
         };
-        if problem.is_some() {
-            let _ = child.kill();
+        Ok(Started { child, pid, stderr })
+    }
+
+    /// Wait for the command and return its stdout.
+    fn finish(mut self) -> anyhow::Result<String> {
+        let started = std::mem::replace(&mut self.started, Err(anyhow::anyhow!("finished")));
+        let Started {
+            mut child,
+            pid,
+            stderr,
+        } = started?;
+        let prog = self.prog.as_str();
+        let max_output = self.max_output;
+        // The watchdog kills the child at the deadline unless told first
+        // that it has exited (the sender is dropped).
+        let (done, wait_done) = mpsc::channel::<()>();
+        let remaining = self.deadline.saturating_duration_since(Instant::now());
+        let watchdog = std::thread::spawn(move || match wait_done.recv_timeout(remaining) {
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let _ = kill(pid, Signal::SIGKILL);
+                true
+            }
+            _ => false,
+        });
+        let mut buf = Vec::new();
+        let limit = u64::try_from(max_output)
+            .unwrap_or(u64::MAX)
+            .saturating_add(1);
+        let read = match child.stdout.take() {
+            Some(mut out) => (&mut out).take(limit).read_to_end(&mut buf).map(|_| ()),
+            None => Ok(()),
+        };
+        let overflow = buf.len() > max_output;
+        if overflow {
+            let _ = kill(pid, Signal::SIGKILL);
         }
-        // Reaps the child; the waiter thread has then returned or returns now.
+        // Wait for the exit without reaping (WNOWAIT): until the child is
+        // reaped below, the watchdog's kill cannot reach another process.
+        let _ = waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT);
+        drop(done);
+        let timed_out = watchdog.join().unwrap_or(false);
         let status = child.wait();
-        let (buf, read) = out.join().unwrap_or_else(|_| (Vec::new(), Ok(0)));
-        let errbuf = err.join().unwrap_or_default();
-        if let Some(p) = problem {
-            bail!(p);
+        let errbuf = stderr.join().unwrap_or_default();
+        if timed_out {
+            bail!(
+                "{prog} did not finish within {:.1}s",
+                self.timeout.as_secs_f64()
+            );
+        }
+        if overflow {
+            bail!("{prog} printed more than {max_output} bytes (--max-output)");
         }
         let status = status.with_context(|| format!("cannot wait for {prog}"))?;
         read.with_context(|| format!("cannot read the output of {prog}"))?;
-        if buf.len() > max_output {
-            bail!("{prog} printed more than {max_output} bytes (--max-output)");
-        }
         if !status.success() {
             let stderr = String::from_utf8_lossy(&errbuf);
             bail!("{prog} exited with {status}: {}", stderr.trim());
         }
         String::from_utf8(buf).with_context(|| format!("{prog} printed invalid UTF-8"))
-    })
+    }
+}
+
+impl Drop for Bounded {
+    fn drop(&mut self) {
+        // Only an unfinished command is still here: an error elsewhere
+        // ended the cycle while it ran. Kill it through its handle (it is
+        // unreaped, so the pid is still ours) and reap it.
+        if let Ok(s) = &mut self.started {
+            let _ = s.child.kill();
+            let _ = s.child.wait();
+        }
+    }
 }
 
 /// Read a file, refusing more than `max` bytes and non-UTF-8 content.
@@ -462,6 +655,112 @@ mod tests {
         write_atomically(&p, b"two").unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "two");
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
+    }
+
+    /// crm_mon's view of a two-node cluster plus a remote node (which has
+    /// no Corosync node block and must not count against the file).
+    const TWO_NODES: &str = r#"<pacemaker-result api-version="2.25" request="crm_mon">
+  <summary><current_dc present="true" name="n1" id="1" with_quorum="true"/></summary>
+  <nodes>
+    <node name="n1" id="1" online="true" standby="false" standby_onfail="false" maintenance="false" pending="false" unclean="false" shutdown="false" expected_up="true" is_dc="true" resources_running="0" type="member"/>
+    <node name="n2" id="2" online="false" standby="false" standby_onfail="false" maintenance="false" pending="false" unclean="false" shutdown="false" expected_up="false" is_dc="false" resources_running="0" type="member"/>
+    <node name="r1" id="r1" online="true" standby="false" standby_onfail="false" maintenance="false" pending="false" unclean="false" shutdown="false" expected_up="false" is_dc="false" resources_running="0" type="remote"/>
+  </nodes>
+  <status code="0" message="OK"/>
+</pacemaker-result>"#;
+
+    fn conf_nodes(text: &str) -> Vec<corosync_conf::ConfNode> {
+        corosync_conf::parse(text).unwrap()
+    }
+
+    #[test]
+    fn configuration_used_only_when_it_agrees_with_crm_mon() {
+        let doc = crm_xml::parse(TWO_NODES).unwrap();
+        let good = "nodelist {\n node {\n  name: n1\n  nodeid: 1\n  ring0_addr: 192.0.2.1\n }\n node {\n  name: n2\n  nodeid: 2\n  ring0_addr: 192.0.2.2\n  ring1_addr: 198.51.100.2\n }\n}\n";
+        let (a, why) = agreeing_addresses(&conf_nodes(good), &doc);
+        assert_eq!(why, None);
+        assert_eq!(a["n1"], ["192.0.2.1"]);
+        assert_eq!(a["n2"], ["192.0.2.2", "198.51.100.2"]);
+
+        // Another cluster's file (the harness's nodes are node1..N; a host
+        // file may say node1 too): only agreeing nodes, and a reason.
+        let other_ids = good.replace("nodeid: 2", "nodeid: 3");
+        let (a, why) = agreeing_addresses(&conf_nodes(&other_ids), &doc);
+        assert_eq!(a.keys().collect::<Vec<_>>(), ["n1"]);
+        assert!(why.unwrap().contains("n2 (id 2)"));
+
+        let no_ids = good.replace("  nodeid: 1\n", "");
+        let (a, why) = agreeing_addresses(&conf_nodes(&no_ids), &doc);
+        assert!(!a.contains_key("n1"));
+        assert!(why.unwrap().contains("n1 (id 1)"));
+
+        let (a, why) = agreeing_addresses(&[], &doc);
+        assert!(a.is_empty());
+        assert!(why.unwrap().contains("n1 (id 1), n2 (id 2)"));
+    }
+
+    #[test]
+    fn corosync_conf_errors_name_file_and_line() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("corosync.conf");
+        std::fs::write(&p, "nodelist {\n node {\n  name n1\n }\n}\n").unwrap();
+        // Named explicitly: an error. The default file: a reason to ask
+        // the runtime instead.
+        let e = read_corosync_conf(&p, true).err().unwrap();
+        assert!(
+            format!("{e:#}").starts_with(&format!("{}:3: ", p.display())),
+            "{e:#}"
+        );
+        let e = addresses_from_file(&p).unwrap_err();
+        assert!(format!("{e:#}").contains("corosync.conf:3: "), "{e:#}");
+        match read_corosync_conf(&p, false).unwrap() {
+            ConfState::Unusable(why) => assert!(why.contains(":3: "), "{why}"),
+            ConfState::Nodes(_) => panic!("malformed file accepted"),
+        }
+        let missing = d.path().join("absent.conf");
+        assert!(read_corosync_conf(&missing, true).is_err());
+        assert!(matches!(
+            read_corosync_conf(&missing, false).unwrap(),
+            ConfState::Unusable(_)
+        ));
+        // Saved corosync-cmapctl output is accepted with --from-file.
+        std::fs::write(
+            &p,
+            "nodelist.node.0.name (str) = n1\nnodelist.node.0.ring0_addr (str) = 192.0.2.1\n",
+        )
+        .unwrap();
+        assert_eq!(addresses_from_file(&p).unwrap()["n1"], ["192.0.2.1"]);
+    }
+
+    #[test]
+    fn unfinished_command_is_killed_and_reaped_on_drop() {
+        let b = Bounded::spawn(&argv("sleep 30"), Duration::from_secs(60), 100);
+        let pid = b.started.as_ref().unwrap().pid;
+        let t = Instant::now();
+        drop(b);
+        assert!(t.elapsed() < Duration::from_secs(5));
+        // Reaped: the pid is no longer our child.
+        assert!(waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG).is_err());
+    }
+
+    #[test]
+    fn concurrent_commands_keep_their_own_deadlines() {
+        let slow = Bounded::spawn(&argv("sleep 30"), Duration::from_millis(300), 100);
+        let quick = Bounded::spawn(&argv("echo ok"), Duration::from_secs(5), 100);
+        std::thread::sleep(Duration::from_millis(400));
+        assert_eq!(quick.finish().unwrap(), "ok\n");
+        let t = Instant::now();
+        let e = slow.finish().unwrap_err();
+        assert!(
+            format!("{e:#}").contains("did not finish within 0.3s"),
+            "{e:#}"
+        );
+        // Its deadline had passed already: killed at once, not 300 ms later.
+        assert!(
+            t.elapsed() < Duration::from_millis(250),
+            "{:?}",
+            t.elapsed()
+        );
     }
 
     #[test]

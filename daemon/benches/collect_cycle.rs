@@ -1,0 +1,287 @@
+//! The whole `etcd-warden collect` cycle against the crm_mon call alone
+//! (issue 3: the cycle may cost at most 1.1× the crm_mon call).
+//!
+//! Both run against the same two-node CIB (`CIB_file`, so no cluster is
+//! needed) and the same Corosync configuration; the report goes to tmpfs, as
+//! the systemd unit writes it to /run. The machine this runs on is usually
+//! busy with other work, so the two are not timed in separate blocks: every
+//! round runs them alternately, one process at a time, and the figures are
+//! medians over all runs (wall time per run) and over rounds (CPU time of
+//! the children, user + system, from `/proc/self/stat`).
+//!
+//! Two baselines, because crm_mon's own cost depends on where its output
+//! goes: `crm_mon > /dev/null`, and `crm_mon | reader` (its output read
+//! through a pipe, as every consumer of it, `collect` included, must).
+//!
+//! Run: `make bench-collect`, or
+//! `cargo bench -p etcd-warden --bench collect_cycle` (`ROUNDS=…` rounds of
+//! `RUNS=…` runs of each; defaults 10 × 20). Cargo builds
+//! `target/release/etcd-warden` for it (the bench profile is the release one).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+/// The two-node CIB the crm-xml benchmarks use (kubelet, etcd, two fence
+/// devices, status with everything running).
+const CIB: &str = include_str!("../../crm-xml/benches/two_node_cib.xml");
+
+/// The Corosync configuration of that cluster: names and node ids as in the
+/// CIB, so `collect` takes the addresses from it without corosync-cmapctl.
+const COROSYNC_CONF: &str = "\
+totem {
+    version: 2
+    cluster_name: bench
+    transport: knet
+}
+quorum {
+    provider: corosync_votequorum
+    two_node: 1
+}
+nodelist {
+    node {
+        name: master-0
+        nodeid: 1
+        ring0_addr: 192.0.2.10
+    }
+    node {
+        name: master-1
+        nodeid: 2
+        ring0_addr: 192.0.2.11
+    }
+}
+";
+
+const CRM_MON: [&str; 4] = ["crm_mon", "--one-shot", "--inactive", "--output-as=xml"];
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    CrmMonNull,
+    CrmMonPipe,
+    Collect,
+}
+
+const KINDS: [Kind; 3] = [Kind::CrmMonNull, Kind::CrmMonPipe, Kind::Collect];
+
+impl Kind {
+    fn label(self) -> &'static str {
+        match self {
+            Kind::CrmMonNull => "crm_mon > /dev/null",
+            Kind::CrmMonPipe => "crm_mon | reader",
+            Kind::Collect => "etcd-warden collect",
+        }
+    }
+}
+
+struct Setup {
+    bin: PathBuf,
+    cib: PathBuf,
+    conf: PathBuf,
+    out: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Setup {
+    fn command(&self, kind: Kind) -> Command {
+        let mut cmd = match kind {
+            Kind::CrmMonNull | Kind::CrmMonPipe => {
+                let mut c = Command::new(CRM_MON[0]);
+                c.args(&CRM_MON[1..]);
+                c
+            }
+            Kind::Collect => {
+                let mut c = Command::new(&self.bin);
+                c.arg("collect")
+                    .arg("--cib-file")
+                    .arg(&self.cib)
+                    .arg("--corosync-conf")
+                    .arg(&self.conf)
+                    .arg("--output")
+                    .arg(&self.out);
+                c
+            }
+        };
+        cmd.env("CIB_file", &self.cib).stdin(Stdio::null());
+        cmd.stderr(Stdio::piped());
+        cmd.stdout(if kind == Kind::CrmMonPipe {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+        cmd
+    }
+
+    /// One run; its wall time from spawn to reaped exit.
+    fn run(&self, kind: Kind) -> Duration {
+        let start = Instant::now();
+        let mut child = self.command(kind).spawn().unwrap_or_else(|e| {
+            panic!("cannot run {}: {e}", kind.label());
+        });
+        let mut out = Vec::with_capacity(64 * 1024);
+        if let Some(mut s) = child.stdout.take() {
+            s.read_to_end(&mut out).unwrap();
+        }
+        let mut err = String::new();
+        if let Some(mut s) = child.stderr.take() {
+            s.read_to_string(&mut err).unwrap();
+        }
+        let status = child.wait().unwrap();
+        let took = start.elapsed();
+        assert!(status.success(), "{} failed: {status}: {err}", kind.label());
+        if kind == Kind::Collect {
+            // Any warning means the cycle took a path the benchmark does not
+            // mean to measure (e.g. a fallback to corosync-cmapctl).
+            assert!(err.is_empty(), "collect warned: {err}");
+        }
+        took
+    }
+}
+
+/// CPU time (user + system) of this process's reaped children, in seconds,
+/// from `/proc/self/stat` (fields 16 and 17, in clock ticks). A tick is
+/// coarse (10 ms) but the counter is cumulative, so a round's sum is exact
+/// to a tick.
+fn children_cpu() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // The command name (field 2) may contain spaces; fields after it are
+    // plain numbers.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // `rest` starts at field 3, so field n is f[n - 3].
+    let cutime: f64 = f[16 - 3].parse().unwrap();
+    let cstime: f64 = f[17 - 3].parse().unwrap();
+    (cutime + cstime) / 100.0
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v:?} is not a number")),
+        Err(_) => default,
+    }
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+fn main() -> ExitCode {
+    // `cargo bench` passes `--bench` (and filters); nothing to select here.
+    let rounds = env_usize("ROUNDS", 10).max(1);
+    let runs = env_usize("RUNS", 20).max(1);
+
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_etcd-warden"));
+    if !bin.is_file() {
+        eprintln!(
+            "collect_cycle: {} is missing; build it with `cargo build --release -p etcd-warden`",
+            bin.display()
+        );
+        return ExitCode::FAILURE;
+    }
+    if Command::new(CRM_MON[0])
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| !s.success())
+        .unwrap_or(true)
+    {
+        eprintln!("collect_cycle: crm_mon is not installed (Pacemaker's CLI tools are needed)");
+        return ExitCode::FAILURE;
+    }
+    // tmpfs, as the systemd unit writes the report to /run.
+    let shm = Path::new("/dev/shm");
+    let dir = if shm.is_dir() {
+        tempfile::tempdir_in(shm)
+    } else {
+        tempfile::tempdir()
+    }
+    .unwrap();
+    let setup = Setup {
+        bin,
+        cib: dir.path().join("cib.xml"),
+        conf: dir.path().join("corosync.conf"),
+        out: dir.path().join("report.json"),
+        _dir: dir,
+    };
+    std::fs::write(&setup.cib, CIB).unwrap();
+    std::fs::write(&setup.conf, COROSYNC_CONF).unwrap();
+
+    // Warm the page cache and the previous report the cycle reads.
+    for _ in 0..3 {
+        for k in KINDS {
+            setup.run(k);
+        }
+    }
+
+    let load_before = load_average();
+    let mut wall: [Vec<f64>; 3] = Default::default();
+    let mut cpu: [Vec<f64>; 3] = Default::default();
+    for round in 0..rounds {
+        let mut cpu_round = [0.0f64; 3];
+        for i in 0..runs {
+            // Rotate the order so that no kind always follows another.
+            for j in 0..KINDS.len() {
+                let k = (i + round + j) % KINDS.len();
+                let before = children_cpu();
+                let took = setup.run(KINDS[k]);
+                cpu_round[k] += children_cpu() - before;
+                wall[k].push(took.as_secs_f64() * 1e3);
+            }
+        }
+        for k in 0..KINDS.len() {
+            cpu[k].push(cpu_round[k] * 1e3 / runs as f64);
+        }
+        eprintln!(
+            "round {}/{rounds}: CPU per run {:.1} / {:.1} / {:.1} ms",
+            round + 1,
+            cpu_round[0] * 1e3 / runs as f64,
+            cpu_round[1] * 1e3 / runs as f64,
+            cpu_round[2] * 1e3 / runs as f64
+        );
+    }
+    let load_after = load_average();
+
+    let med_wall: Vec<f64> = wall.iter_mut().map(|v| median(v)).collect();
+    let med_cpu: Vec<f64> = cpu.iter_mut().map(|v| median(v)).collect();
+    println!("collect cycle vs crm_mon alone: {rounds} rounds x {runs} runs of each, alternating");
+    println!("load average before: {load_before}; after: {load_after}");
+    println!(
+        "{:<22} {:>18} {:>22}",
+        "", "median wall/run", "median CPU/run (round)"
+    );
+    for (k, kind) in KINDS.iter().enumerate() {
+        println!(
+            "{:<22} {:>15.2} ms {:>19.1} ms",
+            kind.label(),
+            med_wall[k],
+            med_cpu[k]
+        );
+    }
+    let c = 2;
+    for base in [0, 1] {
+        println!(
+            "ratio collect / {:<20} wall {:.3}x   CPU {:.3}x",
+            KINDS[base].label(),
+            med_wall[c] / med_wall[base],
+            med_cpu[c] / med_cpu[base]
+        );
+    }
+    ExitCode::SUCCESS
+}
