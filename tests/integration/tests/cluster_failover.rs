@@ -17,7 +17,10 @@ mod failover_support;
 
 use std::time::{Duration, Instant, SystemTime};
 
-use failover_support::{FAILOVER, OrFail, SETTLE, check_seen, healthy, wait_acks_everywhere};
+use failover_support::{
+    FAILOVER, OrFail, SETTLE, check_seen, daemon_report, etcd_exit_reasons, healthy,
+    report_exit_reasons, wait_acks_everywhere,
+};
 use warden_harness::crm;
 use warden_integration::twonode::{Topology, WardenCluster, poll};
 
@@ -312,9 +315,11 @@ fn s5_s6_local_etcd_crash_and_daemon_restart() {
 
 /// S7: both nodes lose power, node2 first: node1 went on alone (fenced node2,
 /// forced, took writes), so node1's data is newer. S8: node2 boots alone
-/// after the total outage: it waits and says why (no writes accepted, a
-/// reason in its status). Then node1 boots: its newer data wins, node2
-/// rejoins, and nothing acknowledged is lost.
+/// after the total outage: it waits (no etcd, no writes accepted) and says
+/// why, with the one command that resolves it, where an operator looks:
+/// crm_mon's exit reason and the daemon's report (rule 6). Then node1
+/// boots: its newer data wins, node2 archives its stale data and rejoins,
+/// and nothing acknowledged is lost.
 #[test]
 // Run with `cargo nextest run -p warden-integration --run-ignored all`.
 #[ignore = "issue 6 open: S7/S8 not yet passing against the daemon wiring (the lone node does not yet report its reason in time)"]
@@ -341,14 +346,30 @@ fn s7_s8_total_outage_newer_data_wins_lone_node_waits() {
 
     // S8: node2 alone, with the older data.
     w.boot("node2", SETTLE).or_fail(&w);
-    let why = poll("node2's daemon to explain why it waits", SETTLE, || {
-        let r = w.reason("node2")?;
-        Ok(r.contains("reason=")
-            .then_some(r)
-            .filter(|r| !r.ends_with("reason=")))
+    let command = "etcd-warden recover force-new-cluster --node node2";
+    let shown = poll("crm_mon on node2 to say why etcd waits", SETTLE, || {
+        Ok(etcd_exit_reasons(&w, "node2", "node2")?
+            .into_iter()
+            .find(|r| r.contains("etcd-warden recover")))
     })
     .or_fail(&w);
-    eprintln!("S8: node2 alone says: {why}");
+    eprintln!("S8: crm_mon on node2 shows: {shown}");
+    assert!(
+        shown.contains(command),
+        "the exit reason must name `{command}`: {shown}"
+    );
+    let reported = poll("node2's daemon report to say why", FAILOVER, || {
+        Ok(report_exit_reasons(&daemon_report(&w, "node2")?, "node2")
+            .into_iter()
+            .find(|r| r.contains(command)))
+    })
+    .or_fail(&w);
+    assert_eq!(reported, shown, "the report and crm_mon disagree");
+    assert_eq!(
+        w.etcd_pid("node2").or_fail(&w),
+        None,
+        "a lone node with older data started etcd after a total outage"
+    );
     assert!(
         writer.first_ack_after(Some("node2"), t_out).is_none(),
         "a lone node with older data accepted writes after a total outage"
@@ -358,8 +379,17 @@ fn s7_s8_total_outage_newer_data_wins_lone_node_waits() {
     w.boot("node1", SETTLE).or_fail(&w);
     w.wait_started(&all, SETTLE).or_fail(&w);
     w.wait_voters("node1", &all, SETTLE).or_fail(&w);
+    assert!(
+        !w.archives("node2").or_fail(&w).is_empty(),
+        "node2 rejoined without archiving its stale data"
+    );
+    assert!(
+        w.archives("node1").or_fail(&w).is_empty(),
+        "node1's newer data was archived"
+    );
     let acks = writer.finish();
     w.check_writes(&acks, "/s7", &all).or_fail(&w);
+    eprintln!("S7/S8: {} acknowledged writes checked", acks.len());
     w.c.stop();
 }
 

@@ -100,3 +100,43 @@ impl<T> OrFail<T> for anyhow::Result<T> {
         }
     }
 }
+
+/// The exit reasons of etcd's failed actions on `node`, as crm_mon asked on
+/// `from` shows them (Pacemaker keeps the first 128 characters).
+pub fn etcd_exit_reasons(w: &WardenCluster, from: &str, node: &str) -> anyhow::Result<Vec<String>> {
+    let doc = crm_xml::parse(&w.c.crm_mon(from)?.raw)?;
+    Ok(doc
+        .failures
+        .iter()
+        .filter(|f| f.node == node && f.resource().split(':').next() == Some("etcd"))
+        .filter_map(|f| f.exit_reason.clone())
+        .collect())
+}
+
+/// The daemon's report (`/v1/report`) on `node`, asked through its socket
+/// in the node's private /run (reached through the namespace holder's
+/// root, as the socket lives in the node's mount namespace).
+pub fn daemon_report(w: &WardenCluster, node: &str) -> anyhow::Result<serde_json::Value> {
+    let socket = format!(
+        "/proc/{}/root{}",
+        w.c.holder_pid(node)?,
+        warden_integration::twonode::SOCKET
+    );
+    let body = warden_api::client::Client::new(&socket)
+        .get_raw(warden_api::paths::REPORT, Duration::from_secs(10))
+        .map_err(|e| anyhow::anyhow!("the report of {node}'s daemon: {e}"))?;
+    Ok(serde_json::from_slice(&body)?)
+}
+
+/// The exit reasons of the failed actions a report lists for `node`.
+pub fn report_exit_reasons(report: &serde_json::Value, node: &str) -> Vec<String> {
+    report
+        .pointer("/pacemaker/failedActions")
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|a| a.get("node").and_then(serde_json::Value::as_str) == Some(node))
+        .filter_map(|a| a.get("exitReason").and_then(serde_json::Value::as_str))
+        .map(str::to_owned)
+        .collect()
+}
