@@ -248,8 +248,6 @@ fn s4_partition_fence_race_one_survivor_rejoins() {
 /// cluster id, no fence, no forced cluster. S6: the daemon is killed and
 /// restarted: etcd keeps serving throughout and is adopted, not restarted.
 #[test]
-// Run with `cargo nextest run -p warden-integration --run-ignored all`.
-#[ignore = "issue 6 open: S6 needs the process backend to adopt a running etcd after a daemon restart (it restarts it today)"]
 fn s5_s6_local_etcd_crash_and_daemon_restart() {
     let (w, cid) = healthy(2, Topology::TwoNode);
     let all = w.nodes();
