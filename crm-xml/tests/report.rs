@@ -337,3 +337,37 @@ fn last_updated_never_goes_backwards() {
     );
     assert_eq!(r2.status.last_updated, r1.status.last_updated);
 }
+
+#[test]
+fn the_etcd_section_names_each_nodes_archives() {
+    let now = T0;
+    let mut o = opts();
+    let archive = "/var/lib/etcd.archive/1796036400-stale-peer-has-epoch-4";
+    o.etcd = Some(EtcdSection {
+        nodes: [(
+            "master-1".to_string(),
+            report::WardenNodeState {
+                state: report::WardenState::Rejoining,
+                since: Some("2026-11-30T11:00:00Z".into()),
+                archives: vec![archive.into()],
+            },
+        )]
+        .into_iter()
+        .collect(),
+        ..EtcdSection::default()
+    });
+    let r = build(&cluster(&UP, &UP, ""), &o, None, now);
+    let v = serde_json::to_value(&r).unwrap();
+    assert_eq!(
+        v["etcd"]["nodes"]["master-1"]["archives"],
+        serde_json::json!([archive])
+    );
+    // The CR's status is unchanged by it and still valid.
+    common::check_status(&common::schema(), &r.status).unwrap();
+    let back: Report = serde_json::from_value(v).unwrap();
+    assert_eq!(back, r);
+    // A section written before archives were reported still reads.
+    let old: EtcdSection =
+        serde_json::from_str(r#"{"nodes": {"master-0": {"state": "member"}}}"#).unwrap();
+    assert!(old.nodes["master-0"].archives.is_empty());
+}

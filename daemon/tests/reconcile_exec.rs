@@ -6,6 +6,11 @@
 //! promoted once etcd says it is in sync. Pacemaker's attribute writes go to
 //! a recording fake: the Pacemaker side runs in `tests/integration`'s
 //! cluster_failover scenarios.
+//!
+//! The forced start runs with `failover.force_election_timeout_ms` below the
+//! election timeout (etcd must accept the rendered value), and the archive
+//! goes to the configured `failover.archive_dir` and shows in `/status` and
+//! the report's etcd section.
 
 #![allow(clippy::unwrap_used)]
 
@@ -69,6 +74,9 @@ socket = "{d}/{me}/api.sock"
 state_dir = "{d}/{me}/state"
 [timeouts]
 stop_grace_ms = 5000
+[failover]
+archive_dir = "{d}/{me}/archives"
+force_election_timeout_ms = 250
 [[nodes]]
 name = "a"
 peer_urls = ["http://127.0.0.1:{ap}"]
@@ -95,7 +103,7 @@ fn node(dir: &std::path::Path, me: &str, ports: [u16; 4]) -> Node {
         data_dir: s.etcd.data_dir.clone(),
         state_file: s.state_dir.join("failover-state.json"),
         run_dir: dir.join(me).join("run"),
-        archive_dir: dir.join(me).join("etcd.archive"),
+        archive_dir: s.failover.archive_dir.clone(),
     };
     let core = Arc::new(Core::new(
         s.clone(),
@@ -282,7 +290,36 @@ fn force_archive_rejoin_promote_on_real_etcd() {
             old_len
         );
         assert!(archives[0].join("db.sha256").exists());
+        assert!(archives[0].starts_with(dir.path().join("b/archives")));
         assert!(!b.paths.has_data());
+        // Rule 3: the archive is shown, not only logged: /status ...
+        let st = b.core.status_doc(Duration::from_secs(2)).await;
+        assert_eq!(
+            st.archive_dir.as_deref(),
+            Some(dir.path().join("b/archives").as_path())
+        );
+        assert_eq!(st.archives.len(), 1, "{st:?}");
+        assert_eq!(st.archives[0].path, archives[0]);
+        assert_eq!(
+            st.archives[0].reason.as_deref(),
+            Some("the cluster has epoch 1")
+        );
+        assert!(st.archives[0].made_by_warden);
+        assert!(st.archives[0].size_bytes >= old_len, "{st:?}");
+        let last = st.last_archive.as_ref().unwrap();
+        assert_eq!(last.path, archives[0]);
+        let json = serde_json::to_value(&st).unwrap();
+        assert_eq!(
+            json["archives"][0]["path"],
+            serde_json::json!(archives[0].display().to_string())
+        );
+        assert_eq!(json["node"], "b");
+        // ... and the report's etcd section, for this node.
+        let (_, _, section) = b.core.etcd_section(Duration::from_secs(2)).await;
+        assert_eq!(
+            section.nodes["b"].archives,
+            vec![archives[0].display().to_string()]
+        );
 
         // a adds b as a learner; b joins with the cluster's epoch.
         exec(
