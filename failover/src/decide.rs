@@ -841,7 +841,22 @@ impl<'a> Decider<'a> {
                 }
                 let configured = f.pacemaker.nodes.len();
                 let voters = live.voters().count();
-                if voters == configured && live.members.len() == configured {
+                let silent: Vec<&str> = live
+                    .voters()
+                    .filter(|m| !m.in_sync && m.id != live.member_id)
+                    .map(|m| m.node.as_str())
+                    .collect();
+                if !silent.is_empty() {
+                    // Quorum holds, but one more loss would end it: say so.
+                    self.done(
+                        Outcome::Degraded,
+                        Some(format!(
+                            "{voters} voters, {} of them not answering: {}",
+                            silent.len(),
+                            silent.join(", ")
+                        )),
+                    )
+                } else if voters == configured && live.members.len() == configured {
                     self.done(Outcome::Success, None)
                 } else {
                     self.done(
@@ -875,18 +890,19 @@ impl<'a> Decider<'a> {
                         None,
                     );
                 }
-                if let Some(c) = &f.cluster {
-                    return if c.members.iter().any(|m| m.node == f.node && m.is_learner) {
-                        self.act(
-                            Step::StartEtcd {
-                                mode: StartMode::Join { epoch: c.epoch },
-                            },
-                            Outcome::Success,
-                            None,
-                        )
-                    } else {
-                        self.wait("waiting for the leader to add this node as a learner".into())
-                    };
+                if let Some(c) = &f.cluster
+                    && c.members.iter().any(|m| m.node == f.node && m.is_learner)
+                {
+                    return self.act(
+                        Step::StartEtcd {
+                            mode: StartMode::Join { epoch: c.epoch },
+                        },
+                        Outcome::Success,
+                        None,
+                    );
+                }
+                if f.cluster.is_some() {
+                    return self.ha_wait_without_data();
                 }
                 let all_fresh = f.others().all(|n| {
                     n.online
@@ -903,31 +919,54 @@ impl<'a> Decider<'a> {
                         None,
                     )
                 } else {
-                    self.wait("waiting for a running cluster to join".into())
+                    self.ha_wait_without_data()
                 }
             }
         }
     }
 
-    /// Replacement is learner → promote → remove the old voter: at most one
-    /// extra voter, one change at a time, and no change while a member that
-    /// stays is unhealthy.
+    /// Membership changes in HA mode, made by the leader's daemon only, one
+    /// change per decision, and none while a member that stays is unhealthy.
+    ///
+    /// Two kinds of replacement:
+    /// - by a new machine (the old node left Pacemaker's configuration):
+    ///   learner → promote → remove the old voter, so at most one extra voter
+    ///   during the change;
+    /// - by the same machine with an empty disk (its daemon publishes "no
+    ///   data" this boot): etcd refuses a second member with the same peer
+    ///   URL, so the old member, which can never vote again without its data,
+    ///   is removed first, then the node joins as a new learner and is
+    ///   promoted. Removing a member that cannot vote costs no fault
+    ///   tolerance: a majority of the remaining voters is the same set of
+    ///   live members as before.
     fn ha_membership(&mut self, live: &LiveEtcd) {
         let f = self.f;
         let configured = |node: &str| f.pacemaker.nodes.iter().any(|n| n.name == node);
+        let lost_data = |m: &MemberInfo| ha_member_without_data(f, live, m);
         let staying_unhealthy = live
             .voters()
-            .any(|m| configured(&m.node) && !m.in_sync && m.id != live.member_id);
-        if staying_unhealthy {
+            .find(|m| configured(&m.node) && !m.in_sync && m.id != live.member_id && !lost_data(m));
+        if staying_unhealthy.is_some() {
             return;
         }
         if let Some(l) = live.members.iter().find(|m| m.is_learner) {
-            if l.in_sync || self.broken(Mutation::PromoteUnsynced) {
+            // Promote only once the learner's node says it holds data: then
+            // no stale "no data" record of that node can later make a voter
+            // of it look like a member whose data is gone.
+            let has_data = f
+                .pacemaker
+                .nodes
+                .iter()
+                .find(|n| n.name == l.node)
+                .and_then(|n| n.record.as_ref())
+                .is_some_and(|r| r.has_data);
+            if (l.in_sync && has_data) || self.broken(Mutation::PromoteUnsynced) {
                 self.steps.push(Step::PromoteLearner {
                     id: l.id,
                     node: l.node.clone(),
                 });
             }
+            // etcd 3.4/3.5 allow one learner at a time.
             return;
         }
         let voters = live.voters().count();
@@ -941,6 +980,13 @@ impl<'a> Decider<'a> {
             });
             return;
         }
+        if let Some(gone) = live.voters().find(|m| lost_data(m)) {
+            self.steps.push(Step::RemoveMember {
+                id: gone.id,
+                node: gone.node.clone(),
+            });
+            return;
+        }
         if voters <= wanted
             && let Some(p) = f
                 .others()
@@ -951,6 +997,65 @@ impl<'a> Decider<'a> {
             });
         }
     }
+
+    /// Why a node without data waits in HA mode, in words an operator can
+    /// act on.
+    fn ha_wait_without_data(&mut self) -> Decision {
+        let f = self.f;
+        let Some(c) = &f.cluster else {
+            let down: Vec<&str> = f
+                .others()
+                .filter(|n| !n.online)
+                .map(|n| n.name.as_str())
+                .collect();
+            let down = if down.is_empty() {
+                String::new()
+            } else {
+                format!(" (offline: {})", down.join(", "))
+            };
+            return self.wait(format!(
+                "no etcd data here and no member answers with quorum{down}: waiting for a quorate \
+                 cluster to add this node as a learner (HA mode never forces or starts a new \
+                 cluster beside one that formed)"
+            ));
+        };
+        match c.members.iter().find(|m| m.node == f.node) {
+            Some(old) => self.wait(format!(
+                "no etcd data here; the cluster still lists this node's old member {:x}: \
+                 waiting for the leader to remove it (once every other member is healthy), then \
+                 to add this node as a learner",
+                old.id
+            )),
+            None => self.wait("waiting for the leader to add this node as a learner".into()),
+        }
+    }
+}
+
+/// A voter on a configured node whose daemon says, this boot, that the
+/// data it once held is gone: the member can never vote again and is being
+/// replaced by the same machine.
+///
+/// "Once held" is what tells it from a member of a fresh bootstrap whose
+/// node has not started etcd yet (no data either): the node's state file
+/// still names this cluster, or its data was archived. The node must be
+/// online (a transient attribute of a node that is gone means nothing), the
+/// member must not answer, and it must be the only member listed for that
+/// node.
+fn ha_member_without_data(f: &Facts, live: &LiveEtcd, m: &MemberInfo) -> bool {
+    if m.is_learner || m.in_sync || m.id == live.member_id || m.node == f.node {
+        return false;
+    }
+    let Some(n) = f.pacemaker.nodes.iter().find(|n| n.name == m.node) else {
+        return false;
+    };
+    let lost = n
+        .record
+        .as_ref()
+        .is_some_and(|r| !r.has_data && (r.cluster_id == Some(live.cluster_id) || r.archives > 0));
+    n.online
+        && n.etcd != ResourceState::Stopping
+        && lost
+        && live.members.iter().filter(|o| o.node == m.node).count() == 1
 }
 
 /// A node whose daemon is up (it published a record this boot), online and

@@ -166,6 +166,37 @@ fn ha_member_replacement_holds() {
     expect_complete("HA replacement", &report);
 }
 
+/// A node's disk is swapped for an empty one (same machine, same peer URL):
+/// the dead member is removed, the node joins as a new learner and is
+/// promoted, with any other fault on top (a second node lost while the
+/// first is empty is the degraded case: no change until it is back).
+#[test]
+fn ha_disk_swap_holds() {
+    let config = Config {
+        disk_swap: true,
+        max_faults: 2,
+        ..Config::ha()
+    };
+    let report = expect_holds_report(
+        "HA disk swap",
+        config,
+        depth_from_env(40),
+        &[
+            "data archived",
+            "learner added",
+            "swapped disk rejoined as a new voter",
+            "write acknowledged",
+        ],
+    );
+    expect_complete("HA disk swap", &report);
+    assert!(
+        !report.witnessed.contains_key("forced a new cluster")
+            && !report.witnessed.contains_key("claim held"),
+        "HA mode must never claim or force: {:?}",
+        report.witnessed
+    );
+}
+
 /// Lesson 26: with the power-loss window modelled (a follower learns of a
 /// commit only from the leader's next message), forcing from the survivor
 /// can lose an acknowledged write. The checker must find that trace; the

@@ -840,8 +840,10 @@ fn ha_replacement_is_learner_promote_remove_one_change_at_a_time() {
     n4.record = Some(record("n4", false, 0));
     f.pacemaker.nodes.push(n4);
     assert_eq!(acts(&f), vec![Step::AddLearner { node: "n4".into() }]);
-    // Learner in sync: promote (one extra voter for a moment).
+    // Learner in sync, and its node now publishes that it holds data:
+    // promote (one extra voter for a moment).
     live_mut(&mut f).members.push(member(4, "n4", true, true));
+    peer_mut(&mut f, "n4").record = Some(record("n4", true, 0));
     assert_eq!(
         acts(&f),
         vec![Step::PromoteLearner {
@@ -861,4 +863,150 @@ fn ha_replacement_is_learner_promote_remove_one_change_at_a_time() {
     // No change while a member that stays is unhealthy.
     live_mut(&mut f).members[1].in_sync = false;
     assert!(!has(&f, membership_change));
+}
+
+/// n3's disk was replaced (same machine, same peer URL): its daemon
+/// publishes "no data", and its state file still names the cluster.
+fn ha_n3_lost_its_disk() -> Facts {
+    let mut f = ha(A, true);
+    let l = live_mut(&mut f);
+    l.members[2].in_sync = false;
+    l.members[2].name = "n3".into();
+    let mut r = record("n3", false, 0);
+    r.cluster_id = Some(CLUSTER);
+    r.formed = true;
+    peer_mut(&mut f, "n3").record = Some(r);
+    peer_mut(&mut f, "n3").etcd = ResourceState::Starting;
+    f
+}
+
+#[test]
+fn ha_same_machine_with_an_empty_disk_is_removed_first_then_learner_promote() {
+    let mut f = ha_n3_lost_its_disk();
+    // etcd refuses a second member with n3's peer URL, and the old member
+    // can never vote again: it is removed first.
+    assert_eq!(
+        acts(&f),
+        vec![Step::RemoveMember {
+            id: 3,
+            node: "n3".into()
+        }]
+    );
+    assert_eq!(decide(&f).outcome, Outcome::Degraded);
+    // Only the leader changes membership.
+    live_mut(&mut f).is_leader = false;
+    assert!(!has(&f, membership_change));
+    live_mut(&mut f).is_leader = true;
+    // Removed: n3 is added as a new learner.
+    live_mut(&mut f).members.pop();
+    assert_eq!(acts(&f), vec![Step::AddLearner { node: "n3".into() }]);
+    // In sync, but n3's record (as this node's CIB shows it) still says "no
+    // data": not promoted yet, so that a stale record can never make the
+    // new voter look like a member whose data is gone.
+    live_mut(&mut f).members.push(member(9, "n3", true, true));
+    assert!(!has(&f, membership_change));
+    peer_mut(&mut f, "n3").record = Some(record("n3", true, 0));
+    assert_eq!(
+        acts(&f),
+        vec![Step::PromoteLearner {
+            id: 9,
+            node: "n3".into()
+        }]
+    );
+    // A promoted voter that does not answer for a moment is never removed
+    // while its node says it has data.
+    let l = live_mut(&mut f);
+    l.members[2].is_learner = false;
+    l.members[2].in_sync = false;
+    assert!(!has(&f, membership_change));
+}
+
+#[test]
+fn ha_no_membership_change_while_another_member_is_unhealthy() {
+    // n3 lost its disk, but n2 does not answer either: no change at all.
+    let mut f = ha_n3_lost_its_disk();
+    live_mut(&mut f).members[1].in_sync = false;
+    assert!(!has(&f, membership_change));
+    let d = decide(&f);
+    assert_eq!(d.outcome, Outcome::Degraded);
+    assert!(d.reason.unwrap().contains("n2"));
+    // Without quorum nothing changes and nothing is forced.
+    let mut f = ha_n3_lost_its_disk();
+    let l = live_mut(&mut f);
+    l.has_leader = false;
+    l.linearizable_ok = false;
+    l.is_leader = false;
+    assert!(!has(&f, membership_change));
+    assert!(!forces(&f));
+}
+
+#[test]
+fn ha_a_member_of_a_fresh_bootstrap_not_started_yet_is_not_removed() {
+    // n3 has not started etcd yet in a fresh bootstrap: no data, but its
+    // record names no cluster and no archive, so it never held data.
+    let mut f = ha_n3_lost_its_disk();
+    peer_mut(&mut f, "n3").record = Some(record("n3", false, 0));
+    assert!(!has(&f, membership_change));
+    // A node that is offline is not judged by its attributes.
+    let mut f = ha_n3_lost_its_disk();
+    peer_mut(&mut f, "n3").online = false;
+    assert!(!has(&f, membership_change));
+    // The record of an earlier archive counts as having held data.
+    let mut f = ha_n3_lost_its_disk();
+    let mut r = record("n3", false, 0);
+    r.archives = 1;
+    peer_mut(&mut f, "n3").record = Some(r);
+    assert!(has(&f, |s| matches!(s, Step::RemoveMember { id: 3, .. })));
+}
+
+#[test]
+fn ha_empty_disk_waits_and_says_why() {
+    // n3 after its disk was replaced: no data, etcd not running.
+    let mut f = ha("n3", true);
+    f.trigger = Trigger::Start;
+    f.etcd = EtcdView::NotRunning;
+    f.data = LocalData {
+        exists: false,
+        ..data(3, 0, &[A, B, "n3"])
+    };
+    f.local = LocalMarkers::default();
+    // n2 is down and n1 alone has no quorum: nobody answers.
+    let b = peer_mut(&mut f, B);
+    b.online = false;
+    b.unclean = true;
+    let d = decide(&f);
+    assert!(!forces(&f));
+    assert!(!has(&f, |s| matches!(s, Step::StartEtcd { .. })), "{d:?}");
+    let why = d.reason.unwrap();
+    assert!(
+        why.contains("no member answers with quorum") && why.contains(B),
+        "{why}"
+    );
+    // n2 back: the cluster answers and still lists n3's old member.
+    peer_mut(&mut f, B).online = true;
+    peer_mut(&mut f, B).unclean = false;
+    f.cluster = Some(ClusterView {
+        cluster_id: CLUSTER,
+        epoch: 0,
+        members: vec![
+            member(ID_A, A, false, true),
+            member(ID_B, B, false, true),
+            member(3, "n3", false, false),
+        ],
+        leave_lock: None,
+    });
+    let why = decide(&f).reason.unwrap();
+    assert!(
+        why.contains("old member 3") && why.contains("remove"),
+        "{why}"
+    );
+    assert!(!has(&f, |s| matches!(s, Step::StartEtcd { .. })));
+    // Added as a learner: join.
+    let c = f.cluster.as_mut().unwrap();
+    c.members.pop();
+    c.members.push(member(9, "n3", true, false));
+    assert!(has(&f, |s| *s
+        == Step::StartEtcd {
+            mode: StartMode::Join { epoch: 0 }
+        }));
 }

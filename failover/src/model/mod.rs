@@ -12,7 +12,8 @@
 //!   fenced / left / not seen), and its CIB copy of their attributes and
 //!   etcd operation history, refreshed at a join and otherwise only by a
 //!   separate `SyncCib` event (a delayed message);
-//! - HA: three voters, and optionally a spare machine that replaces one;
+//! - HA: three voters, and optionally a spare machine that replaces one,
+//!   or a disk swap that makes a node come back empty;
 //! - the network (one node may be cut off), fencing (either side of a race
 //!   may win; the loser is powered off), power-on, process and daemon
 //!   crashes, graceful stops, client writes (acknowledged when a quorum of the
@@ -67,6 +68,11 @@ pub struct Config {
     /// `Replace` event swaps in for a configured node (HA member
     /// replacement).
     pub spare: bool,
+    /// HA: a `SwapDisk` event (once per run) powers a configured node off
+    /// and gives it an empty disk (its old data kept as an archive), so
+    /// that the same machine, with the same peer URL, must be replaced in
+    /// the membership.
+    pub disk_swap: bool,
     /// Starting point.
     pub initial: Initial,
     /// At most this many fault events (crash, partition, etcd crash, daemon
@@ -95,6 +101,7 @@ impl Config {
             topology: Topology::TwoNode,
             nodes: 2,
             spare: false,
+            disk_swap: false,
             initial: Initial::Healthy,
             max_faults: 2,
             max_writes: 1,
@@ -111,6 +118,7 @@ impl Config {
             topology: Topology::Ha,
             nodes: 3,
             spare: false,
+            disk_swap: false,
             initial: Initial::Healthy,
             max_faults: 1,
             max_writes: 1,
@@ -295,6 +303,8 @@ pub struct State {
     pub next_member: u8,
     /// Faults so far.
     pub faults: u8,
+    /// A disk was swapped (at most once per run, like `Replace`).
+    pub swapped: bool,
     /// A transition broke a rule that no single state shows.
     pub broken: Option<(&'static str, String)>,
 }
@@ -398,6 +408,9 @@ pub enum Event {
     /// The machine is retired for good and the spare takes its place in
     /// Pacemaker's configuration, powered on with an empty disk (fault).
     Replace(usize),
+    /// HA only: the node loses power and its disk is swapped for an empty
+    /// one; the old data is kept aside as an archive (fault).
+    SwapDisk(usize),
 }
 
 /// The two-node / HA model.
@@ -488,6 +501,7 @@ impl EtcdModel {
             writes: 0,
             next_member: n as u8 + 1,
             faults: 0,
+            swapped: false,
             broken: None,
         };
         if self.config.initial == Initial::Healthy {
@@ -1218,6 +1232,16 @@ impl EtcdModel {
                     }
                 }
             }
+            Event::SwapDisk(y) => {
+                s.faults += 1;
+                s.swapped = true;
+                self.lose(&mut s, y);
+                self.power_off(&mut s, y);
+                let node = &mut s.nodes[y];
+                if node.data.take().is_some() {
+                    node.archives = node.archives.saturating_add(1);
+                }
+            }
             Event::DaemonRestart(y) => {
                 s.faults += 1;
                 s.nodes[y].pending = None;
@@ -1347,6 +1371,15 @@ impl EtcdModel {
                 }
             } else if node.configured {
                 out.push(Event::PowerOn(x));
+            }
+            if can_fault
+                && self.config.disk_swap
+                && !s.swapped
+                && self.config.topology == Topology::Ha
+                && node.configured
+                && node.data.is_some()
+            {
+                out.push(Event::SwapDisk(x));
             }
             let spare_unused = self.config.spare && !s.nodes[self.config.nodes].configured;
             if can_fault && spare_unused && node.configured {
@@ -1652,6 +1685,19 @@ impl Model for EtcdModel {
         }
         if !s.acked.is_empty() {
             out.push("write acknowledged");
+        }
+        if self.config.disk_swap {
+            // A member added after the initial ones (ids 1..=nodes) that
+            // votes, on a node that is not the spare: a swapped disk was
+            // replaced in the membership.
+            let first_new = self.config.nodes as u8 + 1;
+            if data().any(|d| {
+                d.config
+                    .iter()
+                    .any(|e| e.id >= first_new && !e.learner && e.node < self.config.nodes)
+            }) {
+                out.push("swapped disk rejoined as a new voter");
+            }
         }
         if self.config.spare {
             let spare = self.config.nodes;
