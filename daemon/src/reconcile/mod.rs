@@ -70,6 +70,28 @@ pub struct Reconciler {
     state: Mutex<(WardenState, u64)>,
     kick: Notify,
     serial: tokio::sync::Mutex<()>,
+    // Agent stops in progress. While Pacemaker stops etcd here, the loop's
+    // own passes must not act: between two passes of the stop they saw the
+    // member just removed as "etcd not running where Pacemaker wants it"
+    // and archived and rejoined it (S9), or released the leave lock taken
+    // for the stop. The stop's own passes carry it through.
+    stops: std::sync::atomic::AtomicUsize,
+}
+
+/// Counts one agent stop in flight for as long as it lives.
+struct StopInFlight<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> StopInFlight<'a> {
+    fn new(n: &'a std::sync::atomic::AtomicUsize) -> Self {
+        n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        StopInFlight(n)
+    }
+}
+
+impl Drop for StopInFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// Where this node's failover files live, from the settings: the state file
@@ -120,6 +142,7 @@ impl Reconciler {
             state: Mutex::new((WardenState::Stopped, now_unix())),
             kick: Notify::new(),
             serial: tokio::sync::Mutex::new(()),
+            stops: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -198,6 +221,12 @@ impl Reconciler {
     ) -> Result<Decision, String> {
         let started = Instant::now();
         let _one = self.serial.lock().await;
+        if matches!(trigger, Trigger::Reconcile)
+            && self.stops.load(std::sync::atomic::Ordering::SeqCst) > 0
+        {
+            // A tick that queued behind a pass of the stop (see `stops`).
+            return Err("an agent stop is in progress; its own passes act".into());
+        }
         let probe = core
             .settings
             .timeouts
@@ -219,6 +248,7 @@ impl Reconciler {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .clone();
+            let gathering = Instant::now();
             let facts = match gather::gather(
                 core,
                 &self.pcmk,
@@ -239,7 +269,9 @@ impl Reconciler {
                 self.note(&trigger, &d, None, &facts);
                 return Ok(d);
             }
-            tracing::info!(?trigger, steps = ?d.steps, "carrying out");
+            // How long the facts took is the survivor's overhead between a
+            // fence and its forced restart: worth seeing in every action log.
+            tracing::info!(?trigger, steps = ?d.steps, gathered_ms = gathering.elapsed().as_millis() as u64, "carrying out");
             let env = Env {
                 ops: core,
                 pcmk: &self.pcmk,
@@ -262,6 +294,10 @@ impl Reconciler {
     /// The loop's own pass (timer, alert, leader change). Returns whether
     /// something is pending, so that the loop comes back sooner.
     pub async fn tick(&self, core: &Arc<Core>) -> bool {
+        if self.stops.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            // The stop decides and acts; come back once it is done.
+            return true;
+        }
         let limit = core.settings.timeouts.start_timeout;
         match self.pass(core, Trigger::Reconcile, limit).await {
             Ok(d) => d.steps.iter().any(|s| !matches!(s, Step::Refuse { .. })),
@@ -327,6 +363,7 @@ impl Reconciler {
         } else {
             Trigger::Stop
         };
+        let _stopping = (action == Action::Stop).then(|| StopInFlight::new(&self.stops));
         let mut why = String::from("no decision yet");
         loop {
             let left = budget.saturating_sub(started.elapsed());

@@ -442,6 +442,14 @@ fn s9_s10_graceful_reboot_and_graceful_stop_of_both() {
     w.wait_started(&all, SETTLE).or_fail(&w);
     w.wait_voters("node1", &all, SETTLE).or_fail(&w);
     check_seen(&mon.finish(), 2);
+    // node2 left the member list on its way down, so its old data is
+    // archived once, when it rejoins; never during the stop itself.
+    let archived = w.archives("node2").or_fail(&w);
+    assert_eq!(
+        archived.len(),
+        1,
+        "node2's data must be archived exactly once, at its rejoin: {archived:?}"
+    );
 
     // S10
     let t_stop = SystemTime::now();
@@ -477,6 +485,9 @@ fn s9_s10_graceful_reboot_and_graceful_stop_of_both() {
         "a clean start after a graceful stop forced a new cluster"
     );
     assert_eq!(w.fence_count("node1", "node2").or_fail(&w), 0);
+    // Neither left nor archived anything: both kept their data.
+    assert!(w.archives("node1").or_fail(&w).is_empty());
+    assert_eq!(w.archives("node2").or_fail(&w), archived);
     let acks = writer.finish();
     w.check_writes(&acks, "/s9", &all).or_fail(&w);
     w.c.stop();
