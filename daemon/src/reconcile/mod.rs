@@ -76,6 +76,11 @@ pub struct Reconciler {
     // and archived and rejoined it (S9), or released the leave lock taken
     // for the stop. The stop's own passes carry it through.
     stops: std::sync::atomic::AtomicUsize,
+    // Whether the last facts showed a learner. Nothing is decided while it
+    // catches up (decide has no step for that), yet its promotion is due
+    // the moment etcd reports it in sync: the loop keeps the pending pace
+    // rather than the stable one, or a rejoin waits a whole stable interval.
+    learner: std::sync::atomic::AtomicBool,
 }
 
 /// Counts one agent stop in flight for as long as it lives.
@@ -143,6 +148,7 @@ impl Reconciler {
             kick: Notify::new(),
             serial: tokio::sync::Mutex::new(()),
             stops: std::sync::atomic::AtomicUsize::new(0),
+            learner: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -202,6 +208,9 @@ impl Reconciler {
             at: now_unix(),
         };
         *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(rec);
+        let learner = matches!(&facts.etcd, EtcdView::Running(l) if l.is_learner || l.members.iter().any(|m| m.is_learner));
+        self.learner
+            .store(learner, std::sync::atomic::Ordering::SeqCst);
         let st = classify(facts, d);
         let mut cur = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if cur.0 != st {
@@ -300,7 +309,10 @@ impl Reconciler {
         }
         let limit = core.settings.timeouts.start_timeout;
         match self.pass(core, Trigger::Reconcile, limit).await {
-            Ok(d) => d.steps.iter().any(|s| !matches!(s, Step::Refuse { .. })),
+            Ok(d) => {
+                d.steps.iter().any(|s| !matches!(s, Step::Refuse { .. }))
+                    || self.learner.load(std::sync::atomic::Ordering::SeqCst)
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot decide now");
                 true
