@@ -79,6 +79,20 @@ async fn members_info(
         .collect()
 }
 
+/// The members with their node, none of them asked (so none in sync).
+fn unasked_members(core: &Core, members: &[Member]) -> Vec<MemberInfo> {
+    members
+        .iter()
+        .map(|m| MemberInfo {
+            id: m.id,
+            name: m.name.clone(),
+            node: node_of(&core.settings, m),
+            is_learner: m.is_learner,
+            in_sync: false,
+        })
+        .collect()
+}
+
 /// The local etcd, live.
 async fn local_etcd(core: &Core, deadline: Duration) -> Result<EtcdView, GatherError> {
     match core.supervisor.state().await {
@@ -108,7 +122,15 @@ async fn local_etcd(core: &Core, deadline: Duration) -> Result<EtcdView, GatherE
         },
     );
     let members = members?;
-    let infos = members_info(core, &members, st.raft_index, deadline).await;
+    // Without a leader no decision looks at whether another member answers
+    // (promotions, removals and the graceful-stop count all need quorum),
+    // while asking a lost peer costs up to MEMBER_STATUS_LIMIT on every
+    // pass of the survivor between the fence and its forced restart.
+    let infos = if leader {
+        members_info(core, &members, st.raft_index, deadline).await
+    } else {
+        unasked_members(core, &members)
+    };
     Ok(EtcdView::Running(LiveFacts {
         member_id: st.member_id,
         cluster_id: st.cluster_id,
@@ -220,7 +242,30 @@ pub async fn gather<P: Pacemaker>(
         tokio::join!(pcmk.crm_mon(deadline), attrs, local_etcd(core, deadline));
     let doc = doc?;
     let attrs = attrs?;
-    let etcd = etcd?;
+    let etcd = match etcd {
+        // In HA mode a member restarted while the majority is down runs but
+        // answers no client before it has a leader (etcd 3.4/3.5 serve only
+        // once the member has published itself through raft). That is a
+        // fact to decide on (running, no leader, no quorum), not a reason
+        // to decide nothing: the decision then reports it degraded and
+        // waits, and a start does not hold Pacemaker up.
+        Err(GatherError::Etcd(e)) if s.topology == crate::config::Topology::Ha => {
+            tracing::debug!(error = %e, "etcd runs but does not answer yet");
+            let st = paths.read_state()?;
+            EtcdView::Running(LiveFacts {
+                member_id: st.member_id.unwrap_or_default(),
+                cluster_id: st.cluster_id.unwrap_or_default(),
+                is_learner: false,
+                has_leader: false,
+                is_leader: false,
+                linearizable_ok: false,
+                members: Vec::new(),
+                leave_lock: None,
+                position: RaftPosition::default(),
+            })
+        }
+        r => r?,
+    };
     let mut joins = paths.joins();
     if pcmk::update_joins(&doc, &names, &mut joins, now_unix())
         && let Err(e) = paths.write_joins(&joins)
