@@ -825,13 +825,13 @@ impl<'a> Decider<'a> {
         match &f.etcd {
             EtcdView::Running(live) => {
                 if live.is_learner {
-                    return self.wait(
+                    return self.ha_running_but(
                         "learner catching up; the leader promotes it once etcd reports it in sync"
                             .into(),
                     );
                 }
                 if !live.quorate() {
-                    return self.wait(
+                    return self.ha_running_but(
                         "etcd has no quorum; waiting for a majority of voters (HA mode never forces a new cluster)"
                             .into(),
                     );
@@ -998,10 +998,41 @@ impl<'a> Decider<'a> {
         }
     }
 
+    /// etcd runs here but cannot serve yet (no majority, or a learner
+    /// catching up). A start is done: what it waits for is other nodes'
+    /// etcd, which Pacemaker starts only once the actions in flight have
+    /// completed, so a start that kept waiting would hold up the very start
+    /// it waits for. The monitor reports it degraded meanwhile.
+    fn ha_running_but(&mut self, reason: String) -> Decision {
+        if self.f.trigger == Trigger::Start {
+            return self.done(Outcome::Degraded, Some(reason));
+        }
+        self.wait(reason)
+    }
+
     /// Why a node without data waits in HA mode, in words an operator can
-    /// act on.
+    /// act on. A start gives way when Pacemaker has yet to start etcd on an
+    /// online node: Pacemaker runs no new action while this start is in
+    /// flight, and that node's etcd may be what this one waits for.
     fn ha_wait_without_data(&mut self) -> Decision {
         let f = self.f;
+        if f.trigger == Trigger::Start
+            && let Some(p) = f.others().find(|p| {
+                p.online
+                    && !p.standby
+                    && matches!(
+                        p.etcd,
+                        ResourceState::Stopped { .. } | ResourceState::Unknown
+                    )
+            })
+        {
+            let reason = format!(
+                "no etcd data here and no member that could add it runs yet: giving this start \
+                 up so that Pacemaker can start etcd on {}",
+                p.name
+            );
+            return self.done(Outcome::Failed, Some(reason));
+        }
         let Some(c) = &f.cluster else {
             let down: Vec<&str> = f
                 .others()

@@ -1010,3 +1010,63 @@ fn ha_empty_disk_waits_and_says_why() {
             mode: StartMode::Join { epoch: 0 }
         }));
 }
+
+#[test]
+fn ha_a_start_is_done_once_etcd_runs_even_without_quorum() {
+    // Pacemaker starts no other instance while this start is in flight, and
+    // the majority this member waits for needs those starts: the start
+    // ends (running, degraded) instead of waiting.
+    let mut f = ha(A, false);
+    f.trigger = Trigger::Start;
+    let d = decide(&f);
+    assert_eq!(d.outcome, Outcome::Degraded);
+    assert!(!d.steps.iter().any(|s| matches!(s, Step::Wait { .. })));
+    assert!(d.reason.unwrap().contains("no quorum"));
+    assert!(!forces(&f));
+    // A learner catching up: the same.
+    let mut f = ha("n3", true);
+    f.trigger = Trigger::Start;
+    let l = live_mut(&mut f);
+    l.member_id = 3;
+    l.is_leader = false;
+    l.is_learner = true;
+    l.members[2].is_learner = true;
+    let d = decide(&f);
+    assert_eq!(d.outcome, Outcome::Degraded);
+    assert!(!d.steps.iter().any(|s| matches!(s, Step::Wait { .. })));
+    // Monitor and the daemon's loop still wait (and report degraded).
+    f.trigger = Trigger::Monitor;
+    assert!(has(&f, |s| matches!(s, Step::Wait { .. })));
+}
+
+#[test]
+fn ha_an_empty_node_gives_its_start_up_while_pacemaker_must_start_a_peer() {
+    // n3 has an empty disk and nobody answers with quorum; n2 just came
+    // back and Pacemaker has yet to start its etcd: n3's start fails (with
+    // the reason) so that Pacemaker can run n2's start.
+    let mut f = ha("n3", true);
+    f.trigger = Trigger::Start;
+    f.etcd = EtcdView::NotRunning;
+    f.data = LocalData {
+        exists: false,
+        ..data(3, 0, &[A, B, "n3"])
+    };
+    f.local = LocalMarkers::default();
+    peer_mut(&mut f, A).etcd = ResourceState::Starting;
+    peer_mut(&mut f, B).etcd = ResourceState::Unknown;
+    let d = decide(&f);
+    assert_eq!(d.outcome, Outcome::Failed);
+    assert!(!d.steps.iter().any(|s| matches!(s, Step::Wait { .. })));
+    assert!(d.reason.unwrap().contains(B));
+    // Once n2's start is under way, n3 waits (its start goes on).
+    peer_mut(&mut f, B).etcd = ResourceState::Starting;
+    assert!(has(&f, |s| matches!(s, Step::Wait { .. })));
+    // A node in standby is not waited for.
+    let b = peer_mut(&mut f, B);
+    b.etcd = ResourceState::Unknown;
+    b.standby = true;
+    assert!(has(&f, |s| matches!(s, Step::Wait { .. })));
+    // Never a start of a new cluster, never a force.
+    assert!(!has(&f, |s| matches!(s, Step::StartEtcd { .. })));
+    assert!(!forces(&f));
+}
