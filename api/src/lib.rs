@@ -11,7 +11,7 @@
 //! |---|---|---|---|
 //! | POST | [`paths::ACTION`] | [`ActionRequest`] | [`ActionReply`] |
 //! | POST | [`paths::EVENT`] | [`ClusterEvent`] | [`Ack`] |
-//! | GET | [`paths::STATUS`] | – | [`NodeStatus`] |
+//! | GET | [`paths::STATUS`] | – | [`NodeStatus`]'s fields, plus `archiveDir`, `archives` and `lastArchive` (the daemon's failover archives) |
 //! | GET | [`paths::MEMBERS`] | – | `Vec<`[`Member`]`>` |
 //! | GET | [`paths::REPORT`] | – | the PacemakerCluster report (JSON) |
 //! | GET | [`paths::EVENTS`] | – | server-sent [`LeaderEvent`]s |
