@@ -72,6 +72,13 @@ failover-bench: deps
 	$(CARGO) build --release -p etcd-warden -p etcd-warden-agent
 	RUNS=$(RUNS) $(CARGO) run --release -p warden-integration --bin failover-bench
 
+# The collect cycle against the crm_mon call alone (issue 3: at most 1.1x),
+# alternating runs, medians and ratios; COLLECT_ROUNDS / COLLECT_RUNS size it.
+# Prints its figures; docs/benchmarks.md records them by hand.
+.PHONY: bench-collect
+bench-collect: deps
+	$(CARGO) bench -p etcd-warden --bench collect_cycle
+
 release: deps
 	$(CARGO) build --release -p etcd-warden -p etcd-warden-agent
 

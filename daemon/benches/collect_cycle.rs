@@ -14,9 +14,10 @@
 //! through a pipe, as every consumer of it, `collect` included, must).
 //!
 //! Run: `make bench-collect`, or
-//! `cargo bench -p etcd-warden --bench collect_cycle` (`ROUNDS=…` rounds of
-//! `RUNS=…` runs of each; defaults 10 × 20). Cargo builds
-//! `target/release/etcd-warden` for it (the bench profile is the release one).
+//! `cargo bench -p etcd-warden --bench collect_cycle` (`COLLECT_ROUNDS=…`
+//! rounds of `COLLECT_RUNS=…` runs of each; defaults 10 × 20). Cargo builds
+//! `target/release/etcd-warden` for it (the bench profile is the release
+//! one) and passes its path in `CARGO_BIN_EXE_etcd-warden`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -104,7 +105,12 @@ impl Setup {
                 c
             }
         };
-        cmd.env("CIB_file", &self.cib).stdin(Stdio::null());
+        // As the systemd unit runs it: no backtrace capture, which a
+        // developer's RUST_BACKTRACE=1 would add to every error value.
+        cmd.env("CIB_file", &self.cib)
+            .env_remove("RUST_BACKTRACE")
+            .env_remove("RUST_LIB_BACKTRACE")
+            .stdin(Stdio::null());
         cmd.stderr(Stdio::piped());
         cmd.stdout(if kind == Kind::CrmMonPipe {
             Stdio::piped()
@@ -183,8 +189,8 @@ fn load_average() -> String {
 
 fn main() -> ExitCode {
     // `cargo bench` passes `--bench` (and filters); nothing to select here.
-    let rounds = env_usize("ROUNDS", 10).max(1);
-    let runs = env_usize("RUNS", 20).max(1);
+    let rounds = env_usize("COLLECT_ROUNDS", 10).max(1);
+    let runs = env_usize("COLLECT_RUNS", 20).max(1);
 
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_etcd-warden"));
     if !bin.is_file() {

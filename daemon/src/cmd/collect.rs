@@ -428,7 +428,8 @@ struct Bounded {
     max_output: usize,
     deadline: Instant,
     timeout: Duration,
-    started: anyhow::Result<Started>,
+    /// `None` once finished.
+    started: Option<anyhow::Result<Started>>,
 }
 
 struct Started {
@@ -441,7 +442,7 @@ struct Started {
 impl Bounded {
     fn spawn(argv: &[String], timeout: Duration, max_output: usize) -> Self {
         let prog = argv.first().cloned().unwrap_or_default();
-        let started = Self::start(argv);
+        let started = Some(Self::start(argv));
         Bounded {
             prog,
             max_output,
@@ -474,12 +475,11 @@ impl Bounded {
 
     /// Wait for the command and return its stdout.
     fn finish(mut self) -> anyhow::Result<String> {
-        let started = std::mem::replace(&mut self.started, Err(anyhow::anyhow!("finished")));
         let Started {
             mut child,
             pid,
             stderr,
-        } = started?;
+        } = self.started.take().context("command already finished")??;
         let prog = self.prog.as_str();
         let max_output = self.max_output;
         // The watchdog kills the child at the deadline unless told first
@@ -493,7 +493,10 @@ impl Bounded {
             }
             _ => false,
         });
-        let mut buf = Vec::new();
+        // Room for a small cluster's status up front: read_to_end on an empty
+        // Vec starts with 32-byte reads and grows step by step, one wake-up
+        // per step while the child writes.
+        let mut buf = Vec::with_capacity(max_output.min(64 * 1024));
         let limit = u64::try_from(max_output)
             .unwrap_or(u64::MAX)
             .saturating_add(1);
@@ -536,7 +539,7 @@ impl Drop for Bounded {
         // Only an unfinished command is still here: an error elsewhere
         // ended the cycle while it ran. Kill it through its handle (it is
         // unreaped, so the pid is still ours) and reap it.
-        if let Ok(s) = &mut self.started {
+        if let Some(Ok(s)) = &mut self.started {
             let _ = s.child.kill();
             let _ = s.child.wait();
         }
@@ -735,7 +738,7 @@ mod tests {
     #[test]
     fn unfinished_command_is_killed_and_reaped_on_drop() {
         let b = Bounded::spawn(&argv("sleep 30"), Duration::from_secs(60), 100);
-        let pid = b.started.as_ref().unwrap().pid;
+        let pid = b.started.as_ref().unwrap().as_ref().unwrap().pid;
         let t = Instant::now();
         drop(b);
         assert!(t.elapsed() < Duration::from_secs(5));

@@ -677,3 +677,116 @@ fn transition_times_survive_across_collect_runs() {
     assert!(third.status.success());
     assert!(String::from_utf8_lossy(&third.stderr).contains("previous report"));
 }
+
+/// The live path takes node addresses from corosync.conf when it agrees with
+/// crm_mon's membership (names and node ids) and then starts no
+/// corosync-cmapctl; when it disagrees, Corosync's runtime answers; a
+/// malformed file named with --corosync-conf is an error naming file:line.
+/// crm_mon is the real one on a two-node CIB (master-0 id 1, master-1 id 2).
+#[test]
+fn live_node_addresses_from_corosync_conf_or_cmapctl() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let cib = warden_integration::bins::workspace().join("crm-xml/benches/two_node_cib.xml");
+    let conf = dir.path().join("corosync.conf");
+    // The stand-in for corosync-cmapctl prints a runtime node list and
+    // leaves a mark, so the test sees whether it was started at all.
+    let mark = dir.path().join("cmapctl-was-run");
+    let cmapctl = dir.path().join("cmapctl");
+    std::fs::write(
+        &cmapctl,
+        format!(
+            "#!/bin/sh\ntouch {}\necho 'nodelist.node.0.name (str) = master-0'\n\
+             echo 'nodelist.node.0.ring0_addr (str) = 198.51.100.1'\n\
+             echo 'nodelist.node.1.name (str) = master-1'\n\
+             echo 'nodelist.node.1.ring0_addr (str) = 198.51.100.2'\n",
+            mark.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&cmapctl, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = dir.path().join("report.json");
+    let run = || {
+        let _ = std::fs::remove_file(&mark);
+        Command::new(warden())
+            .arg("collect")
+            .env("CIB_file", &cib)
+            .arg("--cmapctl-cmd")
+            .arg(&cmapctl)
+            .arg("--cib-file")
+            .arg(&cib)
+            .arg("--corosync-conf")
+            .arg(&conf)
+            .arg("--output")
+            .arg(&out)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let addresses = || -> BTreeMap<String, Vec<String>> {
+        let r = Report::from_json(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        r.status
+            .nodes
+            .iter()
+            .map(|n| {
+                let a = n.addresses.iter().map(|a| a.address.clone()).collect();
+                (n.node_name.clone(), a)
+            })
+            .collect()
+    };
+    let node = |name: &str, id: u32, addr: &str| {
+        format!("  node {{\n    name: {name}\n    nodeid: {id}\n    ring0_addr: {addr}\n  }}\n")
+    };
+
+    // Agrees with crm_mon: addresses from the file, no cmapctl process.
+    std::fs::write(
+        &conf,
+        format!(
+            "totem {{\n  version: 2\n}}\nnodelist {{\n{}{}}}\n",
+            node("master-0", 1, "192.0.2.1"),
+            node("master-1", 2, "192.0.2.2")
+        ),
+    )
+    .unwrap();
+    let o = run();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        !mark.exists(),
+        "cmapctl was started although the file agrees"
+    );
+    assert_eq!(addresses()["master-0"], ["192.0.2.1"]);
+    assert_eq!(addresses()["master-1"], ["192.0.2.2"]);
+
+    // Another cluster's file (master-1 has another id): the runtime answers.
+    std::fs::write(
+        &conf,
+        format!(
+            "nodelist {{\n{}{}}}\n",
+            node("master-0", 1, "192.0.2.1"),
+            node("master-1", 3, "192.0.2.2")
+        ),
+    )
+    .unwrap();
+    let o = run();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(mark.exists(), "cmapctl was not asked");
+    assert_eq!(addresses()["master-0"], ["198.51.100.1"]);
+    assert_eq!(addresses()["master-1"], ["198.51.100.2"]);
+
+    // Malformed: a clear error with file and line, nothing written.
+    let _ = std::fs::remove_file(&out);
+    std::fs::write(&conf, "nodelist {\n  node {\n    name master-0\n  }\n}\n").unwrap();
+    let o = run();
+    assert_clean_failure(
+        &o,
+        "malformed corosync.conf",
+        &format!("{}:3: ", conf.display()),
+    );
+    assert!(!out.exists());
+}
