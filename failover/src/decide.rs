@@ -1011,28 +1011,15 @@ impl<'a> Decider<'a> {
     }
 
     /// Why a node without data waits in HA mode, in words an operator can
-    /// act on. A start gives way when Pacemaker has yet to start etcd on an
-    /// online node: Pacemaker runs no new action while this start is in
-    /// flight, and that node's etcd may be what this one waits for.
+    /// act on.
+    ///
+    /// A start that waits here holds Pacemaker's other actions up while it
+    /// is in flight (a returning node's etcd start among them). Failing it
+    /// at once instead was tried on the harness: Pacemaker retried it at
+    /// once, ahead of the other node's start, until the migration threshold
+    /// banned the node. So it waits; see docs/failover.md.
     fn ha_wait_without_data(&mut self) -> Decision {
         let f = self.f;
-        if f.trigger == Trigger::Start
-            && let Some(p) = f.others().find(|p| {
-                p.online
-                    && !p.standby
-                    && matches!(
-                        p.etcd,
-                        ResourceState::Stopped { .. } | ResourceState::Unknown
-                    )
-            })
-        {
-            let reason = format!(
-                "no etcd data here and no member that could add it runs yet: giving this start \
-                 up so that Pacemaker can start etcd on {}",
-                p.name
-            );
-            return self.done(Outcome::Failed, Some(reason));
-        }
         let Some(c) = &f.cluster else {
             let down: Vec<&str> = f
                 .others()
