@@ -319,8 +319,6 @@ fn s5_s6_local_etcd_crash_and_daemon_restart() {
 /// boots: its newer data wins, node2 archives its stale data and rejoins,
 /// and nothing acknowledged is lost.
 #[test]
-// Run with `cargo nextest run -p warden-integration --run-ignored all`.
-#[ignore = "issue 6 open: S7/S8 not yet passing against the daemon wiring (the lone node does not yet report its reason in time)"]
 fn s7_s8_total_outage_newer_data_wins_lone_node_waits() {
     let (w, _cid) = healthy(2, Topology::TwoNode);
     let all = w.nodes();
@@ -412,8 +410,6 @@ fn graceful_stop(w: &WardenCluster, node: &str) {
 /// forcing a new cluster (the cluster id stays). S10: both stop gracefully at
 /// once: no corruption; both start cleanly afterwards with every write.
 #[test]
-// Run with `cargo nextest run -p warden-integration --run-ignored all`.
-#[ignore = "issue 6 open: S9/S10 not yet passing (crm_mon exits 102 on node1 after both stop gracefully; undiagnosed)"]
 fn s9_s10_graceful_reboot_and_graceful_stop_of_both() {
     let (w, cid) = healthy(2, Topology::TwoNode);
     let all = w.nodes();
