@@ -5,9 +5,10 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -15,7 +16,7 @@ use crm_xml::cib::{FenceTargets, corosync_addresses};
 use crm_xml::model::NodeType;
 use crm_xml::report::{self, EtcdSection, Options, Report};
 use nix::sys::signal::{Signal, kill};
-use nix::sys::wait::{Id, WaitPidFlag, waitid};
+use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::Pid;
 
 mod corosync_conf;
@@ -423,6 +424,11 @@ pub fn run_bounded(
 /// [`Bounded::finish`]. The child is killed by its own pid, never by name,
 /// and only while it is unreaped, so the pid is still ours; dropping an
 /// unfinished one kills and reaps it.
+///
+/// Its stdout and stderr are Unix socket pairs rather than pipes: a socket
+/// read takes a timeout, so one thread enforces the deadline and reads both,
+/// with no reader or watchdog threads to start, wake and join on every
+/// collect cycle.
 struct Bounded {
     prog: String,
     max_output: usize,
@@ -435,9 +441,22 @@ struct Bounded {
 struct Started {
     child: Child,
     pid: Pid,
-    /// Reads stderr (up to 64 KiB) so that the child never blocks on it.
-    stderr: std::thread::JoinHandle<Vec<u8>>,
+    stdout: UnixStream,
+    stderr: UnixStream,
 }
+
+/// What ended the read of a command's stdout early.
+enum Cut {
+    Deadline,
+    Overflow,
+}
+
+/// Longest pause between checks for a child that has closed its stdout but
+/// not yet exited (normally it exits within microseconds of the close).
+const EXIT_CHECK_MAX: Duration = Duration::from_millis(10);
+
+/// stderr kept for the error message.
+const STDERR_KEEP: usize = 64 * 1024;
 
 impl Bounded {
     fn spawn(argv: &[String], timeout: Duration, max_output: usize) -> Self {
@@ -454,23 +473,24 @@ impl Bounded {
 
     fn start(argv: &[String]) -> anyhow::Result<Started> {
         let (prog, rest) = argv.split_first().context("empty command")?;
-        let mut child = Command::new(prog)
+        let (stdout, child_out) = UnixStream::pair().context("cannot create a socket pair")?;
+        let (stderr, child_err) = UnixStream::pair().context("cannot create a socket pair")?;
+        // The child's ends are closed here once spawned (the Command owns
+        // them), so that its exit ends our reads.
+        let child = Command::new(prog)
             .args(rest)
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stdout(Stdio::from(OwnedFd::from(child_out)))
+            .stderr(Stdio::from(OwnedFd::from(child_err)))
             .spawn()
             .with_context(|| format!("cannot run {prog}"))?;
         let pid = Pid::from_raw(i32::try_from(child.id()).context("pid out of range")?);
-        let stderr = match child.stderr.take() {
-            Some(mut e) => std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let _ = (&mut e).take(64 * 1024).read_to_end(&mut buf);
-                buf
-            }),
-            None => std::thread::spawn(Vec::new),
-        };
-        Ok(Started { child, pid, stderr })
+        Ok(Started {
+            child,
+            pid,
+            stdout,
+            stderr,
+        })
     }
 
     /// Wait for the command and return its stdout.
@@ -478,51 +498,35 @@ impl Bounded {
         let Started {
             mut child,
             pid,
-            stderr,
+            mut stdout,
+            mut stderr,
         } = self.started.take().context("command already finished")??;
         let prog = self.prog.as_str();
         let max_output = self.max_output;
-        // The watchdog kills the child at the deadline unless told first
-        // that it has exited (the sender is dropped).
-        let (done, wait_done) = mpsc::channel::<()>();
-        let remaining = self.deadline.saturating_duration_since(Instant::now());
-        let watchdog = std::thread::spawn(move || match wait_done.recv_timeout(remaining) {
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                let _ = kill(pid, Signal::SIGKILL);
-                true
-            }
-            _ => false,
-        });
-        // Room for a small cluster's status up front: read_to_end on an empty
-        // Vec starts with 32-byte reads and grows step by step, one wake-up
-        // per step while the child writes.
+        // Room for a small cluster's status up front: read_to_end-style
+        // growth from empty starts with 32-byte reads.
         let mut buf = Vec::with_capacity(max_output.min(64 * 1024));
-        let limit = u64::try_from(max_output)
-            .unwrap_or(u64::MAX)
-            .saturating_add(1);
-        let read = match child.stdout.take() {
-            Some(mut out) => (&mut out).take(limit).read_to_end(&mut buf).map(|_| ()),
-            None => Ok(()),
-        };
-        let overflow = buf.len() > max_output;
-        if overflow {
+        let (read, mut cut) = read_until(&mut stdout, &mut buf, max_output, self.deadline);
+        if cut.is_none() {
+            // Closing stdout normally means exiting; wait for the exit
+            // without reaping (WNOWAIT), within the same deadline.
+            cut = wait_exit(pid, self.deadline).then_some(Cut::Deadline);
+        }
+        if cut.is_some() {
+            // Unreaped, so the pid is still this child's.
             let _ = kill(pid, Signal::SIGKILL);
         }
-        // Wait for the exit without reaping (WNOWAIT): until the child is
-        // reaped below, the watchdog's kill cannot reach another process.
-        let _ = waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT);
-        drop(done);
-        let timed_out = watchdog.join().unwrap_or(false);
         let status = child.wait();
-        let errbuf = stderr.join().unwrap_or_default();
-        if timed_out {
-            bail!(
+        let errbuf = read_available(&mut stderr);
+        match cut {
+            Some(Cut::Deadline) => bail!(
                 "{prog} did not finish within {:.1}s",
                 self.timeout.as_secs_f64()
-            );
-        }
-        if overflow {
-            bail!("{prog} printed more than {max_output} bytes (--max-output)");
+            ),
+            Some(Cut::Overflow) => {
+                bail!("{prog} printed more than {max_output} bytes (--max-output)")
+            }
+            None => {}
         }
         let status = status.with_context(|| format!("cannot wait for {prog}"))?;
         read.with_context(|| format!("cannot read the output of {prog}"))?;
@@ -532,6 +536,85 @@ impl Bounded {
         }
         String::from_utf8(buf).with_context(|| format!("{prog} printed invalid UTF-8"))
     }
+}
+
+/// Read until end of file, more than `max` bytes, or the deadline.
+fn read_until(
+    src: &mut UnixStream,
+    buf: &mut Vec<u8>,
+    max: usize,
+    deadline: Instant,
+) -> (std::io::Result<()>, Option<Cut>) {
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return (Ok(()), Some(Cut::Deadline));
+        }
+        if let Err(e) = src.set_read_timeout(Some(left)) {
+            return (Err(e), None);
+        }
+        match src.read(&mut chunk) {
+            Ok(0) => return (Ok(()), None),
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                if buf.len() > max {
+                    return (Ok(()), Some(Cut::Overflow));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return (Ok(()), Some(Cut::Deadline));
+            }
+            Err(e) => return (Err(e), None),
+        }
+    }
+}
+
+/// Wait until `pid` has exited (leaving it unreaped) or the deadline has
+/// passed; true if the deadline passed first. Checks at growing intervals:
+/// the child has closed its stdout already, so it is normally gone at the
+/// first check.
+fn wait_exit(pid: Pid, deadline: Instant) -> bool {
+    let mut pause = Duration::from_micros(50);
+    loop {
+        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT | WaitPidFlag::WNOHANG;
+        match waitid(Id::Pid(pid), flags) {
+            Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::EINTR) => {}
+            // Exited, or not waitable at all: either way nothing to wait for.
+            _ => return false,
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return true;
+        }
+        std::thread::sleep(pause.min(left));
+        pause = (pause * 2).min(EXIT_CHECK_MAX);
+    }
+}
+
+/// What the (exited or killed) child left on its stderr, up to
+/// `STDERR_KEEP` bytes, without waiting for more.
+fn read_available(src: &mut UnixStream) -> Vec<u8> {
+    let mut out = Vec::new();
+    if src.set_nonblocking(true).is_err() {
+        return out;
+    }
+    let mut chunk = [0u8; 4096];
+    while out.len() < STDERR_KEEP {
+        match src.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&chunk[..n.min(STDERR_KEEP - out.len())]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    out
 }
 
 impl Drop for Bounded {
