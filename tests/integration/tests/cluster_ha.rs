@@ -9,17 +9,55 @@
 
 mod failover_support;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use failover_support::{FAILOVER, OrFail, SETTLE, check_seen, healthy, wait_acks_everywhere};
-use warden_integration::twonode::{Topology, poll};
+use warden_api::{Action, ActionReply, ActionRequest};
+use warden_integration::twonode::{SOCKET, Topology, WardenCluster, poll};
+
+/// How long an empty node's start may hold Pacemaker's other actions up
+/// (the start timeout of the generated configuration).
+const START_STALL: Duration = Duration::from_secs(300);
+
+/// Crashes `node` and, when the nodes left keep quorum, waits until
+/// Pacemaker (asked on `from`) has fenced it, as it does with every node
+/// lost uncleanly. Booting it before that fence lands races it: the fence
+/// then kills the freshly booted node and it never rejoins (what made
+/// node3 "not rejoin" in earlier runs: harness fence log `plug=node3
+/// killed` a second after its power-on, then crmadmin 102 until the
+/// deadline).
+fn crash_fenced(w: &WardenCluster, node: &str, from: &str) {
+    let before = w.fence_count(from, node).or_fail(w);
+    w.c.crash(node).or_fail(w);
+    poll(&format!("Pacemaker to fence {node}"), SETTLE, || {
+        Ok((w.fence_count(from, node)? > before).then_some(()))
+    })
+    .or_fail(w);
+}
+
+/// What `node`'s daemon answers a monitor now: the outcome and the reason
+/// Pacemaker's next monitor would show as the exit reason. Asked through
+/// the socket in the node's private /run (reached through the namespace
+/// holder's root).
+fn monitor(w: &WardenCluster, node: &str) -> anyhow::Result<ActionReply> {
+    let socket = format!("/proc/{}/root{SOCKET}", w.c.holder_pid(node)?);
+    let req = ActionRequest {
+        action: Action::Monitor,
+        depth: 0,
+        deadline_ms: 10_000,
+        params: Default::default(),
+        notify: None,
+        instance: Some("etcd".into()),
+    };
+    warden_api::client::Client::new(&socket)
+        .post(warden_api::paths::ACTION, &req, Duration::from_secs(15))
+        .map_err(|e| anyhow::anyhow!("a monitor through {node}'s daemon: {e}"))
+}
 
 /// One node lost: the other two keep quorum and take writes at once, the
 /// cluster id and the membership stay (nothing forced, nothing removed), and
 /// the node comes back as the same member.
 #[test]
-// Run with `cargo nextest run -p warden-integration --run-ignored all`.
-#[ignore = "issue 6 open: HA mode not yet passing on the three-node harness (node3 does not rejoin after its crash)"]
 fn ha_lose_one_node_keeps_quorum_without_forcing() {
     let (w, cid) = healthy(3, Topology::Ha);
     let all = w.nodes();
@@ -30,7 +68,7 @@ fn ha_lose_one_node_keeps_quorum_without_forcing() {
     let mon = w.monitor(&pair).or_fail(&w);
 
     let t = Instant::now();
-    w.c.crash("node3").or_fail(&w);
+    crash_fenced(&w, "node3", "node1");
     for n in &pair {
         writer.wait_ack_after(Some(n), t, FAILOVER).or_fail(&w);
     }
@@ -66,11 +104,14 @@ fn ha_lose_one_node_keeps_quorum_without_forcing() {
 /// node3's disk is replaced (its old data moved to an archive dir, as an
 /// operator swapping the disk would) while node2 is down: the cluster is
 /// degraded, so no membership change happens and node3's daemon says why.
-/// Once node2 is back, node3 is replaced: a learner first, then a voter, and
-/// the old member removed, never more than one extra voter.
+/// Once node2 is back, node3 is replaced by a new member: the old one, which
+/// can never vote again without its data, is removed (etcd refuses a second
+/// member with node3's peer URL, so it goes first), node3 joins as a
+/// learner and is promoted once in sync. Never more than three voters, and
+/// a learner is seen on the way.
 #[test]
 // Run with `cargo nextest run -p warden-integration --run-ignored all`.
-#[ignore = "issue 6 open: HA member replacement not yet passing on the three-node harness"]
+#[ignore = "issue 6 open: node3's start, waiting to be added, holds Pacemaker's start of node2's etcd until the start timeout (300 s); removal, learner and promotion themselves were seen working on the harness"]
 fn ha_replace_member_waits_while_degraded_then_learner_promote_remove() {
     let (w, cid) = healthy(3, Topology::Ha);
     let all = w.nodes();
@@ -84,9 +125,9 @@ fn ha_replace_member_waits_while_degraded_then_learner_promote_remove() {
     let writer = w.writer("/ha2", &one).or_fail(&w);
     wait_acks_everywhere(&writer, &one, 20);
 
-    // node2 down: degraded, quorum kept by node1 and node3.
-    w.c.crash("node2").or_fail(&w);
+    // node2 down: degraded, quorum kept by node1 and node3 (which fence it).
     let t = Instant::now();
+    crash_fenced(&w, "node2", "node1");
     writer
         .wait_ack_after(Some("node1"), t, FAILOVER)
         .or_fail(&w);
@@ -99,24 +140,58 @@ fn ha_replace_member_waits_while_degraded_then_learner_promote_remove() {
     std::fs::rename(&data, &aside).unwrap();
     w.boot("node3", SETTLE).or_fail(&w);
     let why = poll("node3's daemon to explain why it waits", SETTLE, || {
-        let r = w.reason("node3")?;
-        Ok((!r.ends_with("reason=")).then_some(r))
+        Ok(monitor(&w, "node3")?
+            .reason
+            .filter(|r| r.contains("quorum")))
     })
     .or_fail(&w);
-    eprintln!("HA: node3 with an empty disk while node2 is down says: {why}");
-    // No membership change while degraded (MemberList answers from node1's
-    // own view even without quorum on etcd 3.4).
-    let (c, during) = w.members("node1").or_fail(&w);
-    assert_eq!(c, cid, "a degraded HA cluster forced a new cluster");
-    assert_eq!(
-        before, during,
-        "a membership change while a member was down"
+    assert!(
+        why.contains("node2"),
+        "the reason does not name node2: {why}"
     );
+    eprintln!("HA: node3 with an empty disk while node2 is down says: {why}");
+    // No quorum anywhere (node1 alone holds data; Pacemaker even stopped and
+    // restarted its etcd when corosync lost quorum, and a restarted etcd 3.4
+    // serves no client before it has a leader), so the evidence that nothing
+    // was forced or changed is: node3 started no etcd of its own, node1 has
+    // no quorum, and no daemon tried a membership change.
+    let st3 = w.status("node3").or_fail(&w);
+    assert_eq!(
+        st3.get("etcdRunning").and_then(|v| v.as_bool()),
+        Some(false),
+        "node3 started etcd with an empty disk while degraded: {st3}"
+    );
+    let st1 = w.status("node1").or_fail(&w);
+    assert_eq!(
+        st1.get("quorum").and_then(|v| v.as_bool()),
+        Some(false),
+        "node1 alone has quorum: something was forced: {st1}"
+    );
+    for n in ["node1", "node3"] {
+        let changes: Vec<String> = w
+            .daemon_log(n)
+            .lines()
+            .filter(|l| l.contains("carrying out"))
+            .filter(|l| {
+                ["AddLearner", "PromoteLearner", "RemoveMember"]
+                    .iter()
+                    .any(|s| l.contains(s))
+            })
+            .map(str::to_owned)
+            .collect();
+        assert!(
+            changes.is_empty(),
+            "{n} changed membership while degraded: {changes:?}"
+        );
+    }
 
-    // node2 back: healthy again, so the replacement proceeds.
+    // node2 back: healthy again, so the replacement proceeds. node3's start
+    // is still in flight, waiting to be added, and Pacemaker starts node2's
+    // etcd only once that start has ended (at its timeout, 300 s): that
+    // stall is the open part of this test (docs/failover.md, HA mode).
     let mon = w.monitor(&["node1".to_string()]).or_fail(&w);
     w.boot("node2", SETTLE).or_fail(&w);
-    w.wait_started(&all, SETTLE).or_fail(&w);
+    w.wait_started(&all, START_STALL + SETTLE).or_fail(&w);
     let (c, after) = w.wait_voters("node1", &all, SETTLE).or_fail(&w);
     assert_eq!(c, cid, "the replacement forced a new cluster");
     let new3 = after.iter().find(|m| m.name == "node3").map(|m| m.id);
@@ -125,8 +200,18 @@ fn ha_replace_member_waits_while_degraded_then_learner_promote_remove() {
         !after.iter().any(|m| m.id == old3),
         "the old node3 member was not removed: {after:?}"
     );
+    for n in ["node1", "node2"] {
+        let id = |ms: &[warden_integration::gateway::Member]| {
+            ms.iter().find(|m| m.name == n).map(|m| m.id)
+        };
+        assert_eq!(id(&before), id(&after), "{n}'s member changed");
+    }
     let seen = mon.finish();
-    check_seen(&seen, 4);
+    check_seen(&seen, 3);
+    assert!(
+        seen.cluster_ids.values().flatten().all(|c| *c == cid),
+        "another cluster id was seen: {seen:?}"
+    );
     assert!(
         !seen.learners.is_empty(),
         "the new member was never seen as a learner: {seen:?}"
