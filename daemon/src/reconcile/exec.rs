@@ -156,12 +156,23 @@ pub fn force_allowed(facts: &Facts) -> Result<PeerDown, String> {
     Ok(PeerDown { node, evidence })
 }
 
-/// How long one membership call may keep retrying through etcd's
-/// "unhealthy cluster" window after a restart.
-const MEMBERSHIP_RETRY: Duration = Duration::from_secs(5);
+/// How long an HA restart from existing data waits for etcd to answer
+/// before the step is left to the next round (see `StartEtcd`).
+const HA_RESTART_ANSWER: Duration = Duration::from_secs(5);
 
-/// Retry `f` while etcd answers with a transient error (unavailable, or a
-/// precondition such as a learner not yet in sync), by the gRPC code.
+/// How long one membership step may keep retrying through etcd's
+/// "unhealthy cluster" window after a restart.
+const MEMBERSHIP_RETRY: Duration = Duration::from_secs(10);
+
+/// The deadline of one membership call within that budget. etcd 3.5 may
+/// not answer a change at all while another one is pending (a removal just
+/// after a promotion) and the call times out; a shorter attempt leaves time
+/// to ask again once the pending change has been applied.
+const MEMBERSHIP_ATTEMPT: Duration = Duration::from_secs(3);
+
+/// Retry `f` while etcd answers with a transient error (unavailable, a
+/// timeout, or a precondition such as a learner not yet in sync), by the
+/// gRPC code. Each attempt gets at most [`MEMBERSHIP_ATTEMPT`].
 async fn retrying<T, F, Fut>(budget: Duration, mut f: F) -> Result<T, OpsError>
 where
     F: FnMut(Duration) -> Fut,
@@ -170,7 +181,8 @@ where
     let started = Instant::now();
     loop {
         let left = budget.saturating_sub(started.elapsed());
-        match f(left.max(Duration::from_millis(100))).await {
+        let attempt = left.min(MEMBERSHIP_ATTEMPT).max(Duration::from_millis(100));
+        match f(attempt).await {
             Ok(v) => return Ok(v),
             Err(OpsError::Etcd(e))
                 if (e.is_unreachable() || matches!(e, EtcdError::FailedPrecondition(_)))
@@ -298,7 +310,17 @@ async fn one<O: EtcdOps, P: Pacemaker, L: LeaveLock>(
                     }
                 }
             };
-            env.ops.start(m, left).await.map(|_| ()).map_err(ops)
+            // In HA mode a member restarted while the majority is down
+            // answers nothing until the majority is back (it may be waiting
+            // for the very start Pacemaker holds back while this one is in
+            // flight): wait only briefly; the next round decides on
+            // "running, no quorum" instead.
+            let wait = if facts.topology == Topology::Ha && matches!(mode, Mode::Existing) {
+                left.min(HA_RESTART_ANSWER)
+            } else {
+                left
+            };
+            env.ops.start(m, wait).await.map(|_| ()).map_err(ops)
         }
         Step::StopEtcd => env
             .ops
@@ -460,6 +482,8 @@ client_urls = ["http://127.0.0.1:22379"]
         /// The state file's epoch as seen at the force (must be written first).
         state: Option<LocalPaths>,
         epoch_at_force: Mutex<Option<u64>>,
+        /// The deadline each membership call was given.
+        deadlines: Mutex<Vec<Duration>>,
     }
 
     impl Fake {
@@ -518,13 +542,15 @@ client_urls = ["http://127.0.0.1:22379"]
             self.next_err()?;
             Ok((member(7), vec![member(7)]))
         }
-        async fn promote(&self, id: u64, _d: Duration) -> Result<Vec<Member>, OpsError> {
+        async fn promote(&self, id: u64, d: Duration) -> Result<Vec<Member>, OpsError> {
             self.log(format!("promote {id}"));
+            self.deadlines.lock().unwrap().push(d);
             self.next_err()?;
             Ok(vec![])
         }
-        async fn remove(&self, id: u64, _d: Duration) -> Result<Vec<Member>, OpsError> {
+        async fn remove(&self, id: u64, d: Duration) -> Result<Vec<Member>, OpsError> {
             self.log(format!("remove {id}"));
+            self.deadlines.lock().unwrap().push(d);
             self.next_err()?;
             Ok(vec![])
         }
@@ -811,6 +837,37 @@ client_urls = ["http://127.0.0.1:22379"]
         .await;
         assert!(r.failed.is_some());
         assert_eq!(fake.calls().len(), 4);
+    }
+
+    #[tokio::test]
+    async fn a_membership_call_that_times_out_is_asked_again_within_the_budget() {
+        // etcd 3.5: a removal while a promotion is pending may time out
+        // instead of answering; that is not an answer, so it is retried.
+        let t = tempfile::tempdir().unwrap();
+        let p = with_data(t.path());
+        let fake = Fake::default();
+        fake.etcd_errors.lock().unwrap().extend([
+            EtcdError::Timeout(Duration::from_secs(3)),
+            EtcdError::Timeout(Duration::from_secs(3)),
+        ]);
+        let r = run(
+            &fake,
+            &p,
+            &facts(true),
+            &[Step::RemoveMember {
+                id: 9,
+                node: "b".into(),
+            }],
+        )
+        .await;
+        assert!(r.failed.is_none(), "{:?}", r.failed);
+        assert_eq!(fake.calls(), vec!["remove 9"; 3]);
+        // Each attempt is short enough to leave room for the next one.
+        let d = fake.deadlines.lock().unwrap().clone();
+        assert!(
+            d.iter().all(|d| *d <= MEMBERSHIP_ATTEMPT),
+            "attempt deadlines {d:?}"
+        );
     }
 
     #[tokio::test]
