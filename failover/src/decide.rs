@@ -271,7 +271,9 @@ impl<'a> Decider<'a> {
     }
 
     fn refuse_as(&mut self, reason: String, resolve_command: String, outcome: Outcome) -> Decision {
-        let shown = format!("{reason}; resolve with: {resolve_command}");
+        // The command first: Pacemaker keeps only the first 128 characters
+        // of an exit reason, and the command is what the operator needs.
+        let shown = format!("resolve with '{resolve_command}': {reason}");
         self.steps.push(Step::Refuse {
             reason,
             resolve_command,

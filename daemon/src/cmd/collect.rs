@@ -65,13 +65,16 @@ pub struct CollectArgs {
     #[arg(long, default_value = "cibadmin --query")]
     pub cibadmin_cmd: String,
 
-    /// Corosync configuration to read node addresses from. Without
-    /// --from-file, `corosync-cmapctl` is asked first and this file is the
-    /// fallback.
+    /// Corosync configuration to read node addresses from (default
+    /// /etc/corosync/corosync.conf). Used when its node list agrees with
+    /// crm_mon's (names and node ids); with --from-file it may also hold
+    /// saved corosync-cmapctl output.
     #[arg(long, value_name = "FILE")]
     pub corosync_conf: Option<PathBuf>,
 
-    /// Command printing Corosync's node list (not used with --from-file).
+    /// Command printing Corosync's runtime node list, run only when the
+    /// Corosync configuration is absent, malformed or disagrees with crm_mon
+    /// (not used with --from-file).
     #[arg(long, default_value = "corosync-cmapctl nodelist.node")]
     pub cmapctl_cmd: String,
 
