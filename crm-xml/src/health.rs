@@ -333,6 +333,20 @@ pub fn evaluate(report: &Report, now: OffsetDateTime, th: &Thresholds) -> Evalua
         if etcd.leader.is_none() && !etcd.members.is_empty() {
             push(Degraded, "EtcdNoLeader", "etcd reports no leader".into());
         }
+        // A daemon that refuses to go on by itself (no automatic answer is
+        // safe) needs a person: say why and what to run.
+        for (node, st) in &etcd.nodes {
+            if let Some(cmd) = &st.resolve_command {
+                push(
+                    Degraded,
+                    "NeedsOperator",
+                    format!(
+                        "etcd-warden on {node} will not go on by itself: {}; resolve with: {cmd}",
+                        st.reason.as_deref().unwrap_or("no reason recorded")
+                    ),
+                );
+            }
+        }
     }
 
     f.sort_by_key(|x| std::cmp::Reverse(x.severity));

@@ -370,6 +370,14 @@ pub struct WardenNodeState {
     /// `etcd-warden recover restore-archive`.
     #[serde(default)]
     pub archives: Vec<String>,
+    /// Why the daemon is doing what it does: the reason of its latest
+    /// decision (e.g. what it waits for), when it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Set when the daemon refuses to go on by itself (rule 6: no automatic
+    /// answer is safe): the one command that resolves it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolve_command: Option<String>,
 }
 
 /// The daemon's states that an operator must see.

@@ -350,6 +350,8 @@ fn the_etcd_section_names_each_nodes_archives() {
                 state: report::WardenState::Rejoining,
                 since: Some("2026-11-30T11:00:00Z".into()),
                 archives: vec![archive.into()],
+                reason: Some("learner catching up".into()),
+                resolve_command: None,
             },
         )]
         .into_iter()
@@ -364,10 +366,56 @@ fn the_etcd_section_names_each_nodes_archives() {
     );
     // The CR's status is unchanged by it and still valid.
     common::check_status(&common::schema(), &r.status).unwrap();
-    let back: Report = serde_json::from_value(v).unwrap();
+    let back: Report = serde_json::from_value(v.clone()).unwrap();
     assert_eq!(back, r);
+    // Without a reason or a command, neither key is written.
+    assert!(
+        v["etcd"]["nodes"]["master-1"]
+            .get("resolveCommand")
+            .is_none()
+    );
+
     // A section written before archives were reported still reads.
     let old: EtcdSection =
         serde_json::from_str(r#"{"nodes": {"master-0": {"state": "member"}}}"#).unwrap();
     assert!(old.nodes["master-0"].archives.is_empty());
+}
+
+#[test]
+fn a_refusing_daemon_is_a_finding_with_its_command() {
+    let now = T0;
+    let mut o = opts();
+    let cmd = "etcd-warden recover force-new-cluster --node master-1";
+    o.etcd = Some(EtcdSection {
+        nodes: [(
+            "master-1".to_string(),
+            report::WardenNodeState {
+                state: report::WardenState::Stopped,
+                since: None,
+                archives: vec![],
+                reason: Some(format!(
+                    "resolve with '{cmd}': alone since boot, master-0 unseen"
+                )),
+                resolve_command: Some(cmd.into()),
+            },
+        )]
+        .into_iter()
+        .collect(),
+        ..EtcdSection::default()
+    });
+    let r = build(&cluster(&UP, &UP, ""), &o, None, now);
+    let v = serde_json::to_value(&r).unwrap();
+    assert_eq!(v["etcd"]["nodes"]["master-1"]["resolveCommand"], cmd);
+    let e = evaluate(&r, now, &Thresholds::default());
+    let f = e
+        .findings
+        .iter()
+        .find(|f| f.code == "NeedsOperator")
+        .expect("a NeedsOperator finding");
+    assert!(
+        f.message.contains(cmd) && f.message.contains("master-1"),
+        "{}",
+        f.message
+    );
+    assert_eq!(e.verdict, Verdict::Degraded);
 }

@@ -238,7 +238,9 @@ impl Core {
             raft_index: None,
             revision: None,
             cluster_id: None,
-            reason: reason_of(&p),
+            // The process's own trouble first; otherwise why the failover
+            // logic holds back (e.g. a refusal and its command).
+            reason: reason_of(&p).or_else(|| self.decision_reason().0),
         };
         if let Some(Ok(s)) = &p.status {
             st.member_id = Some(s.member_id);
@@ -250,6 +252,21 @@ impl Core {
             st.cluster_id = Some(s.cluster_id);
         }
         st
+    }
+
+    /// The latest failover decision's reason, and the resolving command when
+    /// that decision refused to go on by itself.
+    pub fn decision_reason(&self) -> (Option<String>, Option<String>) {
+        let Some(d) = self.failover.get().and_then(|f| f.last()) else {
+            return (None, None);
+        };
+        let command = d.steps.iter().find_map(|s| match s {
+            warden_failover::Step::Refuse {
+                resolve_command, ..
+            } => Some(resolve_command.clone()),
+            _ => None,
+        });
+        (d.reason, command)
     }
 
     /// This node's failover files: the failover driver's when it runs, the
@@ -311,6 +328,7 @@ impl Core {
             None if node.etcd_running => (WardenState::Member, None),
             None => (WardenState::Stopped, None),
         };
+        let (reason, resolve_command) = self.decision_reason();
         let section = EtcdSection {
             cluster_id: node.cluster_id.map(|i| format!("{i:x}")),
             leader: node.leader_id.map(|i| format!("{i:x}")),
@@ -344,6 +362,8 @@ impl Core {
                         .iter()
                         .map(|a| a.path.to_string_lossy().into_owned())
                         .collect(),
+                    reason,
+                    resolve_command,
                 },
             )]
             .into_iter()
