@@ -167,6 +167,7 @@ pub fn plan(
                 describe: vec![
                     format!("mark {me}'s data as holding every acknowledged write for this boot ({})", paths.run_dir.join("in-sync").display()),
                     "let the daemon force a new one-member cluster from it once Pacemaker shows the peer down".into(),
+                    "after a total outage Corosync holds quorum back until the peer was seen (wait_for_all): if the peer stays off, lift that yourself with `pcs quorum unblock`, so that Pacemaker fences the peer and starts etcd here".into(),
                     "the peer, when it returns, archives its data and rejoins as a learner".into(),
                 ],
                 needs_etcd_stopped: false,
