@@ -149,7 +149,7 @@ fn collect_cycle(c: &mut Criterion) {
     let coro = dir.join("corosync.conf");
     std::fs::write(
         &coro,
-        "nodelist {\n node {\n  ring0_addr: 192.0.2.1\n  name: master-0\n }\n node {\n  ring0_addr: 192.0.2.2\n  name: master-1\n }\n}\n",
+        "nodelist {\n node {\n  ring0_addr: 192.0.2.1\n  name: master-0\n  nodeid: 1\n }\n node {\n  ring0_addr: 192.0.2.2\n  name: master-1\n  nodeid: 2\n }\n}\n",
     )
     .expect("write corosync.conf");
     // The report goes to tmpfs, as the systemd unit writes it (/run).
