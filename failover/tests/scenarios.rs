@@ -546,7 +546,10 @@ fn s8_a_lone_node_after_a_total_outage_waits_and_says_why() {
     // Pacemaker keeps 128 characters of an exit reason: the command must
     // be within them for node names of a usual length.
     let shown = d.reason.clone().unwrap();
-    assert!(shown.starts_with(&format!("resolve with '{cmd}': ")), "{shown}");
+    assert!(
+        shown.starts_with(&format!("resolve with '{cmd}': ")),
+        "{shown}"
+    );
     let long = shown.replace("n1", "node1").replace("n2", "node2");
     assert!(long.len() <= 128, "{} characters: {long}", long.len());
     // Pacemaker, without quorum, only probes: the probe fails with the
