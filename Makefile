@@ -68,9 +68,13 @@ demo: deps
 # Failover timings on the namespace harness; RUNS=N runs per figure (default 10).
 # Writes its figures into docs/benchmarks.md.
 RUNS ?= 10
+# The binaries are named to the bench, which would otherwise build them again
+# one package at a time (different feature unification: a rebuild of minutes).
 failover-bench: deps
 	$(CARGO) build --release -p etcd-warden -p etcd-warden-agent
-	RUNS=$(RUNS) $(CARGO) run --release -p warden-integration --bin failover-bench
+	RUNS=$(RUNS) WARDEN_BIN_ETCD_WARDEN=$(CURDIR)/target/release/etcd-warden \
+	  WARDEN_BIN_ETCD_WARDEN_AGENT=$(CURDIR)/target/release/etcd-warden-agent \
+	  $(CARGO) run --release -p warden-integration --bin failover-bench
 
 # The collect cycle against the crm_mon call alone (issue 3: at most 1.1x),
 # alternating runs, medians and ratios; COLLECT_ROUNDS / COLLECT_RUNS size it.

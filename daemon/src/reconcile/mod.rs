@@ -394,6 +394,19 @@ impl Reconciler {
                         _ => None,
                     });
                     match waiting {
+                        // etcd runs, so the start is done: what it waits for
+                        // (quorum, a fence, a promotion) the loop carries on
+                        // with, and monitor reports it (190). Waiting here
+                        // instead deadlocked a start whose peer died during
+                        // it: Pacemaker holds the fence of the peer until the
+                        // in-flight start ends, and the start waited for
+                        // that fence (bench: 2 min, until the start timeout).
+                        Some(w)
+                            if action == Action::Start
+                                && finished(action, d.outcome) == Outcome::Success =>
+                        {
+                            return reply(Outcome::Success, Some(w));
+                        }
                         Some(w) => why = w,
                         None => {
                             if action == Action::Stop {
