@@ -11,7 +11,7 @@ APT_PACKAGES := pacemaker pacemaker-cli-utils corosync crmsh resource-agents \
 # two cores); fall back to cargo test where it is missing.
 NEXTEST := $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo yes)
 
-.PHONY: all deps etcd35 build release lint fmt test test-fast test-all demo failover-bench install clean
+.PHONY: all deps etcd35 build release lint fmt test test-fast test-all test-bins demo failover-bench install clean
 
 all: build
 
@@ -45,16 +45,23 @@ lint: deps
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 ifeq ($(NEXTEST),yes)
-test-fast: deps etcd35
+test-fast: deps etcd35 test-bins
 	$(CARGO) nextest run --workspace --no-fail-fast -E 'not binary(/^cluster_/)'
-test-all:
+test-all: test-bins
 	$(CARGO) nextest run --workspace --no-fail-fast
 else
-test-fast: deps etcd35
+test-fast: deps etcd35 test-bins
 	$(CARGO) test --workspace --no-fail-fast -- --skip cluster_
-test-all:
+test-all: test-bins
 	$(CARGO) test --workspace --no-fail-fast
 endif
+
+# The daemon and agent binaries the integration tests run, built first and
+# exactly as tests/integration/src/bins.rs builds them (one package each), so
+# that no test spends its time limit building them.
+test-bins:
+	$(CARGO) build -p etcd-warden --bin etcd-warden
+	$(CARGO) build -p etcd-warden-agent --bin etcd-warden-agent
 
 # Everything: lints, unit tests, and the integration tests on real etcd,
 # Corosync and Pacemaker clusters in network namespaces (needs root).
