@@ -529,24 +529,30 @@ impl Supervisor for ProcessSupervisor {
         let _ = killpg(pgid, Signal::SIGTERM);
         let mut rx = self.state_tx.subscribe();
         let stopped = |st: &Inner| matches!(st, Inner::Stopped | Inner::Died { .. });
+        // `is_ok_and` drops the read guard before `send_replace` below.
         if tokio::time::timeout(grace, rx.wait_for(stopped))
             .await
-            .is_ok()
+            .is_ok_and(|r| r.is_ok())
         {
             self.state_tx.send_replace(Inner::Stopped);
             return Ok(true);
         }
         tracing::warn!(pid, ?grace, "etcd did not stop in time; sending SIGKILL");
         let _ = killpg(pgid, Signal::SIGKILL);
-        match tokio::time::timeout(Duration::from_secs(10), rx.wait_for(stopped)).await {
-            Ok(_) => {
-                self.state_tx.send_replace(Inner::Stopped);
-                Ok(false)
-            }
-            Err(_) => Err(SuperviseError::Stop(format!(
+        // `wait_for` answers with a read guard on the state. It must be gone
+        // before `send_replace` takes the write lock: held through a
+        // `match`, it deadlocked the daemon's runtime after every SIGKILL
+        // (CI: a stop that never answered, then a self-fence).
+        let gone = tokio::time::timeout(Duration::from_secs(10), rx.wait_for(stopped))
+            .await
+            .is_ok_and(|r| r.is_ok());
+        if !gone {
+            return Err(SuperviseError::Stop(format!(
                 "etcd {pid} is still there 10 s after SIGKILL"
-            ))),
+            )));
         }
+        self.state_tx.send_replace(Inner::Stopped);
+        Ok(false)
     }
 
     async fn state(&self) -> ProcState {
@@ -584,6 +590,7 @@ impl Drop for ProcessSupervisor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::CommandExt;
 
     /// One-node settings under `dir`, etcd on loopback at `ports`
@@ -663,6 +670,56 @@ client_urls = ["http://127.0.0.1:{client}"]
         assert!(why.contains("not the configured etcd binary"), "{why}");
         sleeper.kill().unwrap();
         sleeper.wait().unwrap();
+    }
+
+    /// An "etcd" that ignores SIGTERM: the stop must escalate to SIGKILL and
+    /// answer. Run on a thread of its own, so that a deadlocked runtime
+    /// fails the test instead of hanging it.
+    #[test]
+    fn a_stop_that_needs_sigkill_answers() {
+        let d = tempfile::tempdir().unwrap();
+        let script = d.path().join("stubborn-etcd");
+        std::fs::write(
+            &script,
+            "#!/bin/sh\ntrap '' TERM\ntouch \"$0.trapped\"\nwhile :; do sleep 1; done\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let s = Arc::new(settings(
+            d.path(),
+            script.to_str().unwrap(),
+            (free_port(), free_port()),
+        ));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (pid_tx, pid_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let r = rt.block_on(async {
+                let sup = ProcessSupervisor::new(s);
+                let pid = sup.start(StartMode::Normal).await?;
+                let _ = pid_tx.send(pid);
+                // SIGTERM before the trap is set would simply end it.
+                let trapped = script.with_extension("trapped");
+                while !trapped.exists() {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                let stopped = sup.stop(Duration::from_millis(300)).await?;
+                Ok::<_, SuperviseError>((stopped, sup.state().await))
+            });
+            let _ = tx.send(r);
+        });
+        let pid = pid_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        let answer = rx.recv_timeout(Duration::from_secs(20));
+        // Whatever happened, the stub's group goes (by its own PID).
+        let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+        let (graceful, state) = answer
+            .expect("the stop did not answer within 20 s (deadlock)")
+            .unwrap();
+        assert!(!graceful, "the stub ignores SIGTERM: SIGKILL was needed");
+        assert!(matches!(state, ProcState::Stopped), "{state:?}");
     }
 
     /// A real etcd, run as the supervisor runs it (own process group,
