@@ -265,6 +265,22 @@ impl<'a> Decider<'a> {
         self.done(outcome, Some(reason))
     }
 
+    /// A node without data that waits for the cluster to add it: the start
+    /// has done its part (see `ha_wait_without_data`), and monitors report
+    /// the instance degraded, not failed, so that Pacemaker neither restarts
+    /// it nor waits on it.
+    fn wait_to_join(&mut self, reason: String) -> Decision {
+        self.steps.push(Step::Wait {
+            reason: reason.clone(),
+        });
+        let outcome = match self.f.trigger {
+            Trigger::Start => Outcome::Success,
+            Trigger::Monitor | Trigger::Reconcile => Outcome::Degraded,
+            _ => self.waiting_outcome(),
+        };
+        self.done(outcome, Some(reason))
+    }
+
     fn refuse(&mut self, reason: String, resolve_command: String) -> Decision {
         let outcome = self.waiting_outcome();
         self.refuse_as(reason, resolve_command, outcome)
@@ -1015,11 +1031,16 @@ impl<'a> Decider<'a> {
     /// Why a node without data waits in HA mode, in words an operator can
     /// act on.
     ///
-    /// A start that waits here holds Pacemaker's other actions up while it
-    /// is in flight (a returning node's etcd start among them). Failing it
-    /// at once instead was tried on the harness: Pacemaker retried it at
-    /// once, ahead of the other node's start, until the migration threshold
-    /// banned the node. So it waits; see docs/failover.md.
+    /// Only the cluster can end this wait (its leader adds the node as a
+    /// learner), so the start does not sit in it: it succeeds at once with
+    /// the reason, the daemon's loop starts etcd as soon as the learner is
+    /// added, and until then every monitor reports 190 (degraded) with the
+    /// reason. Both alternatives failed on the harness:
+    /// - waiting inside the start held Pacemaker's other actions up while it
+    ///   was in flight, the start of the returning node whose etcd would
+    ///   bring quorum back among them, until the start timeout (300 s);
+    /// - failing the start at once made Pacemaker retry it at once, ahead of
+    ///   the other node's start, until the node was banned.
     fn ha_wait_without_data(&mut self) -> Decision {
         let f = self.f;
         let Some(c) = &f.cluster else {
@@ -1033,20 +1054,22 @@ impl<'a> Decider<'a> {
             } else {
                 format!(" (offline: {})", down.join(", "))
             };
-            return self.wait(format!(
+            return self.wait_to_join(format!(
                 "no etcd data here and no member answers with quorum{down}: waiting for a quorate \
                  cluster to add this node as a learner (HA mode never forces or starts a new \
                  cluster beside one that formed)"
             ));
         };
         match c.members.iter().find(|m| m.node == f.node) {
-            Some(old) => self.wait(format!(
+            Some(old) => self.wait_to_join(format!(
                 "no etcd data here; the cluster still lists this node's old member {:x}: \
                  waiting for the leader to remove it (once every other member is healthy), then \
                  to add this node as a learner",
                 old.id
             )),
-            None => self.wait("waiting for the leader to add this node as a learner".into()),
+            None => {
+                self.wait_to_join("waiting for the leader to add this node as a learner".into())
+            }
         }
     }
 }

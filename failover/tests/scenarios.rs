@@ -1043,10 +1043,12 @@ fn ha_a_start_is_done_once_etcd_runs_even_without_quorum() {
 }
 
 #[test]
-fn ha_an_empty_node_waits_in_its_start_without_forcing_or_bootstrapping() {
+fn ha_an_empty_node_does_not_wait_in_its_start_and_monitors_say_degraded() {
     // n3 has an empty disk and nobody answers with quorum; n2 came back and
-    // Pacemaker has yet to start its etcd: n3 waits (a start that failed at
-    // once was retried ahead of n2's start until the node was banned).
+    // Pacemaker has yet to start its etcd. n3's start must not sit in the
+    // wait (Pacemaker would hold n2's start until it ended) nor fail (it
+    // would be retried ahead of n2's start until the node was banned): it
+    // succeeds with the reason, and monitors report 190 until n3 is added.
     let mut f = ha("n3", true);
     f.trigger = Trigger::Start;
     f.etcd = EtcdView::NotRunning;
@@ -1058,8 +1060,26 @@ fn ha_an_empty_node_waits_in_its_start_without_forcing_or_bootstrapping() {
     peer_mut(&mut f, A).etcd = ResourceState::Starting;
     peer_mut(&mut f, B).etcd = ResourceState::Unknown;
     let d = decide(&f);
-    assert_eq!(d.outcome, Outcome::Failed);
+    assert_eq!(d.outcome, Outcome::Success, "{d:?}");
+    assert!(
+        d.reason.as_deref().is_some_and(|r| r.contains("learner")),
+        "{d:?}"
+    );
     assert!(d.steps.iter().any(|s| matches!(s, Step::Wait { .. })));
     assert!(!has(&f, |s| matches!(s, Step::StartEtcd { .. })));
     assert!(!forces(&f));
+    // Pacemaker now holds the instance started: monitors and the loop's
+    // passes say degraded, never "not running" (that would be recovered
+    // by a stop and a start, the same loop again).
+    peer_mut(&mut f, "n3").etcd = ResourceState::Started;
+    for t in [Trigger::Monitor, Trigger::Reconcile] {
+        f.trigger = t;
+        let d = decide(&f);
+        assert_eq!(d.outcome, Outcome::Degraded, "{d:?}");
+        assert!(!has(&f, |s| matches!(s, Step::StartEtcd { .. })));
+    }
+    // Not started by Pacemaker: plainly not running.
+    peer_mut(&mut f, "n3").etcd = ResourceState::Stopped { at: Stamp(1) };
+    f.trigger = Trigger::Monitor;
+    assert_eq!(decide(&f).outcome, Outcome::NotRunning);
 }
