@@ -100,6 +100,8 @@ struct Fragment {
     timeouts: TimeoutsFragment,
     #[serde(default)]
     failover: FailoverFragment,
+    #[serde(default)]
+    report: ReportFragment,
 }
 
 #[derive(Debug, Deserialize)]
@@ -177,6 +179,20 @@ struct FailoverFragment {
     reconcile_interval_ms: Option<Spanned<u64>>,
     reconcile_pending_interval_ms: Option<Spanned<u64>>,
     force_election_timeout_ms: Option<Spanned<u64>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReportFragment {
+    path: Option<Spanned<PathBuf>>,
+    interval_ms: Option<Spanned<u64>>,
+    crm_mon_timeout_ms: Option<Spanned<u64>>,
+    cib_file: Option<Spanned<PathBuf>>,
+    corosync_conf: Option<Spanned<PathBuf>>,
+    etcd_agents: Option<Spanned<Vec<String>>>,
+    kubelet_agents: Option<Spanned<Vec<String>>>,
+    fence_agents: Option<Spanned<Vec<String>>>,
+    expected_nodes: Option<Spanned<u64>>,
 }
 
 // ---------------------------------------------------------------------------
@@ -363,6 +379,50 @@ impl EtcdTuning {
     }
 }
 
+/// Shortest `report.interval_ms`: each cycle runs crm_mon, and a status
+/// that changes within a second is read from `/v1/report` instead.
+pub const MIN_REPORT_INTERVAL_MS: u64 = 1000;
+
+/// Longest `report.interval_ms` (an hour: a report older than that is
+/// stale for every reader).
+pub const MAX_REPORT_INTERVAL_MS: u64 = 3_600_000;
+
+/// Default `report.interval_ms`, as the collect timer's.
+pub const DEFAULT_REPORT_INTERVAL_MS: u64 = 30_000;
+
+/// Default `report.crm_mon_timeout_ms`, as `collect --timeout`'s.
+pub const DEFAULT_REPORT_CRM_MON_TIMEOUT_MS: u64 = 10_000;
+
+/// The range `report.crm_mon_timeout_ms` accepts: crm_mon needs tens of
+/// milliseconds on a healthy node, and the cycle holds its slot that long.
+pub const REPORT_CRM_MON_TIMEOUT_RANGE_MS: std::ops::RangeInclusive<u64> = 100..=600_000;
+
+/// The daemon's own report writer (`[report]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportSettings {
+    /// Where the daemon writes the PacemakerCluster report; `None` (the
+    /// default) writes none. `/v1/report` still answers either way.
+    pub path: Option<PathBuf>,
+    /// How often a cycle runs.
+    pub interval: Duration,
+    /// Deadline of each command of a cycle (crm_mon, cibadmin,
+    /// corosync-cmapctl).
+    pub crm_mon_timeout: Duration,
+    /// The CIB file fence targets are read from (cibadmin is the fallback).
+    pub cib_file: PathBuf,
+    /// The Corosync configuration node addresses are read from
+    /// (corosync-cmapctl is the fallback).
+    pub corosync_conf: PathBuf,
+    /// Resource agents of etcd (`*` at the end matches a prefix).
+    pub etcd_agents: Vec<String>,
+    /// Resource agents of kubelet.
+    pub kubelet_agents: Vec<String>,
+    /// Resource agents of fence devices.
+    pub fence_agents: Vec<String>,
+    /// Member nodes the cluster should have (default: `[[nodes]]` count).
+    pub expected_nodes: usize,
+}
+
 /// Validated settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
@@ -384,6 +444,8 @@ pub struct Settings {
     pub timeouts: Timeouts,
     /// The failover loop: archives, intervals, the forced start.
     pub failover: FailoverSettings,
+    /// The daemon's report writer.
+    pub report: ReportSettings,
     /// The files that were read, in order.
     pub sources: Vec<PathBuf>,
 }
@@ -580,6 +642,7 @@ struct Inputs {
     reconcile_interval_ms: Option<Located<u64>>,
     reconcile_pending_interval_ms: Option<Located<u64>>,
     force_election_timeout_ms: Option<Located<u64>>,
+    report: ReportInputs,
 }
 
 #[derive(Debug, Default)]
@@ -710,6 +773,7 @@ impl Inputs {
             fo.force_election_timeout_ms,
             ctx,
         );
+        self.report.absorb(f.report, ctx);
     }
 
     fn validate(self, sources: Vec<PathBuf>) -> Result<Settings, ConfigError> {
@@ -933,6 +997,7 @@ impl Inputs {
             force_election_timeout_ms: self.force_election_timeout_ms,
         }
         .validate(&data_dir, &tuning)?;
+        let report = self.report.validate(nodes.len())?;
         Ok(Settings {
             node_name: node_name.value,
             topology,
@@ -963,6 +1028,7 @@ impl Inputs {
             state_dir: absolute(self.state_dir, "paths.state_dir", "/var/lib/etcd-warden")?,
             timeouts,
             failover,
+            report,
             sources,
         })
     }
@@ -1073,6 +1139,142 @@ impl FailoverInputs {
         })
     }
 }
+
+/// The `[report]` values with their origins.
+#[derive(Debug, Default)]
+struct ReportInputs {
+    path: Option<Located<PathBuf>>,
+    interval_ms: Option<Located<u64>>,
+    crm_mon_timeout_ms: Option<Located<u64>>,
+    cib_file: Option<Located<PathBuf>>,
+    corosync_conf: Option<Located<PathBuf>>,
+    etcd_agents: Option<Located<Vec<String>>>,
+    kubelet_agents: Option<Located<Vec<String>>>,
+    fence_agents: Option<Located<Vec<String>>>,
+    expected_nodes: Option<Located<u64>>,
+}
+
+impl ReportInputs {
+    fn absorb(&mut self, f: ReportFragment, ctx: &FileCtx<'_>) {
+        set(&mut self.path, f.path, ctx);
+        set(&mut self.interval_ms, f.interval_ms, ctx);
+        set(&mut self.crm_mon_timeout_ms, f.crm_mon_timeout_ms, ctx);
+        set(&mut self.cib_file, f.cib_file, ctx);
+        set(&mut self.corosync_conf, f.corosync_conf, ctx);
+        set(&mut self.etcd_agents, f.etcd_agents, ctx);
+        set(&mut self.kubelet_agents, f.kubelet_agents, ctx);
+        set(&mut self.fence_agents, f.fence_agents, ctx);
+        set(&mut self.expected_nodes, f.expected_nodes, ctx);
+    }
+
+    fn validate(self, node_count: usize) -> Result<ReportSettings, ConfigError> {
+        let file = |v: Option<Located<PathBuf>>, key: &str, default: &str| match v {
+            None => Ok(PathBuf::from(default)),
+            Some(l) if !l.value.is_absolute() => Err(l.invalid(key, "must be an absolute path")),
+            Some(l) => Ok(l.value),
+        };
+        let path = match self.path {
+            None => None,
+            Some(l) if !l.value.is_absolute() => {
+                return Err(l.invalid("report.path", "must be an absolute path"));
+            }
+            Some(l) if l.value.file_name().is_none() => {
+                return Err(l.invalid("report.path", "must name a file, not a directory"));
+            }
+            Some(l) => Some(l.value),
+        };
+        let ranged = |v: Option<Located<u64>>,
+                      key: &str,
+                      range: std::ops::RangeInclusive<u64>,
+                      default: u64|
+         -> Result<Duration, ConfigError> {
+            match v {
+                None => Ok(Duration::from_millis(default)),
+                Some(l) if !range.contains(&l.value) => Err(l.invalid(
+                    key,
+                    format!(
+                        "{} is out of range: use {} to {} ms",
+                        l.value,
+                        range.start(),
+                        range.end()
+                    ),
+                )),
+                Some(l) => Ok(Duration::from_millis(l.value)),
+            }
+        };
+        let interval = ranged(
+            self.interval_ms,
+            "report.interval_ms",
+            MIN_REPORT_INTERVAL_MS..=MAX_REPORT_INTERVAL_MS,
+            DEFAULT_REPORT_INTERVAL_MS,
+        )?;
+        let crm_mon_timeout = ranged(
+            self.crm_mon_timeout_ms,
+            "report.crm_mon_timeout_ms",
+            REPORT_CRM_MON_TIMEOUT_RANGE_MS,
+            DEFAULT_REPORT_CRM_MON_TIMEOUT_MS,
+        )?;
+        let defaults = crm_xml::report::Options::default();
+        let agents = |v: Option<Located<Vec<String>>>, key: &str, default: Vec<String>| match v {
+            None => Ok(default),
+            Some(l) if l.value.is_empty() => Err(l.invalid(key, "the list must not be empty")),
+            Some(l) => match l
+                .value
+                .iter()
+                .find(|a| a.trim().is_empty() || a.trim() != *a)
+            {
+                Some(bad) => Err(l.invalid(
+                    key,
+                    format!("{bad:?} is not a resource agent like \"ocf:etcd-warden:etcd\""),
+                )),
+                None => Ok(l.value),
+            },
+        };
+        let expected_nodes = match self.expected_nodes {
+            None => node_count,
+            Some(l) => match usize::try_from(l.value) {
+                Ok(n) if (1..=MAX_EXPECTED_NODES).contains(&n) => n,
+                _ => {
+                    return Err(l.invalid(
+                        "report.expected_nodes",
+                        format!("{} is out of range: use 1 to {MAX_EXPECTED_NODES}", l.value),
+                    ));
+                }
+            },
+        };
+        Ok(ReportSettings {
+            path,
+            interval,
+            crm_mon_timeout,
+            cib_file: file(
+                self.cib_file,
+                "report.cib_file",
+                crate::report_cycle::LIVE_CIB_FILE,
+            )?,
+            corosync_conf: file(
+                self.corosync_conf,
+                "report.corosync_conf",
+                crate::report_cycle::DEFAULT_COROSYNC_CONF,
+            )?,
+            etcd_agents: agents(self.etcd_agents, "report.etcd_agents", defaults.etcd_agents)?,
+            kubelet_agents: agents(
+                self.kubelet_agents,
+                "report.kubelet_agents",
+                defaults.kubelet_agents,
+            )?,
+            fence_agents: agents(
+                self.fence_agents,
+                "report.fence_agents",
+                defaults.fence_agents,
+            )?,
+            expected_nodes,
+        })
+    }
+}
+
+/// Largest `report.expected_nodes`: far above any Corosync cluster, a
+/// bound against a typo rather than a limit of the report.
+const MAX_EXPECTED_NODES: usize = 256;
 
 /// `<data_dir>.archive`, beside the data directory.
 pub fn default_archive_dir(data_dir: &Path) -> PathBuf {
@@ -1582,5 +1784,135 @@ client_urls = ["https://[2001:db8::2]:2379", "http://b.example:2379"]
         ])
         .unwrap();
         assert_eq!(s.failover.force_election_timeout_ms, Some(700));
+    }
+
+    #[test]
+    fn report_defaults() {
+        let s = load(&[("/c.toml", GOOD)]).unwrap();
+        let r = &s.report;
+        assert_eq!(r.path, None, "no report is written unless asked");
+        assert_eq!(r.interval, Duration::from_secs(30));
+        assert_eq!(r.crm_mon_timeout, Duration::from_secs(10));
+        assert_eq!(r.cib_file, PathBuf::from("/var/lib/pacemaker/cib/cib.xml"));
+        assert_eq!(
+            r.corosync_conf,
+            PathBuf::from("/etc/corosync/corosync.conf")
+        );
+        assert_eq!(
+            r.etcd_agents,
+            ["ocf:etcd-warden:etcd", "ocf:heartbeat:podman-etcd"]
+        );
+        assert_eq!(r.kubelet_agents, ["systemd:kubelet"]);
+        assert_eq!(r.fence_agents, ["stonith:*"]);
+        assert_eq!(r.expected_nodes, 2, "the number of [[nodes]]");
+    }
+
+    #[test]
+    fn report_keys_merge_from_dropins() {
+        let s = load(&[
+            (
+                "/c.toml",
+                &format!("{GOOD}\n[report]\npath = \"/run/etcd-warden/report.json\"\ninterval_ms = 5000\n"),
+            ),
+            (
+                "/d.toml",
+                "[report]\ninterval_ms = 1000\ncrm_mon_timeout_ms = 2500\ncib_file = \"/tmp/cib.xml\"\ncorosync_conf = \"/tmp/corosync.conf\"\netcd_agents = [\"ocf:x:etcd\"]\nkubelet_agents = [\"systemd:k\"]\nfence_agents = [\"stonith:fence_*\"]\nexpected_nodes = 3\n",
+            ),
+        ])
+        .unwrap();
+        let r = &s.report;
+        assert_eq!(r.path, Some(PathBuf::from("/run/etcd-warden/report.json")));
+        assert_eq!(r.interval, Duration::from_secs(1));
+        assert_eq!(r.crm_mon_timeout, Duration::from_millis(2500));
+        assert_eq!(r.cib_file, PathBuf::from("/tmp/cib.xml"));
+        assert_eq!(r.corosync_conf, PathBuf::from("/tmp/corosync.conf"));
+        assert_eq!(r.etcd_agents, ["ocf:x:etcd"]);
+        assert_eq!(r.kubelet_agents, ["systemd:k"]);
+        assert_eq!(r.fence_agents, ["stonith:fence_*"]);
+        assert_eq!(r.expected_nodes, 3);
+    }
+
+    fn report_error(extra: &str) -> String {
+        load(&[("/c.toml", GOOD), ("/d.toml", extra)])
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn bad_report_values_name_file_line_and_key() {
+        let cases: &[(&str, &str, &str)] = &[
+            ("path = \"report.json\"", "report.path", "absolute path"),
+            ("path = \"/\"", "report.path", "must name a file"),
+            (
+                "interval_ms = 999",
+                "report.interval_ms",
+                "use 1000 to 3600000 ms",
+            ),
+            (
+                "interval_ms = 3600001",
+                "report.interval_ms",
+                "out of range",
+            ),
+            (
+                "crm_mon_timeout_ms = 99",
+                "report.crm_mon_timeout_ms",
+                "use 100 to 600000 ms",
+            ),
+            (
+                "crm_mon_timeout_ms = 600001",
+                "report.crm_mon_timeout_ms",
+                "out of range",
+            ),
+            ("cib_file = \"cib.xml\"", "report.cib_file", "absolute path"),
+            (
+                "corosync_conf = \"c.conf\"",
+                "report.corosync_conf",
+                "absolute path",
+            ),
+            (
+                "etcd_agents = []",
+                "report.etcd_agents",
+                "must not be empty",
+            ),
+            (
+                "kubelet_agents = [\"\"]",
+                "report.kubelet_agents",
+                "is not a resource agent",
+            ),
+            (
+                "fence_agents = [\" stonith:*\"]",
+                "report.fence_agents",
+                "is not a resource agent",
+            ),
+            (
+                "expected_nodes = 0",
+                "report.expected_nodes",
+                "use 1 to 256",
+            ),
+            (
+                "expected_nodes = 257",
+                "report.expected_nodes",
+                "out of range",
+            ),
+        ];
+        for (line, key, needle) in cases {
+            let e = report_error(&format!("# drop-in\n[report]\n{line}\n"));
+            assert!(
+                e.starts_with(&format!("/d.toml:3: key `{key}`")),
+                "{line}: {e}"
+            );
+            assert!(e.contains(needle), "{line}: {e}");
+        }
+        // Wrong types and unknown keys: file, line and key from the parser.
+        let e = report_error("[report]\n\ninterval_ms = \"30s\"\n");
+        assert!(e.starts_with("/d.toml:3: key `report.interval_ms`"), "{e}");
+        let e = report_error("[report]\nexpected_nodes = -1\n");
+        assert!(
+            e.starts_with("/d.toml:2: key `report.expected_nodes`"),
+            "{e}"
+        );
+        let e = report_error("[report]\npath = \"/run/r.json\"\nintervall_ms = 1000\n");
+        assert!(e.starts_with("/d.toml:3:"), "{e}");
+        assert!(e.contains("intervall_ms"), "{e}");
     }
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, watch};
 use warden_api::{Action, ActionReply, ActionRequest, NodeStatus, Outcome};
 
-use crm_xml::report::{self, EtcdMember, EtcdRole, EtcdSection, WardenNodeState, WardenState};
+use crm_xml::report::{EtcdMember, EtcdRole, EtcdSection, WardenNodeState, WardenState};
 
 use crate::config::Settings;
 use crate::etcd::{Connector, EtcdError, LiveEtcd, MemberStatus, status_of_members};
@@ -373,30 +373,32 @@ impl Core {
     }
 
     /// The report: Pacemaker's view from crm_mon (bounded by
-    /// [`CRM_MON_DEADLINE`]) with the live etcd section. Without Pacemaker
-    /// (standalone, crm_mon failing) the error and the etcd part alone.
+    /// [`CRM_MON_DEADLINE`] or `report.crm_mon_timeout_ms`, whichever is
+    /// shorter) with the live etcd section. It is built by the same cycle as
+    /// the report the daemon writes (same CIB, Corosync node list and
+    /// previous report at `report.path` for transition times), only not
+    /// written, so the two never disagree. Without Pacemaker (standalone,
+    /// crm_mon failing) the error and the etcd part alone.
     pub async fn report(&self, deadline: Duration) -> Result<serde_json::Value, serde_json::Value> {
-        let (crm, (_, members, section)) =
-            tokio::join!(crm_mon(CRM_MON_DEADLINE), self.etcd_section(deadline));
+        let mut cycle = crate::report_cycle::Cycle::for_daemon(&self.settings);
+        cycle.output = None;
+        cycle.timeout = cycle.timeout.min(CRM_MON_DEADLINE);
+        let gather = tokio::task::spawn_blocking(move || {
+            // Logged at debug only: the daemon's writer logs the same
+            // warnings at each cycle, and an API call is no reason to repeat
+            // them.
+            let g = cycle.gather(&mut |w| tracing::debug!(warning = w, "report"));
+            (cycle, g)
+        });
+        let (crm, (_, members, section)) = tokio::join!(gather, self.etcd_section(deadline));
+        let crm = match crm {
+            Ok((cycle, Ok(g))) => Ok((cycle, g)),
+            Ok((_, Err(e))) => Err(e.to_string()),
+            Err(e) => Err(format!("the report cycle panicked: {e}")),
+        };
         match crm {
-            Ok(doc) => {
-                let opts = report::Options {
-                    expected_node_count: self.settings.nodes.len(),
-                    node_addresses: self
-                        .settings
-                        .nodes
-                        .iter()
-                        .map(|n| {
-                            (
-                                n.name.clone(),
-                                n.peer_urls.iter().filter_map(|u| url_host(u)).collect(),
-                            )
-                        })
-                        .collect(),
-                    etcd: Some(section),
-                    ..Default::default()
-                };
-                let r = report::build(&doc, &opts, None, time::OffsetDateTime::now_utc());
+            Ok((cycle, g)) => {
+                let r = cycle.build(g, Some(section));
                 serde_json::to_value(&r).map_err(|e| serde_json::json!({"error": e.to_string()}))
             }
             Err(e) => {
@@ -645,48 +647,3 @@ fn reason_of(p: &Probe) -> Option<String> {
 
 /// How long crm_mon may take for a report.
 pub const CRM_MON_DEADLINE: Duration = Duration::from_secs(5);
-
-/// Run crm_mon once, bounded, and parse its XML.
-async fn crm_mon(deadline: Duration) -> Result<crm_xml::model::CrmMon, String> {
-    let child = tokio::process::Command::new("crm_mon")
-        .args(["--one-shot", "--inactive", "--output-as=xml"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        // Dropped at the deadline: the child is killed, not left behind.
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| format!("cannot run crm_mon: {e}"))?;
-    let out = tokio::time::timeout(deadline, child.wait_with_output())
-        .await
-        .map_err(|_| format!("crm_mon did not answer within {deadline:?}"))?
-        .map_err(|e| format!("crm_mon failed: {e}"))?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    // crm_mon puts its reasons in <error> elements of the XML; with an
-    // unreadable CIB_file it even exits 0 with errors and no <nodes>.
-    let reasons: Vec<&str> = text
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("<error>")?.strip_suffix("</error>"))
-        .collect();
-    if !out.status.success() || (!reasons.is_empty() && !text.contains("<nodes")) {
-        let why = if reasons.is_empty() {
-            String::from_utf8_lossy(&out.stderr).trim().to_string()
-        } else {
-            reasons.join("; ")
-        };
-        return Err(format!("crm_mon failed ({}): {why}", out.status));
-    }
-    crm_xml::parse(&text).map_err(|e| format!("crm_mon's XML: {e}"))
-}
-
-/// The host of an `http(s)://host:port` URL, without IPv6 brackets.
-fn url_host(u: &str) -> Option<String> {
-    let rest = u.split_once("://")?.1;
-    let rest = rest.strip_suffix('/').unwrap_or(rest);
-    let (host, _) = rest.rsplit_once(':')?;
-    Some(
-        host.trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string(),
-    )
-}

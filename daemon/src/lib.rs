@@ -10,6 +10,7 @@ pub mod etcd_conf;
 pub mod metrics;
 pub mod ops;
 pub mod reconcile;
+pub mod report_cycle;
 pub mod run;
 pub mod server;
 pub mod standalone;

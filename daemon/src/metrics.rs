@@ -54,6 +54,10 @@ pub struct Metrics {
     restarts: AtomicU64,
     unexpected_exits: AtomicU64,
     probe_failures: AtomicU64,
+    report_ok: AtomicU64,
+    report_failed: AtomicU64,
+    report_skipped: AtomicU64,
+    report_last_success: AtomicI64,
     actions: Mutex<[Histogram; ACTIONS.len()]>,
 }
 
@@ -83,6 +87,22 @@ impl Metrics {
     /// A probe failed.
     pub fn probe_failed(&self) {
         self.probe_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A report cycle wrote the report; `at` is the Unix time (seconds).
+    pub fn report_written(&self, at: i64) {
+        self.report_ok.fetch_add(1, Ordering::Relaxed);
+        self.report_last_success.store(at, Ordering::Relaxed);
+    }
+
+    /// A report cycle failed (the previous report was left as it was).
+    pub fn report_failed(&self) {
+        self.report_failed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A report tick came while the previous cycle still ran.
+    pub fn report_skipped(&self) {
+        self.report_skipped.fetch_add(1, Ordering::Relaxed);
     }
 
     /// An action took `took`.
@@ -167,6 +187,33 @@ impl Metrics {
         );
         let _ = writeln!(
             o,
+            "# HELP etcd_warden_report_cycles_total Report cycles of the daemon's writer ([report] path), by result."
+        );
+        let _ = writeln!(o, "# TYPE etcd_warden_report_cycles_total counter");
+        for (result, v) in [
+            ("success", &self.report_ok),
+            ("failure", &self.report_failed),
+        ] {
+            let _ = writeln!(
+                o,
+                "etcd_warden_report_cycles_total{{result=\"{result}\"}} {}",
+                v.load(Ordering::Relaxed)
+            );
+        }
+        counter(
+            &mut o,
+            "etcd_warden_report_cycles_skipped_total",
+            "Report ticks skipped because the previous cycle was still running.",
+            self.report_skipped.load(Ordering::Relaxed),
+        );
+        gauge(
+            &mut o,
+            "etcd_warden_report_last_success_timestamp_seconds",
+            "Unix time of the last report the daemon wrote (0: none yet).",
+            self.report_last_success.load(Ordering::Relaxed),
+        );
+        let _ = writeln!(
+            o,
             "# HELP etcd_warden_action_duration_seconds Time to answer an OCF action."
         );
         let _ = writeln!(o, "# TYPE etcd_warden_action_duration_seconds histogram");
@@ -228,5 +275,33 @@ mod tests {
             "etcd_warden_action_duration_seconds_bucket{action=\"monitor\",le=\"0.005\"} 1"
         ));
         assert!(t.contains("etcd_warden_action_duration_seconds_count{action=\"monitor\"} 1"));
+        assert!(t.contains("etcd_warden_report_cycles_total{result=\"success\"} 0"));
+        assert!(t.contains("etcd_warden_report_last_success_timestamp_seconds 0"));
+    }
+
+    #[test]
+    fn report_cycles_counted_by_result() {
+        let m = Metrics::default();
+        m.report_written(1_700_000_000);
+        m.report_failed();
+        m.report_failed();
+        m.report_skipped();
+        let t = m.render();
+        assert!(
+            t.contains("etcd_warden_report_cycles_total{result=\"success\"} 1"),
+            "{t}"
+        );
+        assert!(
+            t.contains("etcd_warden_report_cycles_total{result=\"failure\"} 2"),
+            "{t}"
+        );
+        assert!(
+            t.contains("etcd_warden_report_cycles_skipped_total 1"),
+            "{t}"
+        );
+        assert!(
+            t.contains("etcd_warden_report_last_success_timestamp_seconds 1700000000"),
+            "{t}"
+        );
     }
 }

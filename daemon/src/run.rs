@@ -1,6 +1,6 @@
 //! The daemon's main loop: logging, sockets, the first probe, READY=1, then
-//! one `select!` over the API servers, the probe ticker, the watchdog and
-//! the signals. The first task to end brings the daemon down, naming it.
+//! one `select!` over the API servers, the probe ticker, the report writer's
+//! ticker, the watchdog and the signals. The first task to end brings the daemon down, naming it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -190,6 +190,20 @@ pub async fn run(settings: Settings, print_paths: bool) -> anyhow::Result<()> {
     let mut reconcile_at = tokio::time::Instant::now();
     let mut leader_rx = core.subscribe_leader();
     let mut seen_death: Option<u32> = None;
+    // The report writer ([report] path): a cycle per tick, as a task of its
+    // own so that crm_mon never holds up the loop; a tick that comes while
+    // the previous cycle still runs is skipped, never queued.
+    let report_path = settings.report.path.clone();
+    let mut report_tick = tokio::time::interval(settings.report.interval);
+    report_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut report_task: Option<tokio::task::JoinHandle<()>> = None;
+    if let Some(p) = &report_path {
+        tracing::info!(
+            path = %p.display(),
+            interval_ms = settings.report.interval.as_millis(),
+            "writing the PacemakerCluster report"
+        );
+    }
 
     let outcome: anyhow::Result<()> = loop {
         tokio::select! {
@@ -221,6 +235,14 @@ pub async fn run(settings: Settings, print_paths: bool) -> anyhow::Result<()> {
                     }
                 } else {
                     restart_at = None;
+                }
+            }
+            _ = report_tick.tick(), if report_path.is_some() => {
+                if report_task.as_ref().is_some_and(|t| !t.is_finished()) {
+                    core.metrics.report_skipped();
+                    tracing::debug!("report cycle still running: tick skipped");
+                } else {
+                    report_task = Some(tokio::spawn(report_cycle(core.clone())));
                 }
             }
             Ok(()) = state_rx.changed() => {
@@ -256,6 +278,40 @@ pub async fn run(settings: Settings, print_paths: bool) -> anyhow::Result<()> {
     }
     let _ = std::fs::remove_file(&settings.api.socket);
     outcome
+}
+
+/// One cycle of the report writer: the live etcd section, then the shared
+/// cycle (crm_mon, CIB, Corosync, previous report, atomic write) off the
+/// async workers. A failure is logged and counted; the previous report is
+/// left as it was and ages into staleness, which readers see.
+async fn report_cycle(core: Arc<Core>) {
+    let (_, _, section) = core
+        .etcd_section(core.settings.timeouts.probe_timeout)
+        .await;
+    let cycle = crate::report_cycle::Cycle::for_daemon(&core.settings);
+    let run = tokio::task::spawn_blocking(move || {
+        cycle.run(Some(section), &mut |w| {
+            tracing::warn!(warning = w, "report cycle");
+        })
+    })
+    .await;
+    match run {
+        Ok(Ok(_)) => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+                .unwrap_or_default();
+            core.metrics.report_written(now);
+        }
+        Ok(Err(e)) => {
+            core.metrics.report_failed();
+            tracing::warn!(error = %e, "report cycle failed; the previous report is left as it was");
+        }
+        Err(e) => {
+            core.metrics.report_failed();
+            tracing::warn!(error = %e, "report cycle panicked; the previous report is left as it was");
+        }
+    }
 }
 
 /// Resolves when the failover driver was asked to decide now.
