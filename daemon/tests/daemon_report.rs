@@ -1,0 +1,239 @@
+//! The daemon's own report writer (`[report]`), on real components: the real
+//! `etcd-warden daemon` with a real etcd, and the real crm_mon reading a CIB
+//! file (`CIB_file`) instead of a live cluster.
+//!
+//! The report file appears within a deadline, validates against the shipped
+//! JSON Schema, carries the live etcd section, keeps a condition's
+//! lastTransitionTime across cycles, and survives a broken crm_mon whole
+//! while the failures are logged and counted.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+#[path = "../../crm-xml/tests/common/mod.rs"]
+#[allow(unused_imports)]
+mod crm_common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::{Daemon, free_port, metric, wait_for};
+use crm_xml::report::Report;
+
+/// The CIB of a two-node cluster with status (master-0 id 1, master-1 id 2).
+const CIB: &str = include_str!("fixtures/two_node_cib.xml");
+
+/// The Corosync configuration of that cluster, so that the nodes get
+/// addresses (and so appear in the status) without corosync-cmapctl.
+const COROSYNC_CONF: &str = "\
+totem {
+    version: 2
+    cluster_name: test
+}
+nodelist {
+    node {
+        name: master-0
+        nodeid: 1
+        ring0_addr: 192.0.2.10
+    }
+    node {
+        name: master-1
+        nodeid: 2
+        ring0_addr: 192.0.2.11
+    }
+}
+";
+
+/// The shipped JSON Schema of the CR's status.
+fn schema() -> jsonschema::Validator {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../crm-xml/schema/pacemakercluster-status.schema.json");
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    jsonschema::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .unwrap()
+}
+
+/// A standalone daemon with etcd, writing the report every second from
+/// `CIB_file=<dir>/cib.xml`; returns it and the report's path.
+fn start() -> (Daemon, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let cib = dir.path().join("cib.xml");
+    let conf = dir.path().join("corosync.conf");
+    let report = dir.path().join("run/report.json");
+    std::fs::write(&cib, CIB).unwrap();
+    std::fs::write(&conf, COROSYNC_CONF).unwrap();
+    std::fs::create_dir_all(dir.path().join("run")).unwrap();
+    // A drop-in next to the standalone configuration the daemon generates.
+    std::fs::create_dir_all(dir.path().join("config.d")).unwrap();
+    std::fs::write(
+        dir.path().join("config.d/50-report.toml"),
+        format!(
+            "[report]\npath = {report:?}\ninterval_ms = 1000\ncrm_mon_timeout_ms = 5000\ncib_file = {cib:?}\ncorosync_conf = {conf:?}\nexpected_nodes = 2\n"
+        ),
+    )
+    .unwrap();
+    let mut d = Daemon {
+        log: dir.path().join("daemon.log"),
+        dir,
+        http: free_port(),
+        child: None,
+        etcd_pids: vec![],
+        env: vec![("CIB_file".into(), cib.display().to_string())],
+    };
+    d.spawn(true);
+    (d, report, cib)
+}
+
+fn read_report(path: &Path) -> Option<Report> {
+    let text = std::fs::read_to_string(path).ok()?;
+    Some(Report::from_json(&text).unwrap_or_else(|e| panic!("{e}: {text}")))
+}
+
+fn cycles(d: &Daemon, result: &str) -> f64 {
+    let (code, text) = d.http_get("/metrics").unwrap();
+    assert_eq!(code, 200);
+    metric(
+        &text,
+        &format!("etcd_warden_report_cycles_total{{result=\"{result}\"}}"),
+    )
+    .unwrap_or_else(|| panic!("no report cycle metric in {text}"))
+}
+
+#[test]
+fn the_daemon_writes_the_report_and_keeps_it_whole_when_crm_mon_breaks() {
+    let (mut d, path, cib) = start();
+    d.wait_ready(Duration::from_secs(30));
+    let member = format!("{:x}", d.status().member_id.unwrap());
+
+    // The first report that carries the live etcd member (the very first
+    // cycle may run before etcd answers).
+    let first = wait_for(
+        "a report with the etcd member",
+        Duration::from_secs(20),
+        || {
+            read_report(&path).filter(|r| {
+                r.etcd
+                    .as_ref()
+                    .is_some_and(|e| e.members.iter().any(|m| m.id == member))
+            })
+        },
+    );
+    crm_common::check_status(&schema(), &first.status).unwrap_or_else(|e| panic!("{e}"));
+    let etcd = first.etcd.as_ref().unwrap();
+    assert_eq!(etcd.leader.as_deref(), Some(member.as_str()), "{etcd:?}");
+    assert_eq!(etcd.members.len(), 1, "{etcd:?}");
+    // The CIB and the Corosync file were read: both nodes with their
+    // addresses, and the fence devices attributed.
+    let names: Vec<&str> = first
+        .status
+        .nodes
+        .iter()
+        .map(|n| n.node_name.as_str())
+        .collect();
+    assert_eq!(names, ["master-0", "master-1"], "{first:?}");
+    assert_eq!(first.status.nodes[0].addresses[0].address, "192.0.2.10");
+    assert!(
+        first
+            .status
+            .nodes
+            .iter()
+            .all(|n| !n.fencing_agents.is_empty()),
+        "{:?}",
+        first.status.nodes
+    );
+
+    // A later cycle (at least two seconds on, so that a reset transition
+    // time would differ) keeps every unchanged condition's transition time.
+    let first_updated = crm_xml::timefmt::parse_k8s(&first.status.last_updated).unwrap();
+    let later = wait_for("a later report", Duration::from_secs(20), || {
+        read_report(&path).filter(|r| {
+            crm_xml::timefmt::parse_k8s(&r.status.last_updated)
+                .is_some_and(|t| t - first_updated >= time::Duration::seconds(2))
+        })
+    });
+    crm_common::check_status(&schema(), &later.status).unwrap_or_else(|e| panic!("{e}"));
+    for c in &first.status.conditions {
+        let now = later
+            .status
+            .conditions
+            .iter()
+            .find(|l| l.kind == c.kind)
+            .unwrap();
+        assert_eq!(now.status, c.status, "{:?}", c.kind);
+        assert_eq!(
+            now.last_transition_time, c.last_transition_time,
+            "{:?} lost its transition time",
+            c.kind
+        );
+    }
+    assert!(cycles(&d, "success") >= 2.0);
+
+    // /v1/report is built from the same inputs: the same nodes, addresses
+    // and fence devices as the written report.
+    let body = d
+        .client()
+        .get_raw(warden_api::paths::REPORT, Duration::from_secs(10))
+        .unwrap();
+    let api: Report = serde_json::from_slice(&body).unwrap();
+    assert_eq!(api.status.nodes.len(), later.status.nodes.len());
+    for (a, w) in api.status.nodes.iter().zip(&later.status.nodes) {
+        assert_eq!(a.node_name, w.node_name);
+        assert_eq!(a.addresses, w.addresses);
+        assert_eq!(a.fencing_agents, w.fencing_agents);
+    }
+
+    // crm_mon breaks: the CIB it reads is garbage. Cycles fail, are
+    // counted and logged, and the report stays the last good one, whole.
+    let failed_before = cycles(&d, "failure");
+    std::fs::write(&cib, "garbage, not a CIB\n").unwrap();
+    wait_for("a failed cycle", Duration::from_secs(20), || {
+        (cycles(&d, "failure") > failed_before).then_some(())
+    });
+    let kept = std::fs::read_to_string(&path).unwrap();
+    let failed = cycles(&d, "failure");
+    wait_for("two more failed cycles", Duration::from_secs(20), || {
+        (cycles(&d, "failure") >= failed + 2.0).then_some(())
+    });
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        kept,
+        "a failed cycle changed the report"
+    );
+    let kept = Report::from_json(&kept).unwrap();
+    crm_common::check_status(&schema(), &kept.status).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(kept.status.nodes.len(), 2);
+    // Nothing but the report in its directory: no temp file left behind.
+    let entries: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(entries, [path.file_name().unwrap()], "{entries:?}");
+    let log = d.log();
+    assert!(
+        log.contains("report cycle failed") && log.contains("crm_mon failed"),
+        "{log}"
+    );
+    // The daemon is still serving.
+    assert_eq!(d.http_get("/healthz").unwrap().0, 200);
+    let (code, metrics) = d.http_get("/metrics").unwrap();
+    assert_eq!(code, 200);
+    let last = metric(
+        &metrics,
+        "etcd_warden_report_last_success_timestamp_seconds",
+    )
+    .unwrap();
+    assert!(last > 0.0, "{metrics}");
+
+    // Repaired, the next cycle writes again.
+    std::fs::write(&cib, CIB).unwrap();
+    let ok = cycles(&d, "success");
+    wait_for(
+        "a successful cycle after the repair",
+        Duration::from_secs(20),
+        || (cycles(&d, "success") > ok).then_some(()),
+    );
+}
