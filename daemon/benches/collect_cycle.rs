@@ -13,6 +13,17 @@
 //! goes: `crm_mon > /dev/null`, and `crm_mon | reader` (its output read
 //! through a pipe, as every consumer of it, `collect` included, must).
 //!
+//! Two cycles against them: `etcd-warden collect` as the timer runs it (a
+//! process per cycle), and the daemon's cycle (`[report]`): the same
+//! library call the daemon makes, `report_cycle::Cycle::for_daemon` then
+//! `run`, in this process, without the etcd section (no etcd here). The
+//! in-process cycle's CPU is this process's own CPU during the call plus
+//! its crm_mon child's.
+//!
+//! crm_mon reads `CIB_file` from its environment; the in-process cycle's
+//! crm_mon inherits this process's, so the benchmark re-executes itself
+//! once with `CIB_file` set (setting it in a running process is unsafe).
+//!
 //! Run: `make bench-collect`, or
 //! `cargo bench -p etcd-warden --bench collect_cycle` (`COLLECT_ROUNDS=…`
 //! rounds of `COLLECT_RUNS=…` runs of each; defaults 10 × 20). Cargo builds
@@ -25,6 +36,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
+
+use etcd_warden::report_cycle::Cycle;
 
 /// The two-node CIB the crm-xml benchmarks use (kubelet, etcd, two fence
 /// devices, status with everything running).
@@ -58,14 +71,23 @@ nodelist {
 
 const CRM_MON: [&str; 4] = ["crm_mon", "--one-shot", "--inactive", "--output-as=xml"];
 
+/// The directory the parent prepared, passed to the re-executed benchmark.
+const DIR_ENV: &str = "COLLECT_BENCH_DIR";
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
     CrmMonNull,
     CrmMonPipe,
     Collect,
+    Daemon,
 }
 
-const KINDS: [Kind; 3] = [Kind::CrmMonNull, Kind::CrmMonPipe, Kind::Collect];
+const KINDS: [Kind; 4] = [
+    Kind::CrmMonNull,
+    Kind::CrmMonPipe,
+    Kind::Collect,
+    Kind::Daemon,
+];
 
 impl Kind {
     fn label(self) -> &'static str {
@@ -73,6 +95,7 @@ impl Kind {
             Kind::CrmMonNull => "crm_mon > /dev/null",
             Kind::CrmMonPipe => "crm_mon | reader",
             Kind::Collect => "etcd-warden collect",
+            Kind::Daemon => "daemon cycle (in-proc)",
         }
     }
 }
@@ -82,13 +105,44 @@ struct Setup {
     cib: PathBuf,
     conf: PathBuf,
     out: PathBuf,
-    _dir: tempfile::TempDir,
+    /// The daemon's cycle, writing to its own report file.
+    cycle: Cycle,
+}
+
+/// The daemon's `[report]` settings for the bench's cluster, through the
+/// daemon's own configuration loader.
+fn daemon_cycle(dir: &Path) -> Cycle {
+    let text = format!(
+        r#"node_name = "master-0"
+topology = "two-node"
+
+[report]
+path = {out:?}
+cib_file = {cib:?}
+corosync_conf = {conf:?}
+
+[[nodes]]
+name = "master-0"
+peer_urls = ["https://192.0.2.10:2380"]
+client_urls = ["https://192.0.2.10:2379"]
+
+[[nodes]]
+name = "master-1"
+peer_urls = ["https://192.0.2.11:2380"]
+client_urls = ["https://192.0.2.11:2379"]
+"#,
+        out = dir.join("daemon-report.json"),
+        cib = dir.join("cib.xml"),
+        conf = dir.join("corosync.conf"),
+    );
+    let settings = etcd_warden::config::from_texts(&[(dir.join("config.toml"), text)]).unwrap();
+    Cycle::for_daemon(&settings)
 }
 
 impl Setup {
     fn command(&self, kind: Kind) -> Command {
         let mut cmd = match kind {
-            Kind::CrmMonNull | Kind::CrmMonPipe => {
+            Kind::CrmMonNull | Kind::CrmMonPipe | Kind::Daemon => {
                 let mut c = Command::new(CRM_MON[0]);
                 c.args(&CRM_MON[1..]);
                 c
@@ -120,8 +174,22 @@ impl Setup {
         cmd
     }
 
-    /// One run; its wall time from spawn to reaped exit.
+    /// One run; its wall time from spawn to reaped exit (in-process: the
+    /// call).
     fn run(&self, kind: Kind) -> Duration {
+        if kind == Kind::Daemon {
+            let mut warnings = Vec::new();
+            let start = Instant::now();
+            let r = self.cycle.run(None, &mut |w| warnings.push(w.to_owned()));
+            let took = start.elapsed();
+            if let Err(e) = r {
+                panic!("the daemon cycle failed: {e}");
+            }
+            // As for collect: a warning means a path not meant to be
+            // measured (a fallback to cibadmin or corosync-cmapctl).
+            assert!(warnings.is_empty(), "the daemon cycle warned: {warnings:?}");
+            return took;
+        }
         let start = Instant::now();
         let mut child = self.command(kind).spawn().unwrap_or_else(|e| {
             panic!("cannot run {}: {e}", kind.label());
@@ -160,6 +228,17 @@ fn children_cpu() -> f64 {
     let cutime: f64 = f[16 - 3].parse().unwrap();
     let cstime: f64 = f[17 - 3].parse().unwrap();
     (cutime + cstime) / 100.0
+}
+
+/// CPU time (user + system) of this process itself, in seconds (fields 14
+/// and 15 of `/proc/self/stat`).
+fn own_cpu() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = f[14 - 3].parse().unwrap();
+    let stime: f64 = f[15 - 3].parse().unwrap();
+    (utime + stime) / 100.0
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -211,23 +290,41 @@ fn main() -> ExitCode {
         eprintln!("collect_cycle: crm_mon is not installed (Pacemaker's CLI tools are needed)");
         return ExitCode::FAILURE;
     }
-    // tmpfs, as the systemd unit writes the report to /run.
-    let shm = Path::new("/dev/shm");
-    let dir = if shm.is_dir() {
-        tempfile::tempdir_in(shm)
-    } else {
-        tempfile::tempdir()
-    }
-    .unwrap();
+    let Some(dir) = std::env::var_os(DIR_ENV).map(PathBuf::from) else {
+        // The parent: prepare the files, then run the benchmark itself
+        // again with CIB_file in its environment (see the module comment).
+        // tmpfs, as the systemd unit and the daemon write the report to /run.
+        let shm = Path::new("/dev/shm");
+        let dir = if shm.is_dir() {
+            tempfile::tempdir_in(shm)
+        } else {
+            tempfile::tempdir()
+        }
+        .unwrap();
+        std::fs::write(dir.path().join("cib.xml"), CIB).unwrap();
+        std::fs::write(dir.path().join("corosync.conf"), COROSYNC_CONF).unwrap();
+        let me = std::env::current_exe().unwrap();
+        let status = Command::new(me)
+            .args(std::env::args_os().skip(1))
+            .env(DIR_ENV, dir.path())
+            .env("CIB_file", dir.path().join("cib.xml"))
+            .env_remove("RUST_BACKTRACE")
+            .env_remove("RUST_LIB_BACKTRACE")
+            .status()
+            .unwrap();
+        return if status.success() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        };
+    };
     let setup = Setup {
         bin,
-        cib: dir.path().join("cib.xml"),
-        conf: dir.path().join("corosync.conf"),
-        out: dir.path().join("report.json"),
-        _dir: dir,
+        cib: dir.join("cib.xml"),
+        conf: dir.join("corosync.conf"),
+        out: dir.join("report.json"),
+        cycle: daemon_cycle(&dir),
     };
-    std::fs::write(&setup.cib, CIB).unwrap();
-    std::fs::write(&setup.conf, COROSYNC_CONF).unwrap();
 
     // Warm the page cache and the previous report the cycle reads.
     for _ in 0..3 {
@@ -237,17 +334,20 @@ fn main() -> ExitCode {
     }
 
     let load_before = load_average();
-    let mut wall: [Vec<f64>; 3] = Default::default();
-    let mut cpu: [Vec<f64>; 3] = Default::default();
+    let mut wall: [Vec<f64>; 4] = Default::default();
+    let mut cpu: [Vec<f64>; 4] = Default::default();
     for round in 0..rounds {
-        let mut cpu_round = [0.0f64; 3];
+        let mut cpu_round = [0.0f64; 4];
         for i in 0..runs {
             // Rotate the order so that no kind always follows another.
             for j in 0..KINDS.len() {
                 let k = (i + round + j) % KINDS.len();
-                let before = children_cpu();
+                // In process, the cycle's own work is this process's CPU.
+                let own = KINDS[k] == Kind::Daemon;
+                let before = children_cpu() + if own { own_cpu() } else { 0.0 };
                 let took = setup.run(KINDS[k]);
-                cpu_round[k] += children_cpu() - before;
+                let after = children_cpu() + if own { own_cpu() } else { 0.0 };
+                cpu_round[k] += after - before;
                 wall[k].push(took.as_secs_f64() * 1e3);
             }
         }
@@ -255,11 +355,12 @@ fn main() -> ExitCode {
             cpu[k].push(cpu_round[k] * 1e3 / runs as f64);
         }
         eprintln!(
-            "round {}/{rounds}: CPU per run {:.1} / {:.1} / {:.1} ms",
+            "round {}/{rounds}: CPU per run {:.1} / {:.1} / {:.1} / {:.1} ms",
             round + 1,
             cpu_round[0] * 1e3 / runs as f64,
             cpu_round[1] * 1e3 / runs as f64,
-            cpu_round[2] * 1e3 / runs as f64
+            cpu_round[2] * 1e3 / runs as f64,
+            cpu_round[3] * 1e3 / runs as f64
         );
     }
     let load_after = load_average();
@@ -284,15 +385,16 @@ fn main() -> ExitCode {
             med_cpu[k]
         );
     }
-    let c = 2;
-    for base in [0, 1] {
-        println!(
-            "ratio collect / {:<20} wall {:.3}x (p10 {:.3}x)   CPU {:.3}x",
-            KINDS[base].label(),
-            med_wall[c] / med_wall[base],
-            p10_wall[c] / p10_wall[base],
-            med_cpu[c] / med_cpu[base]
-        );
+    for (c, name) in [(2, "collect"), (3, "daemon ")] {
+        for base in [0, 1] {
+            println!(
+                "ratio {name} / {:<20} wall {:.3}x (p10 {:.3}x)   CPU {:.3}x",
+                KINDS[base].label(),
+                med_wall[c] / med_wall[base],
+                p10_wall[c] / p10_wall[base],
+                med_cpu[c] / med_cpu[base]
+            );
+        }
     }
     ExitCode::SUCCESS
 }
