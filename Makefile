@@ -83,9 +83,10 @@ failover-bench: deps
 	  WARDEN_BIN_ETCD_WARDEN_AGENT=$(CURDIR)/target/release/etcd-warden-agent \
 	  $(CARGO) run --release -p warden-integration --bin failover-bench
 
-# The collect cycle against the crm_mon call alone (issue 3: at most 1.1x),
+# The collect cycle against the crm_mon call alone (issue 3: at most 1.1x):
+# `etcd-warden collect` as a process and the daemon's [report] cycle in-process,
 # alternating runs, medians and ratios; COLLECT_ROUNDS / COLLECT_RUNS size it.
-# Prints its figures; docs/benchmarks.md records them by hand.
+# Prints its figures and the load average; docs/benchmarks.md records them by hand.
 .PHONY: bench-collect
 bench-collect: deps
 	$(CARGO) bench -p etcd-warden --bench collect_cycle
