@@ -26,7 +26,7 @@ use nix::unistd::Pid;
 
 use crate::config::Settings;
 
-pub mod corosync_conf;
+pub use crm_xml::cib::corosync_conf;
 
 /// Where Pacemaker's CIB manager stores the CIB on a cluster node.
 pub const LIVE_CIB_FILE: &str = "/var/lib/pacemaker/cib/cib.xml";
