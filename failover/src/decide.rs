@@ -911,13 +911,21 @@ impl<'a> Decider<'a> {
                 if let Some(c) = &f.cluster
                     && c.members.iter().any(|m| m.node == f.node && m.is_learner)
                 {
-                    return self.act(
-                        Step::StartEtcd {
-                            mode: StartMode::Join { epoch: c.epoch },
-                        },
-                        Outcome::Success,
-                        None,
-                    );
+                    let step = Step::StartEtcd {
+                        mode: StartMode::Join { epoch: c.epoch },
+                    };
+                    if matches!(f.trigger, Trigger::Monitor | Trigger::Reconcile) {
+                        // Pacemaker holds the instance started (its start
+                        // returned while waiting to be added) and the loop is
+                        // about to start etcd: "failed" here would have it
+                        // stopped and started again in the middle of the join.
+                        self.steps.push(step);
+                        return self.done(
+                            Outcome::Degraded,
+                            Some("added to the cluster as a learner: starting etcd to join".into()),
+                        );
+                    }
+                    return self.act(step, Outcome::Success, None);
                 }
                 if f.cluster.is_some() {
                     return self.ha_wait_without_data();

@@ -1078,7 +1078,35 @@ fn ha_an_empty_node_does_not_wait_in_its_start_and_monitors_say_degraded() {
         assert_eq!(d.outcome, Outcome::Degraded, "{d:?}");
         assert!(!has(&f, |s| matches!(s, Step::StartEtcd { .. })));
     }
+    // The leader added n3 as a learner: the loop starts etcd to join, and
+    // a monitor in between still says degraded, not failed (Pacemaker
+    // would stop and start it in the middle of the join).
+    f.cluster = Some(ClusterView {
+        cluster_id: CLUSTER,
+        epoch: 0,
+        members: vec![
+            member(ID_A, A, false, true),
+            member(ID_B, B, false, true),
+            member(9, "n3", true, false),
+        ],
+        leave_lock: None,
+    });
+    for t in [Trigger::Monitor, Trigger::Reconcile] {
+        f.trigger = t;
+        let d = decide(&f);
+        assert_eq!(d.outcome, Outcome::Degraded, "{d:?}");
+        assert!(
+            matches!(
+                d.steps.last(),
+                Some(Step::StartEtcd {
+                    mode: StartMode::Join { .. }
+                })
+            ),
+            "{d:?}"
+        );
+    }
     // Not started by Pacemaker: plainly not running.
+    f.cluster = None;
     peer_mut(&mut f, "n3").etcd = ResourceState::Stopped { at: Stamp(1) };
     f.trigger = Trigger::Monitor;
     assert_eq!(decide(&f).outcome, Outcome::NotRunning);

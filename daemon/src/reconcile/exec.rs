@@ -298,11 +298,25 @@ async fn one<O: EtcdOps, P: Pacemaker, L: LeaveLock>(
                         .cluster
                         .as_ref()
                         .ok_or_else(|| unsafe_("no quorate cluster answered to join"))?;
+                    // The data this start creates belongs to the learner the
+                    // cluster lists for this node, in this cluster. Recorded
+                    // before etcd runs: otherwise a stop before the first
+                    // live look left the old member's ids here, the next
+                    // start archived the new data as stale and joined again,
+                    // empty, as a member the leader knows has entries (etcd
+                    // panics: "tocommit(…) is out of range").
+                    let learner = cluster
+                        .members
+                        .iter()
+                        .find(|m| m.node == s.node_name && m.is_learner)
+                        .map(|m| m.id);
                     env.local
                         .update_state(|st| {
                             st.epoch = *epoch;
                             st.departed = false;
                             st.formed = false;
+                            st.cluster_id = Some(cluster.cluster_id);
+                            st.member_id = learner;
                         })
                         .map_err(local)?;
                     StartMode::JoinExisting {
@@ -795,6 +809,59 @@ client_urls = ["http://127.0.0.1:22379"]
         let dest = &r.archived[0];
         assert_eq!(std::fs::read(dest.join("member/snap/db")).unwrap(), b"db");
         assert!(dest.join("db.sha256").exists());
+    }
+
+    #[tokio::test]
+    async fn a_join_records_the_learner_it_starts_as_before_etcd_runs() {
+        // The state file still names the member this node was before its
+        // data was archived: the join must replace both ids, or a stop before
+        // the first live look makes the next start archive the new data.
+        let t = tempfile::tempdir().unwrap();
+        let p = paths(t.path());
+        p.write_state(&super::super::local::StateFile {
+            epoch: 1,
+            cluster_id: Some(5),
+            member_id: Some(99),
+            formed: true,
+            ..Default::default()
+        })
+        .unwrap();
+        let mut f = facts(true);
+        let member = |id: u64, node: &str, is_learner: bool| warden_failover::MemberInfo {
+            id,
+            name: if is_learner {
+                String::new()
+            } else {
+                node.into()
+            },
+            node: node.into(),
+            is_learner,
+            in_sync: !is_learner,
+        };
+        f.cluster = Some(warden_failover::ClusterView {
+            cluster_id: 6,
+            epoch: 3,
+            members: vec![member(11, "b", false), member(12, "a", true)],
+            leave_lock: None,
+        });
+        f.data.exists = false;
+        let fake = Fake::default();
+        let r = run(
+            &fake,
+            &p,
+            &f,
+            &[Step::StartEtcd {
+                mode: Mode::Join { epoch: 3 },
+            }],
+        )
+        .await;
+        assert!(r.failed.is_none(), "{:?}", r.failed);
+        assert_eq!(fake.calls().len(), 1, "{:?}", fake.calls());
+        let st = p.read_state().unwrap();
+        assert_eq!(
+            (st.epoch, st.cluster_id, st.member_id, st.formed),
+            (3, Some(6), Some(12), false)
+        );
     }
 
     #[tokio::test]

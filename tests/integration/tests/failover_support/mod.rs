@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use warden_integration::monitor::Seen;
-use warden_integration::twonode::{Topology, WardenCluster};
+use warden_integration::twonode::{Topology, WardenCluster, poll};
 use warden_integration::writer::Writer;
 
 /// Deadline for a cluster to settle after a fault (fence, boot, rejoin).
@@ -26,7 +26,12 @@ pub fn healthy(n: usize, topology: Topology) -> (WardenCluster, u64) {
         .wait_voters(&nodes[0], &nodes, SETTLE)
         .unwrap_or_else(|e| panic!("{e:#}"));
     for n in &nodes {
-        let (c, _) = w.members(n).unwrap_or_else(|e| panic!("{e:#}"));
+        // A member that has just joined may not serve clients yet (etcd 3.4
+        // answers only once it has published itself): ask until it does.
+        let c = poll(&format!("{n}'s etcd to list the members"), SETTLE, || {
+            Ok(w.members(n).ok().map(|(c, _)| c))
+        })
+        .unwrap_or_else(|e| panic!("{e:#}"));
         assert_eq!(c, cid, "{n} is in another etcd cluster");
     }
     eprintln!(
