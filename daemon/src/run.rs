@@ -198,6 +198,13 @@ pub async fn run(settings: Settings, print_paths: bool) -> anyhow::Result<()> {
     report_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut report_task: Option<tokio::task::JoinHandle<()>> = None;
     if let Some(p) = &report_path {
+        // Without systemd's RuntimeDirectory= (or under another path) the
+        // directory may not exist yet; every cycle would fail on it.
+        if let Some(dir) = p.parent()
+            && let Err(e) = std::fs::create_dir_all(dir)
+        {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot create the report's directory");
+        }
         tracing::info!(
             path = %p.display(),
             interval_ms = settings.report.interval.as_millis(),

@@ -66,7 +66,7 @@ fn start() -> (Daemon, PathBuf, PathBuf) {
     let report = dir.path().join("run/report.json");
     std::fs::write(&cib, CIB).unwrap();
     std::fs::write(&conf, COROSYNC_CONF).unwrap();
-    std::fs::create_dir_all(dir.path().join("run")).unwrap();
+    // <dir>/run does not exist: the daemon creates the report's directory.
     // A drop-in next to the standalone configuration the daemon generates.
     std::fs::create_dir_all(dir.path().join("config.d")).unwrap();
     std::fs::write(
