@@ -276,8 +276,12 @@ struct FakeSystemd {
 
 impl FakeSystemd {
     fn start(dir: &std::path::Path) -> FakeSystemd {
+        // The socket in the test's own directory: the session
+        // configuration's `unix:tmpdir=/tmp` leaves a socket file in /tmp
+        // behind every bus, which the test ends with a kill.
         let mut bus = Command::new("dbus-daemon")
             .args(["--session", "--print-address", "--nofork"])
+            .arg(format!("--address=unix:dir={}", dir.display()))
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
