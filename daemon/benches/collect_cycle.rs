@@ -41,33 +41,11 @@ use etcd_warden::report_cycle::Cycle;
 
 /// The two-node CIB the crm-xml benchmarks use (kubelet, etcd, two fence
 /// devices, status with everything running).
-const CIB: &str = include_str!("../../crm-xml/benches/two_node_cib.xml");
+const CIB: &str = include_str!("../tests/fixtures/two_node_cib.xml");
 
 /// The Corosync configuration of that cluster: names and node ids as in the
 /// CIB, so `collect` takes the addresses from it without corosync-cmapctl.
-const COROSYNC_CONF: &str = "\
-totem {
-    version: 2
-    cluster_name: bench
-    transport: knet
-}
-quorum {
-    provider: corosync_votequorum
-    two_node: 1
-}
-nodelist {
-    node {
-        name: master-0
-        nodeid: 1
-        ring0_addr: 192.0.2.10
-    }
-    node {
-        name: master-1
-        nodeid: 2
-        ring0_addr: 192.0.2.11
-    }
-}
-";
+const COROSYNC_CONF: &str = include_str!("../tests/fixtures/two_node_corosync.conf");
 
 const CRM_MON: [&str; 4] = ["crm_mon", "--one-shot", "--inactive", "--output-as=xml"];
 

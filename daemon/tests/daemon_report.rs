@@ -18,7 +18,7 @@ mod crm_common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{Daemon, free_port, metric, wait_for};
+use common::{Daemon, metric, wait_for};
 use crm_xml::report::Report;
 
 /// The CIB of a two-node cluster with status (master-0 id 1, master-1 id 2).
@@ -26,24 +26,7 @@ const CIB: &str = include_str!("fixtures/two_node_cib.xml");
 
 /// The Corosync configuration of that cluster, so that the nodes get
 /// addresses (and so appear in the status) without corosync-cmapctl.
-const COROSYNC_CONF: &str = "\
-totem {
-    version: 2
-    cluster_name: test
-}
-nodelist {
-    node {
-        name: master-0
-        nodeid: 1
-        ring0_addr: 192.0.2.10
-    }
-    node {
-        name: master-1
-        nodeid: 2
-        ring0_addr: 192.0.2.11
-    }
-}
-";
+const COROSYNC_CONF: &str = include_str!("fixtures/two_node_corosync.conf");
 
 /// The shipped JSON Schema of the CR's status.
 fn schema() -> jsonschema::Validator {
@@ -76,14 +59,7 @@ fn start() -> (Daemon, PathBuf, PathBuf) {
         ),
     )
     .unwrap();
-    let mut d = Daemon {
-        log: dir.path().join("daemon.log"),
-        dir,
-        http: free_port(),
-        child: None,
-        etcd_pids: vec![],
-        env: vec![("CIB_file".into(), cib.display().to_string())],
-    };
+    let mut d = Daemon::in_dir(dir, &[("CIB_file", &cib.display().to_string())]);
     d.spawn(true);
     (d, report, cib)
 }

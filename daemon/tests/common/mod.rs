@@ -83,8 +83,15 @@ impl Daemon {
 
     /// Start a standalone daemon with extra environment variables.
     pub fn start_with_env(autostart: bool, env: &[(&str, &str)]) -> Daemon {
-        let dir = tempfile::tempdir().unwrap();
-        let mut d = Daemon {
+        let mut d = Self::in_dir(tempfile::tempdir().unwrap(), env);
+        d.spawn(autostart);
+        d
+    }
+
+    /// A daemon on `dir` (which may already hold configuration drop-ins),
+    /// with extra environment variables; not started yet (`spawn`).
+    pub fn in_dir(dir: tempfile::TempDir, env: &[(&str, &str)]) -> Daemon {
+        Daemon {
             log: dir.path().join("daemon.log"),
             dir,
             http: free_port(),
@@ -94,9 +101,7 @@ impl Daemon {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
-        };
-        d.spawn(autostart);
-        d
+        }
     }
 
     /// (Re)spawn the daemon process on the same dir.

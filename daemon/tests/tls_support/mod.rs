@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::common::{BIN, Daemon, free_port};
+use crate::common::{BIN, Daemon};
 
 /// Where `make etcd35` unpacks etcd 3.5.1 (workspace root's `target/`).
 pub fn etcd35_dir() -> PathBuf {
@@ -38,14 +38,7 @@ pub fn daemon_with_dropin(autostart: bool, dropin: impl FnOnce(&Path) -> String)
     let dropins = dir.path().join("config.d");
     std::fs::create_dir_all(&dropins).unwrap();
     std::fs::write(dropins.join("50-test.toml"), dropin(dir.path())).unwrap();
-    let mut d = Daemon {
-        log: dir.path().join("daemon.log"),
-        dir,
-        http: free_port(),
-        child: None,
-        etcd_pids: vec![],
-        env: vec![("CIB_file".into(), "/nonexistent/etcd-warden-cib.xml".into())],
-    };
+    let mut d = Daemon::in_dir(dir, &[("CIB_file", "/nonexistent/etcd-warden-cib.xml")]);
     d.spawn(autostart);
     d
 }
