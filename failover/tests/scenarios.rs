@@ -810,6 +810,21 @@ fn a_node_missing_from_pacemaker_fails_transiently_with_a_reason() {
 
 // ---- HA ---------------------------------------------------------------------
 
+/// The HA cluster as a quorate member answers: the two healthy voters and
+/// `third`, whatever n3's member is.
+fn ha_cluster_with(third: MemberInfo) -> ClusterView {
+    ClusterView {
+        cluster_id: CLUSTER,
+        epoch: 0,
+        members: vec![
+            member(ID_A, A, false, true),
+            member(ID_B, B, false, true),
+            third,
+        ],
+        leave_lock: None,
+    }
+}
+
 fn ha(me: &str, quorate: bool) -> Facts {
     let mut f = healthy(me);
     f.topology = Topology::Ha;
@@ -988,16 +1003,7 @@ fn ha_empty_disk_waits_and_says_why() {
     // n2 back: the cluster answers and still lists n3's old member.
     peer_mut(&mut f, B).online = true;
     peer_mut(&mut f, B).unclean = false;
-    f.cluster = Some(ClusterView {
-        cluster_id: CLUSTER,
-        epoch: 0,
-        members: vec![
-            member(ID_A, A, false, true),
-            member(ID_B, B, false, true),
-            member(3, "n3", false, false),
-        ],
-        leave_lock: None,
-    });
+    f.cluster = Some(ha_cluster_with(member(3, "n3", false, false)));
     let why = decide(&f).reason.unwrap();
     assert!(
         why.contains("old member 3") && why.contains("remove"),
@@ -1081,16 +1087,7 @@ fn ha_an_empty_node_does_not_wait_in_its_start_and_monitors_say_degraded() {
     // The leader added n3 as a learner: the loop starts etcd to join, and
     // a monitor in between still says degraded, not failed (Pacemaker
     // would stop and start it in the middle of the join).
-    f.cluster = Some(ClusterView {
-        cluster_id: CLUSTER,
-        epoch: 0,
-        members: vec![
-            member(ID_A, A, false, true),
-            member(ID_B, B, false, true),
-            member(9, "n3", true, false),
-        ],
-        leave_lock: None,
-    });
+    f.cluster = Some(ha_cluster_with(member(9, "n3", true, false)));
     for t in [Trigger::Monitor, Trigger::Reconcile] {
         f.trigger = t;
         let d = decide(&f);
