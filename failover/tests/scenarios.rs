@@ -977,9 +977,9 @@ fn ha_a_member_of_a_fresh_bootstrap_not_started_yet_is_not_removed() {
     assert!(has(&f, |s| matches!(s, Step::RemoveMember { id: 3, .. })));
 }
 
-#[test]
-fn ha_empty_disk_waits_and_says_why() {
-    // n3 after its disk was replaced: no data, etcd not running.
+/// n3 after its disk was replaced, asked to start: no data (it once held
+/// member 3's), etcd not running, no in-sync marker.
+fn ha_empty_n3_starting() -> Facts {
     let mut f = ha("n3", true);
     f.trigger = Trigger::Start;
     f.etcd = EtcdView::NotRunning;
@@ -988,6 +988,13 @@ fn ha_empty_disk_waits_and_says_why() {
         ..data(3, 0, &[A, B, "n3"])
     };
     f.local = LocalMarkers::default();
+    f
+}
+
+#[test]
+fn ha_empty_disk_waits_and_says_why() {
+    // n3 after its disk was replaced: no data, etcd not running.
+    let mut f = ha_empty_n3_starting();
     // n2 is down and n1 alone has no quorum: nobody answers.
     let b = peer_mut(&mut f, B);
     b.online = false;
@@ -1055,14 +1062,7 @@ fn ha_an_empty_node_does_not_wait_in_its_start_and_monitors_say_degraded() {
     // wait (Pacemaker would hold n2's start until it ended) nor fail (it
     // would be retried ahead of n2's start until the node was banned): it
     // succeeds with the reason, and monitors report 190 until n3 is added.
-    let mut f = ha("n3", true);
-    f.trigger = Trigger::Start;
-    f.etcd = EtcdView::NotRunning;
-    f.data = LocalData {
-        exists: false,
-        ..data(3, 0, &[A, B, "n3"])
-    };
-    f.local = LocalMarkers::default();
+    let mut f = ha_empty_n3_starting();
     peer_mut(&mut f, A).etcd = ResourceState::Starting;
     peer_mut(&mut f, B).etcd = ResourceState::Unknown;
     let d = decide(&f);
