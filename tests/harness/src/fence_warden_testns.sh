@@ -72,11 +72,15 @@ victim_ns() {
 }
 
 victim_procs() { # pids in the victim's mount namespace, minus the holder
-  local hp=$1 ns=$2 p
-  for p in /proc/[0-9]*; do
-    p=${p#/proc/}
+  local hp=$1 ns=$2 pat f p
+  # One find over every process instead of a readlink each (a sweep cost
+  # 0.1-0.3 s that way, and a fence sweeps at least twice); the brackets of
+  # "mnt:[inode]" are escaped for -lname.
+  pat=$(printf '%s' "$ns" | sed 's/[][*?\\]/\\&/g')
+  find /proc/[0-9]*/ns/mnt -maxdepth 0 -lname "$pat" 2>/dev/null | while read -r f; do
+    p=${f#/proc/}
+    p=${p%%/*}
     [ "$p" = "$hp" ] && continue
-    [ "$(readlink "/proc/$p/ns/mnt" 2>/dev/null)" = "$ns" ] || continue
     # zombies are already dead
     [ "$(awk '{ sub(/.*\) /, ""); print $1 }' "/proc/$p/stat" 2>/dev/null)" = Z ] && continue
     echo "$p"
@@ -99,9 +103,22 @@ case "$action" in
   off|reboot)
     v=$(victim_ns 2>&1) || { log "refused: $v"; exit 1; }
     set -- $v
-    pids=$(victim_procs "$1" "$2")
-    [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
-    log "killed: $(echo $pids)"
+    # A process forked while the sweep ran is in no list yet and would
+    # outlive a single sweep, as nothing outlives a power cut: sweep until
+    # the namespace is empty, for at most 10 s (killed processes take a
+    # moment to leave /proc; zombies do not count).
+    killed=""
+    end=$(( $(date +%s) + 10 ))
+    while pids=$(victim_procs "$1" "$2"); [ -n "$pids" ]; do
+      if [ "$(date +%s)" -ge "$end" ]; then
+        log "processes keep appearing after 10 s: $(echo $pids)"
+        exit 1
+      fi
+      kill -KILL $pids 2>/dev/null
+      killed="$killed $pids"
+      sleep 0.01
+    done
+    log "killed:$(echo " $killed" | tr -s ' ')"
     exit 0 ;;
   *) log "unknown action"; exit 1 ;;
 esac

@@ -755,14 +755,31 @@ impl Cluster {
     /// the power cord, without Pacemaker noticing first. Returns the victims.
     pub fn crash(&self, node: &str) -> Result<Vec<i32>> {
         let i = self.idx(node)?;
-        let pids = self.node_pids(node)?;
-        let left = process::kill_all(&pids);
-        ensure!(
-            left.is_empty(),
-            "processes {left:?} of {node} survived SIGKILL"
-        );
+        // A process forked while the sweep ran (an agent execd started, a
+        // crm_mon of the daemon) is in no list yet and would outlive a single
+        // sweep, as it would never outlive a power cut: sweep until the
+        // node's namespace is empty (CI: "node3 is not powered off" at the
+        // next power-on).
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut killed = Vec::new();
+        loop {
+            let pids = self.node_pids(node)?;
+            if pids.is_empty() {
+                break;
+            }
+            ensure!(
+                std::time::Instant::now() < deadline,
+                "processes {pids:?} of {node} keep appearing after 10 s of SIGKILL sweeps"
+            );
+            let left = process::kill_all(&pids);
+            ensure!(
+                left.is_empty(),
+                "processes {left:?} of {node} survived SIGKILL"
+            );
+            killed.extend(pids);
+        }
         self.forget_dead(i);
-        Ok(pids)
+        Ok(killed)
     }
 
     // Drops PIDs of node i that are no longer alive, reaping what is ours.
