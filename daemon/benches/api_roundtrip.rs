@@ -11,6 +11,11 @@
 //!
 //! Run: `cargo bench -p etcd-warden --bench api_roundtrip`
 //! (`N=…` requests per route, `IDLE_SECS=…`).
+//!
+//! With `BASELINE_BIN=/path/to/an/older/etcd-warden`, that daemon runs
+//! beside this build's (each with its own etcd) and every request goes to
+//! both, in alternating order, so the two are compared under the same load
+//! in the same run; each line then names the binary it measured.
 
 #![allow(clippy::unwrap_used)]
 
@@ -42,26 +47,6 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i]
 }
 
-fn measure(name: &str, n: usize, mut f: impl FnMut()) {
-    for _ in 0..n / 10 {
-        f();
-    }
-    let mut t = Vec::with_capacity(n);
-    for _ in 0..n {
-        let s = Instant::now();
-        f();
-        t.push(s.elapsed());
-    }
-    t.sort();
-    println!(
-        "{name:<40} n={n} p50={:?} p90={:?} p99={:?} max={:?}",
-        percentile(&t, 0.5),
-        percentile(&t, 0.9),
-        percentile(&t, 0.99),
-        t[t.len() - 1]
-    );
-}
-
 fn proc_field(pid: u32, key: &str) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()?
@@ -78,22 +63,21 @@ fn cpu_ticks(pid: u32) -> u64 {
     f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
 }
 
-fn main() {
-    let n: usize = std::env::var("N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2000);
-    let idle: u64 = std::env::var("IDLE_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(30);
+/// A daemon under test: its binary, its client, its process.
+struct Target {
+    name: String,
+    client: Client,
+    run: Running,
+}
+
+fn start(bin: &str, name: &str) -> Target {
     let dir = tempfile::tempdir().unwrap();
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let daemon = Command::new(env!("CARGO_BIN_EXE_etcd-warden"))
+    let daemon = Command::new(bin)
         .arg("daemon")
         .arg("--standalone")
         .arg(dir.path())
@@ -128,13 +112,68 @@ fn main() {
     };
     run.etcd = status.etcd_pid;
     println!(
-        "ready after {:?} (etcd pid {:?})",
+        "{name}: ready after {:?} (etcd pid {:?})",
         started.elapsed(),
         status.etcd_pid
     );
+    Target {
+        name: name.to_string(),
+        client,
+        run,
+    }
+}
 
-    measure("GET /v1/status (Status + linearizable)", n, || {
-        let s: NodeStatus = client.get(paths::STATUS, Duration::from_secs(2)).unwrap();
+/// Each request goes to every target, in alternating order; one line per
+/// target.
+fn measure_all(what: &str, n: usize, targets: &[Target], f: impl Fn(&Client)) {
+    let mut t: Vec<Vec<Duration>> = vec![Vec::with_capacity(n); targets.len()];
+    for _ in 0..n / 10 {
+        for x in targets {
+            f(&x.client);
+        }
+    }
+    for i in 0..n {
+        for k in 0..targets.len() {
+            let k = (k + i) % targets.len();
+            let s = Instant::now();
+            f(&targets[k].client);
+            t[k].push(s.elapsed());
+        }
+    }
+    for (x, mut t) in targets.iter().zip(t) {
+        t.sort();
+        let name = if targets.len() > 1 {
+            format!("{what} [{}]", x.name)
+        } else {
+            what.to_string()
+        };
+        println!(
+            "{name:<52} n={n} p50={:?} p90={:?} p99={:?} max={:?}",
+            percentile(&t, 0.5),
+            percentile(&t, 0.9),
+            percentile(&t, 0.99),
+            t[t.len() - 1]
+        );
+    }
+}
+
+fn main() {
+    let n: usize = std::env::var("N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000);
+    let idle: u64 = std::env::var("IDLE_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30);
+    let mut targets = vec![];
+    if let Ok(bin) = std::env::var("BASELINE_BIN") {
+        targets.push(start(&bin, "baseline"));
+    }
+    targets.push(start(env!("CARGO_BIN_EXE_etcd-warden"), "this build"));
+
+    measure_all("GET /v1/status (Status + linearizable)", n, &targets, |c| {
+        let s: NodeStatus = c.get(paths::STATUS, Duration::from_secs(2)).unwrap();
         assert!(s.quorum);
     });
     let req = ActionRequest {
@@ -145,45 +184,47 @@ fn main() {
         notify: None,
         instance: None,
     };
-    measure("POST /v1/action monitor depth 0", n, || {
-        let r: ActionReply = client
-            .post(paths::ACTION, &req, Duration::from_secs(3))
-            .unwrap();
+    measure_all("POST /v1/action monitor depth 0", n, &targets, |c| {
+        let r: ActionReply = c.post(paths::ACTION, &req, Duration::from_secs(3)).unwrap();
         assert_eq!(r.outcome, Outcome::Success);
     });
     let req10 = ActionRequest {
         depth: 10,
         ..req.clone()
     };
-    measure("POST /v1/action monitor depth 10", n, || {
-        let r: ActionReply = client
+    measure_all("POST /v1/action monitor depth 10", n, &targets, |c| {
+        let r: ActionReply = c
             .post(paths::ACTION, &req10, Duration::from_secs(3))
             .unwrap();
         assert_eq!(r.outcome, Outcome::Success);
     });
 
-    let pid = run.daemon.id();
     // Let allocations from the burst settle before sampling idle cost.
     std::thread::sleep(Duration::from_secs(2));
-    let t0 = cpu_ticks(pid);
+    let pids: Vec<u32> = targets.iter().map(|x| x.run.daemon.id()).collect();
+    let t0: Vec<u64> = pids.iter().map(|p| cpu_ticks(*p)).collect();
     let w0 = Instant::now();
     std::thread::sleep(Duration::from_secs(idle));
-    let ticks = cpu_ticks(pid) - t0;
     let secs = w0.elapsed().as_secs_f64();
-    // USER_HZ is 100 on Linux.
-    let cpu = ticks as f64 / 100.0 / secs * 100.0;
-    println!(
-        "daemon idle: VmRSS {} VmHWM {} CPU {:.2}% over {:.0} s ({} ticks), probe interval 1 s",
-        proc_field(pid, "VmRSS:").unwrap_or_default(),
-        proc_field(pid, "VmHWM:").unwrap_or_default(),
-        cpu,
-        secs,
-        ticks
-    );
-    if let Some(e) = run.etcd {
+    for ((x, pid), t0) in targets.iter().zip(&pids).zip(t0) {
+        let ticks = cpu_ticks(*pid) - t0;
+        // USER_HZ is 100 on Linux.
+        let cpu = ticks as f64 / 100.0 / secs * 100.0;
         println!(
-            "etcd (for reference): VmRSS {}",
-            proc_field(e, "VmRSS:").unwrap_or_default()
+            "{}: daemon idle: VmRSS {} VmHWM {} CPU {:.2}% over {:.0} s ({} ticks), probe interval 1 s",
+            x.name,
+            proc_field(*pid, "VmRSS:").unwrap_or_default(),
+            proc_field(*pid, "VmHWM:").unwrap_or_default(),
+            cpu,
+            secs,
+            ticks
         );
+        if let Some(e) = x.run.etcd {
+            println!(
+                "{}: etcd (for reference): VmRSS {}",
+                x.name,
+                proc_field(e, "VmRSS:").unwrap_or_default()
+            );
+        }
     }
 }

@@ -38,6 +38,8 @@ pub struct Core {
     pub connector: Connector,
     /// Metrics.
     pub metrics: Metrics,
+    /// The owner of every task the daemon starts (see [`crate::tasks`]).
+    pub work: crate::tasks::Work,
     /// The failover driver, when Pacemaker manages a multi-node cluster
     /// (set once by the daemon's main loop; see [`crate::reconcile`]).
     pub failover: std::sync::OnceLock<Arc<crate::reconcile::Reconciler>>,
@@ -105,6 +107,7 @@ impl Core {
             etcd,
             connector,
             metrics: Metrics::default(),
+            work: crate::tasks::Work::default(),
             failover: std::sync::OnceLock::new(),
             want_running: AtomicBool::new(false),
             state_tx,
@@ -218,6 +221,15 @@ impl Core {
                 let _ = self.leader_tx.send(ev);
             }
         }
+    }
+
+    /// `/metrics`: the content type and the exposition, with the failover
+    /// state as of now.
+    pub fn metrics_text(&self) -> (&'static str, String) {
+        if let Some(f) = self.failover.get() {
+            self.metrics.failover_state(f.warden_state().0);
+        }
+        (crate::metrics::CONTENT_TYPE, self.metrics.render())
     }
 
     /// The node's status, asked live.
@@ -497,11 +509,20 @@ impl Core {
         let action = req.action;
         tracing::info!(?action, depth = req.depth, deadline_ms = req.deadline_ms, instance = ?req.instance, "action");
         // The work runs as a task of its own: when the deadline passes, the
-        // reply goes out and the work (e.g. a stop's SIGKILL) still finishes.
+        // reply goes out and the work (e.g. a stop's SIGKILL) still finishes;
+        // a shutdown waits for it (bounded, see `crate::tasks`).
         let me = self.clone();
-        let work = tokio::spawn(async move { me.do_action(req, deadline).await });
+        let work = self
+            .work
+            .spawn_action(deadline, async move { me.do_action(req, deadline).await });
         let reply = match tokio::time::timeout(deadline, work).await {
-            Ok(Ok(r)) => r,
+            Ok(Ok(Some(r))) => r,
+            Ok(Ok(None)) => ActionReply {
+                outcome: Outcome::Failed,
+                reason: Some(format!(
+                    "the {action:?} action was abandoned: the daemon is shutting down"
+                )),
+            },
             Ok(Err(e)) => ActionReply {
                 outcome: Outcome::Failed,
                 reason: Some(format!("the {action:?} action failed internally: {e}")),

@@ -15,3 +15,4 @@ pub mod run;
 pub mod server;
 pub mod standalone;
 pub mod supervise;
+pub mod tasks;

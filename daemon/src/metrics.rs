@@ -1,12 +1,28 @@
-//! Prometheus text-format metrics. Display only: no decision ever reads a
-//! value from here.
+//! The daemon's metrics, rendered by `prometheus-client` in the OpenMetrics
+//! text format (which Prometheus scrapes natively). Display only: no
+//! decision ever reads a value from here.
+//!
+//! The names, types, labels and help texts are what dashboards use; a test
+//! compares them with the set the daemon has always exposed
+//! (`daemon/tests/fixtures/metrics-before.prom`). In OpenMetrics a
+//! counter's family is named without `_total` in `# HELP`/`# TYPE`; its
+//! samples keep the `_total` names.
 
-use std::fmt::Write;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
+use crm_xml::report::WardenState;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::Registry;
 use warden_api::Action;
+
+/// The content type of [`Metrics::render`].
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Upper bounds of the action latency histogram, in seconds.
 const BUCKETS: [f64; 12] = [
@@ -24,6 +40,16 @@ const ACTIONS: [(Action, &str); 8] = [
     (Action::ValidateAll, "validate-all"),
 ];
 
+const ROLES: [&str; 4] = ["none", "learner", "follower", "leader"];
+
+const FAILOVER_STATES: [(WardenState, &str); 5] = [
+    (WardenState::Member, "member"),
+    (WardenState::Standalone, "standalone"),
+    (WardenState::Recovering, "recovering"),
+    (WardenState::Rejoining, "rejoining"),
+    (WardenState::Stopped, "stopped"),
+];
+
 /// The role of the local member, as last observed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -37,211 +63,267 @@ pub enum Role {
     Leader,
 }
 
-#[derive(Debug, Default, Clone)]
-struct Histogram {
-    counts: [u64; BUCKETS.len()],
-    sum: f64,
-    count: u64,
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RoleLabel {
+    role: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionLabel {
+    action: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VersionLabel {
+    version: &'static str,
+}
+
+type HistogramFamily = Family<ActionLabel, Histogram, fn() -> Histogram>;
+
+fn action_histogram() -> Histogram {
+    Histogram::new(BUCKETS)
 }
 
 /// The daemon's metrics.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Metrics {
-    role: AtomicI64,
-    quorum: AtomicI64,
-    etcd_up: AtomicI64,
-    leader_changes: AtomicU64,
-    restarts: AtomicU64,
-    unexpected_exits: AtomicU64,
-    probe_failures: AtomicU64,
-    report_ok: AtomicU64,
-    report_failed: AtomicU64,
-    report_skipped: AtomicU64,
-    report_last_success: AtomicI64,
-    actions: Mutex<[Histogram; ACTIONS.len()]>,
+    registry: Registry,
+    // The role and failover state are kept as one value each and written
+    // into their one-hot families when rendered, so that a scrape never sees
+    // two roles at 1.
+    role_now: AtomicI64,
+    failover_now: AtomicI64,
+    role: Family<RoleLabel, Gauge>,
+    failover_state: Family<StateLabel, Gauge>,
+    quorum: Gauge,
+    etcd_up: Gauge,
+    leader_changes: Counter,
+    restarts: Counter,
+    unexpected_exits: Counter,
+    probe_failures: Counter,
+    report_cycles: Family<ResultLabel, Counter>,
+    report_skipped: Counter,
+    report_last_success: Gauge,
+    actions: HistogramFamily,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Metrics {
+    /// All metrics at zero (the role `none`, no failover state).
+    pub fn new() -> Self {
+        let mut r = Registry::default();
+        // Help texts are given without their final period: the library adds it.
+        let role = Family::<RoleLabel, Gauge>::default();
+        for name in ROLES {
+            let _ = role.get_or_create(&RoleLabel { role: name });
+        }
+        r.register(
+            "etcd_warden_member_role",
+            "Role of the local etcd member (1 for the current role)",
+            role.clone(),
+        );
+        let quorum = Gauge::default();
+        r.register(
+            "etcd_warden_quorum",
+            "1 if the last probe's linearizable read succeeded",
+            quorum.clone(),
+        );
+        let etcd_up = Gauge::default();
+        r.register(
+            "etcd_warden_etcd_up",
+            "1 if the last probe got a Status answer from the local member",
+            etcd_up.clone(),
+        );
+        let leader_changes = Counter::default();
+        r.register(
+            "etcd_warden_leader_changes",
+            "Leader changes observed by the probes",
+            leader_changes.clone(),
+        );
+        let restarts = Counter::default();
+        r.register(
+            "etcd_warden_supervision_restarts",
+            "Times the daemon restarted an etcd that had died (autostart only)",
+            restarts.clone(),
+        );
+        let unexpected_exits = Counter::default();
+        r.register(
+            "etcd_warden_etcd_unexpected_exits",
+            "Times etcd exited without being asked to",
+            unexpected_exits.clone(),
+        );
+        let probe_failures = Counter::default();
+        r.register(
+            "etcd_warden_probe_failures",
+            "Probes of the local member that failed or timed out",
+            probe_failures.clone(),
+        );
+        let report_cycles = Family::<ResultLabel, Counter>::default();
+        for result in ["success", "failure"] {
+            let _ = report_cycles.get_or_create(&ResultLabel { result });
+        }
+        r.register(
+            "etcd_warden_report_cycles",
+            "Report cycles of the daemon's writer ([report] path), by result",
+            report_cycles.clone(),
+        );
+        let report_skipped = Counter::default();
+        r.register(
+            "etcd_warden_report_cycles_skipped",
+            "Report ticks skipped because the previous cycle was still running",
+            report_skipped.clone(),
+        );
+        let report_last_success = Gauge::default();
+        r.register(
+            "etcd_warden_report_last_success_timestamp_seconds",
+            "Unix time of the last report the daemon wrote (0: none yet)",
+            report_last_success.clone(),
+        );
+        let actions: HistogramFamily = Family::new_with_constructor(action_histogram);
+        for (_, action) in ACTIONS {
+            let _ = actions.get_or_create(&ActionLabel { action });
+        }
+        r.register(
+            "etcd_warden_action_duration_seconds",
+            "Time to answer an OCF action",
+            actions.clone(),
+        );
+        // An OpenMetrics info: the sample is `etcd_warden_build_info`.
+        r.register(
+            "etcd_warden_build",
+            "The running daemon's version",
+            Info::new(VersionLabel {
+                version: env!("CARGO_PKG_VERSION"),
+            }),
+        );
+        let failover_state = Family::<StateLabel, Gauge>::default();
+        for (_, state) in FAILOVER_STATES {
+            let _ = failover_state.get_or_create(&StateLabel { state });
+        }
+        r.register(
+            "etcd_warden_failover_state",
+            "What the failover logic is doing on this node (1 for the current state; all 0 without failover)",
+            failover_state.clone(),
+        );
+        Metrics {
+            registry: r,
+            role_now: AtomicI64::new(Role::None as i64),
+            failover_now: AtomicI64::new(-1),
+            role,
+            failover_state,
+            quorum,
+            etcd_up,
+            leader_changes,
+            restarts,
+            unexpected_exits,
+            probe_failures,
+            report_cycles,
+            report_skipped,
+            report_last_success,
+            actions,
+        }
+    }
+
     /// Record the last observation of the local member.
     pub fn observe(&self, role: Role, quorum: bool, etcd_up: bool) {
-        self.role.store(role as i64, Ordering::Relaxed);
-        self.quorum.store(i64::from(quorum), Ordering::Relaxed);
-        self.etcd_up.store(i64::from(etcd_up), Ordering::Relaxed);
+        self.role_now.store(role as i64, Ordering::Relaxed);
+        self.quorum.set(i64::from(quorum));
+        self.etcd_up.set(i64::from(etcd_up));
+    }
+
+    /// The failover logic's current state on this node.
+    pub fn failover_state(&self, state: WardenState) {
+        let i = FAILOVER_STATES
+            .iter()
+            .position(|(s, _)| *s == state)
+            .map_or(-1, |i| i as i64);
+        self.failover_now.store(i, Ordering::Relaxed);
     }
 
     /// A leader change was observed.
     pub fn leader_changed(&self) {
-        self.leader_changes.fetch_add(1, Ordering::Relaxed);
+        self.leader_changes.inc();
     }
 
     /// The daemon restarted etcd after it died.
     pub fn restarted(&self) {
-        self.restarts.fetch_add(1, Ordering::Relaxed);
+        self.restarts.inc();
     }
 
     /// etcd exited without being asked to.
     pub fn unexpected_exit(&self) {
-        self.unexpected_exits.fetch_add(1, Ordering::Relaxed);
+        self.unexpected_exits.inc();
     }
 
     /// A probe failed.
     pub fn probe_failed(&self) {
-        self.probe_failures.fetch_add(1, Ordering::Relaxed);
+        self.probe_failures.inc();
     }
 
     /// A report cycle wrote the report; `at` is the Unix time (seconds).
     pub fn report_written(&self, at: i64) {
-        self.report_ok.fetch_add(1, Ordering::Relaxed);
-        self.report_last_success.store(at, Ordering::Relaxed);
+        self.report_cycles
+            .get_or_create(&ResultLabel { result: "success" })
+            .inc();
+        self.report_last_success.set(at);
     }
 
     /// A report cycle failed (the previous report was left as it was).
     pub fn report_failed(&self) {
-        self.report_failed.fetch_add(1, Ordering::Relaxed);
+        self.report_cycles
+            .get_or_create(&ResultLabel { result: "failure" })
+            .inc();
     }
 
     /// A report tick came while the previous cycle still ran.
     pub fn report_skipped(&self) {
-        self.report_skipped.fetch_add(1, Ordering::Relaxed);
+        self.report_skipped.inc();
     }
 
     /// An action took `took`.
     pub fn action(&self, action: Action, took: Duration) {
-        let Some(i) = ACTIONS.iter().position(|(a, _)| *a == action) else {
+        let Some((_, name)) = ACTIONS.iter().find(|(a, _)| *a == action) else {
             return;
         };
-        let secs = took.as_secs_f64();
-        if let Ok(mut h) = self.actions.lock() {
-            let h = &mut h[i];
-            for (b, bound) in BUCKETS.iter().enumerate() {
-                if secs <= *bound {
-                    h.counts[b] += 1;
-                }
-            }
-            h.sum += secs;
-            h.count += 1;
-        }
+        self.actions
+            .get_or_create(&ActionLabel { action: name })
+            .observe(took.as_secs_f64());
     }
 
-    /// The Prometheus text exposition.
+    /// The OpenMetrics text exposition ([`CONTENT_TYPE`]).
     pub fn render(&self) -> String {
+        let role = self.role_now.load(Ordering::Relaxed);
+        for (i, name) in ROLES.iter().enumerate() {
+            self.role
+                .get_or_create(&RoleLabel { role: name })
+                .set(i64::from(role == i as i64));
+        }
+        let state = self.failover_now.load(Ordering::Relaxed);
+        for (i, (_, name)) in FAILOVER_STATES.iter().enumerate() {
+            self.failover_state
+                .get_or_create(&StateLabel { state: name })
+                .set(i64::from(state == i as i64));
+        }
         let mut o = String::new();
-        let role = self.role.load(Ordering::Relaxed);
-        let _ = writeln!(
-            o,
-            "# HELP etcd_warden_member_role Role of the local etcd member (1 for the current role)."
-        );
-        let _ = writeln!(o, "# TYPE etcd_warden_member_role gauge");
-        for (i, name) in ["none", "learner", "follower", "leader"].iter().enumerate() {
-            let _ = writeln!(
-                o,
-                "etcd_warden_member_role{{role=\"{name}\"}} {}",
-                i64::from(role == i as i64)
-            );
-        }
-        let gauge = |o: &mut String, name: &str, help: &str, v: i64| {
-            let _ = writeln!(o, "# HELP {name} {help}");
-            let _ = writeln!(o, "# TYPE {name} gauge");
-            let _ = writeln!(o, "{name} {v}");
-        };
-        let counter = |o: &mut String, name: &str, help: &str, v: u64| {
-            let _ = writeln!(o, "# HELP {name} {help}");
-            let _ = writeln!(o, "# TYPE {name} counter");
-            let _ = writeln!(o, "{name} {v}");
-        };
-        gauge(
-            &mut o,
-            "etcd_warden_quorum",
-            "1 if the last probe's linearizable read succeeded.",
-            self.quorum.load(Ordering::Relaxed),
-        );
-        gauge(
-            &mut o,
-            "etcd_warden_etcd_up",
-            "1 if the last probe got a Status answer from the local member.",
-            self.etcd_up.load(Ordering::Relaxed),
-        );
-        counter(
-            &mut o,
-            "etcd_warden_leader_changes_total",
-            "Leader changes observed by the probes.",
-            self.leader_changes.load(Ordering::Relaxed),
-        );
-        counter(
-            &mut o,
-            "etcd_warden_supervision_restarts_total",
-            "Times the daemon restarted an etcd that had died (autostart only).",
-            self.restarts.load(Ordering::Relaxed),
-        );
-        counter(
-            &mut o,
-            "etcd_warden_etcd_unexpected_exits_total",
-            "Times etcd exited without being asked to.",
-            self.unexpected_exits.load(Ordering::Relaxed),
-        );
-        counter(
-            &mut o,
-            "etcd_warden_probe_failures_total",
-            "Probes of the local member that failed or timed out.",
-            self.probe_failures.load(Ordering::Relaxed),
-        );
-        let _ = writeln!(
-            o,
-            "# HELP etcd_warden_report_cycles_total Report cycles of the daemon's writer ([report] path), by result."
-        );
-        let _ = writeln!(o, "# TYPE etcd_warden_report_cycles_total counter");
-        for (result, v) in [
-            ("success", &self.report_ok),
-            ("failure", &self.report_failed),
-        ] {
-            let _ = writeln!(
-                o,
-                "etcd_warden_report_cycles_total{{result=\"{result}\"}} {}",
-                v.load(Ordering::Relaxed)
-            );
-        }
-        counter(
-            &mut o,
-            "etcd_warden_report_cycles_skipped_total",
-            "Report ticks skipped because the previous cycle was still running.",
-            self.report_skipped.load(Ordering::Relaxed),
-        );
-        gauge(
-            &mut o,
-            "etcd_warden_report_last_success_timestamp_seconds",
-            "Unix time of the last report the daemon wrote (0: none yet).",
-            self.report_last_success.load(Ordering::Relaxed),
-        );
-        let _ = writeln!(
-            o,
-            "# HELP etcd_warden_action_duration_seconds Time to answer an OCF action."
-        );
-        let _ = writeln!(o, "# TYPE etcd_warden_action_duration_seconds histogram");
-        if let Ok(hs) = self.actions.lock() {
-            for ((_, name), h) in ACTIONS.iter().zip(hs.iter()) {
-                for (b, bound) in BUCKETS.iter().enumerate() {
-                    let _ = writeln!(
-                        o,
-                        "etcd_warden_action_duration_seconds_bucket{{action=\"{name}\",le=\"{bound}\"}} {}",
-                        h.counts[b]
-                    );
-                }
-                let _ = writeln!(
-                    o,
-                    "etcd_warden_action_duration_seconds_bucket{{action=\"{name}\",le=\"+Inf\"}} {}",
-                    h.count
-                );
-                let _ = writeln!(
-                    o,
-                    "etcd_warden_action_duration_seconds_sum{{action=\"{name}\"}} {}",
-                    h.sum
-                );
-                let _ = writeln!(
-                    o,
-                    "etcd_warden_action_duration_seconds_count{{action=\"{name}\"}} {}",
-                    h.count
-                );
-            }
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut o, &self.registry) {
+            // Writing into a String does not fail; should the encoder ever
+            // refuse a value, the scrape still gets what was written.
+            tracing::warn!(error = %e, "cannot render the metrics");
         }
         o
     }
@@ -250,6 +332,7 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     #[test]
     fn renders_one_hot_role_and_cumulative_buckets() {
@@ -268,15 +351,19 @@ mod tests {
         );
         assert!(t.contains("etcd_warden_quorum 1"));
         assert!(t.contains("etcd_warden_leader_changes_total 1"));
+        assert!(
+            t.contains(
+                "etcd_warden_action_duration_seconds_bucket{le=\"0.0025\",action=\"monitor\"} 0"
+            ),
+            "{t}"
+        );
         assert!(t.contains(
-            "etcd_warden_action_duration_seconds_bucket{action=\"monitor\",le=\"0.0025\"} 0"
-        ));
-        assert!(t.contains(
-            "etcd_warden_action_duration_seconds_bucket{action=\"monitor\",le=\"0.005\"} 1"
+            "etcd_warden_action_duration_seconds_bucket{le=\"0.005\",action=\"monitor\"} 1"
         ));
         assert!(t.contains("etcd_warden_action_duration_seconds_count{action=\"monitor\"} 1"));
         assert!(t.contains("etcd_warden_report_cycles_total{result=\"success\"} 0"));
         assert!(t.contains("etcd_warden_report_last_success_timestamp_seconds 0"));
+        assert!(t.ends_with("# EOF\n"), "{t}");
     }
 
     #[test]
@@ -303,5 +390,120 @@ mod tests {
             t.contains("etcd_warden_report_last_success_timestamp_seconds 1700000000"),
             "{t}"
         );
+    }
+
+    #[test]
+    fn build_info_and_failover_state() {
+        let m = Metrics::default();
+        let t = m.render();
+        assert!(
+            t.contains(&format!(
+                "etcd_warden_build_info{{version=\"{}\"}} 1",
+                env!("CARGO_PKG_VERSION")
+            )),
+            "{t}"
+        );
+        assert!(t.contains("# TYPE etcd_warden_build info"), "{t}");
+        assert!(!t.contains("etcd_warden_failover_state{state=\"member\"} 1"));
+        m.failover_state(WardenState::Rejoining);
+        let t = m.render();
+        assert!(
+            t.contains("etcd_warden_failover_state{state=\"rejoining\"} 1"),
+            "{t}"
+        );
+        assert!(
+            t.contains("etcd_warden_failover_state{state=\"member\"} 0"),
+            "{t}"
+        );
+    }
+
+    /// One sample family as a scraper sees it: type, help, and each
+    /// sample's name with its label keys (values aside from `le`, whose
+    /// values are parsed as numbers).
+    #[derive(Debug, PartialEq)]
+    struct Family {
+        kind: String,
+        help: String,
+        samples: Vec<(String, Vec<String>)>,
+    }
+
+    /// Parse an exposition into families keyed by the name their samples
+    /// are matched under: a classic text counter `x_total` and an
+    /// OpenMetrics counter family `x` with samples `x_total` are both keyed
+    /// `x_total`, which is what a query names.
+    fn families(text: &str) -> BTreeMap<String, Family> {
+        let mut out: BTreeMap<String, Family> = BTreeMap::new();
+        let mut help: BTreeMap<String, String> = BTreeMap::new();
+        let mut kinds: BTreeMap<String, String> = BTreeMap::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                let (n, h) = rest.split_once(' ').unwrap();
+                help.insert(n.into(), h.into());
+            } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (n, k) = rest.split_once(' ').unwrap();
+                kinds.insert(n.into(), k.into());
+            } else if line.starts_with('#') || line.is_empty() {
+                continue;
+            } else {
+                let name_end = line.find(['{', ' ']).unwrap();
+                let sample = &line[..name_end];
+                let mut labels: Vec<String> = match line[name_end..].strip_prefix('{') {
+                    Some(l) => l[..l.find('}').unwrap()]
+                        .split(',')
+                        .map(|kv| {
+                            let (k, v) = kv.split_once('=').unwrap();
+                            let v = v.trim_matches('"');
+                            if k == "le" && v != "+Inf" {
+                                format!("le={}", v.parse::<f64>().unwrap())
+                            } else {
+                                format!("{k}={v}")
+                            }
+                        })
+                        .collect(),
+                    None => vec![],
+                };
+                labels.sort();
+                // The family a sample belongs to: the longest TYPE name it
+                // starts with.
+                let fam = kinds
+                    .keys()
+                    .filter(|k| sample.starts_with(k.as_str()))
+                    .max_by_key(|k| k.len())
+                    .unwrap()
+                    .clone();
+                let kind = kinds[&fam].clone();
+                let key = if kind == "counter" {
+                    sample.to_string()
+                } else {
+                    fam.clone()
+                };
+                let e = out.entry(key).or_insert_with(|| Family {
+                    kind,
+                    help: help[&fam].clone(),
+                    samples: vec![],
+                });
+                e.samples.push((sample.into(), labels));
+            }
+        }
+        for f in out.values_mut() {
+            f.samples.sort();
+        }
+        out
+    }
+
+    #[test]
+    fn names_types_labels_and_help_are_the_ones_dashboards_use() {
+        let before = families(include_str!("../tests/fixtures/metrics-before.prom"));
+        let mut now = families(&Metrics::default().render());
+        for added in ["etcd_warden_build", "etcd_warden_failover_state"] {
+            assert!(now.remove(added).is_some(), "{added} missing");
+        }
+        assert_eq!(
+            before.keys().collect::<Vec<_>>(),
+            now.keys().collect::<Vec<_>>()
+        );
+        for (name, b) in &before {
+            assert_eq!(Some(b), now.get(name), "{name}");
+        }
     }
 }

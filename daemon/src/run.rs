@@ -1,13 +1,21 @@
-//! The daemon's main loop: logging, sockets, the first probe, READY=1, then
-//! one `select!` over the API servers, the probe ticker, the report writer's
-//! ticker, the watchdog and the signals. The first task to end brings the daemon down, naming it.
+//! The daemon: logging, sockets, the first probe, READY=1, then its loops as
+//! tasks owned by one tracker ([`crate::tasks::Work`]): the API servers, the
+//! probe loop, the failover loop, the report writer, the STATUS= updater and
+//! the watchdog. The top-level `select!` only waits: for the shutdown future
+//! (SIGTERM/SIGINT in the binary) or for a loop to end, which brings the
+//! daemon down naming it. See docs/architecture.md for the picture.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use anyhow::Context;
 use sd_notify::NotifyState;
 use tokio::signal::unix::{SignalKind, signal};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{BackendKind, Settings};
@@ -17,7 +25,7 @@ use crate::server::{self, AllowList};
 use crate::supervise::process::{Previous, ProcessSupervisor};
 use crate::supervise::systemd::SystemdSupervisor;
 use crate::supervise::{AnySupervisor, ProcState, Supervisor};
-
+use crate::tasks::{Heartbeat, Loops, OVERRUN_ALLOWANCE, SHUTDOWN_GRACE};
 /// Log to journald when stderr is connected to it (systemd sets
 /// JOURNAL_STREAM), formatted to stderr otherwise. Uses tracing-journald, the
 /// tracing layer (systemd-journal-logger is a `log` backend).
@@ -53,8 +61,88 @@ fn notify(states: &[NotifyState<'_>]) {
     }
 }
 
-/// Run the daemon until SIGTERM/SIGINT.
-pub async fn run(settings: Settings, print_paths: bool) -> anyhow::Result<()> {
+/// A boxed future, for the [`Pass`] trait's methods.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What the failover loop runs: the failover reconciler in the daemon; a
+/// test puts a pass of its own here (e.g. one that takes longer than
+/// systemd's watchdog interval).
+pub trait Pass: Send + Sync {
+    /// One pass; returns whether something is pending, so that the next
+    /// pass comes sooner.
+    fn run<'a>(&'a self, core: &'a Arc<Core>) -> BoxFuture<'a, bool>;
+    /// Resolves when a pass is asked for now (a fence alert, an agent
+    /// notification).
+    fn kicked(&self) -> BoxFuture<'_, ()>;
+    /// The longest one pass may take (the watchdog holds the loop to it).
+    fn limit(&self) -> Duration;
+}
+
+/// The failover reconciler as the loop's pass: a pass, then archive
+/// retention.
+struct Failover {
+    reconciler: Arc<crate::reconcile::Reconciler>,
+    limit: Duration,
+}
+
+impl Pass for Failover {
+    fn run<'a>(&'a self, core: &'a Arc<Core>) -> BoxFuture<'a, bool> {
+        Box::pin(async move {
+            let pending = self.reconciler.tick(core).await;
+            prune_archives(&self.reconciler, core.settings.failover.archive_keep).await;
+            pending
+        })
+    }
+
+    fn kicked(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.reconciler.kicked())
+    }
+
+    fn limit(&self) -> Duration {
+        self.limit
+    }
+}
+
+/// How the daemon runs, beyond its settings.
+#[derive(Default)]
+pub struct Options {
+    /// Print where everything is (the standalone setup's banner).
+    pub print_paths: bool,
+    /// The failover loop's pass instead of the failover reconciler's (which
+    /// runs only when failover is enabled); a given pass always runs.
+    pub pass: Option<Arc<dyn Pass>>,
+}
+
+/// Resolves on the first SIGTERM or SIGINT; the handlers are installed when
+/// this is called, so a signal that comes before the future is awaited is
+/// not lost.
+pub fn signals() -> anyhow::Result<impl Future<Output = ()> + Send + 'static> {
+    let mut sigterm = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut sigint = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = sigterm.recv() => tracing::info!("SIGTERM: shutting down"),
+            _ = sigint.recv() => tracing::info!("SIGINT: shutting down"),
+        }
+    })
+}
+
+/// Run the daemon until `shutdown` resolves (the binary passes
+/// [`signals`]), then stop: see [`run_with`].
+pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    run_with(settings, Options::default(), shutdown).await
+}
+
+/// Run the daemon until `shutdown` resolves or one of its loops ends. The
+/// shutdown: STOPPING=1, the loops are cancelled (no new pass, probe, cycle
+/// or connection starts), work in flight gets [`SHUTDOWN_GRACE`] to finish
+/// and is abandoned after it, then etcd is stopped (process backend) or left
+/// running (systemd backend), then the socket is removed.
+pub async fn run_with(
+    settings: Settings,
+    options: Options,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
     let settings = Arc::new(settings);
     std::fs::create_dir_all(&settings.state_dir)
         .with_context(|| format!("cannot create {}", settings.state_dir.display()))?;
@@ -89,6 +177,14 @@ pub async fn run(settings: Settings, print_paths: bool) -> anyhow::Result<()> {
             "failover enabled"
         );
     }
+    let pass: Option<Arc<dyn Pass>> = options.pass.or_else(|| {
+        failover.map(|reconciler| {
+            Arc::new(Failover {
+                reconciler,
+                limit: settings.timeouts.start_timeout,
+            }) as Arc<dyn Pass>
+        })
+    });
 
     let unix = server::bind_unix(&settings.api.socket, &settings.api.socket_group)
         .with_context(|| format!("cannot listen on {}", settings.api.socket.display()))?;
@@ -101,7 +197,7 @@ pub async fn run(settings: Settings, print_paths: bool) -> anyhow::Result<()> {
         None => None,
     };
     let http_addr = tcp.as_ref().and_then(|l| l.local_addr().ok());
-    if print_paths {
+    if options.print_paths {
         println!("etcd-warden standalone");
         println!(
             "  configuration: {}",
@@ -152,127 +248,105 @@ pub async fn run(settings: Settings, print_paths: bool) -> anyhow::Result<()> {
     let p = core.probe(settings.timeouts.probe_timeout, true).await;
     core.record(&p);
 
-    let shutdown = CancellationToken::new();
-    let mut state_rx = core.subscribe_state();
+    let cancel = CancellationToken::new();
+    let work = core.work.clone();
+    let loops = Loops::default();
     notify(&[
         NotifyState::Ready,
         NotifyState::Status(&format!("etcd {}", core.state())),
     ]);
 
-    // Ping at half the watchdog interval systemd asked for.
-    let watchdog_interval = sd_notify::watchdog_enabled();
-    let watchdog = watchdog_interval.is_some();
-    let watchdog_every = watchdog_interval
-        .map(|d| d / 2)
-        .unwrap_or(Duration::from_secs(3600));
-    let mut watchdog_tick = tokio::time::interval(watchdog_every);
-    let mut probe_tick = tokio::time::interval(settings.timeouts.probe_interval);
-    probe_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut sigterm = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
-    let mut sigint = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
-
-    // The servers run as tasks of their own so that nothing the loop below
-    // waits for (a probe of a hung etcd) can delay an accept.
-    let mut unix_task = tokio::spawn(server::serve_unix(
-        unix,
-        core.clone(),
-        AllowList::resolve(&settings.api.allowed_users),
-        shutdown.clone(),
+    // Each loop is a task of its own, owned by `work`: nothing one waits for
+    // (a probe of a hung etcd, a 60 s join, crm_mon) delays another, an
+    // accept or the watchdog.
+    let mut owned: Vec<(&'static str, JoinHandle<Option<anyhow::Result<()>>>)> = vec![(
+        "the API socket server",
+        work.spawn(server_loop(server::serve_unix(
+            unix,
+            core.clone(),
+            AllowList::resolve(&settings.api.allowed_users),
+            cancel.clone(),
+        ))),
+    )];
+    if let Some(l) = tcp {
+        owned.push((
+            "the HTTP server",
+            work.spawn(server_loop(server::serve_tcp(
+                l,
+                core.clone(),
+                cancel.clone(),
+            ))),
+        ));
+    }
+    owned.push((
+        "the probe loop",
+        work.spawn(probe_loop(
+            core.clone(),
+            loops.probe.clone(),
+            cancel.clone(),
+        )),
     ));
-    let mut tcp_task = match tcp {
-        Some(l) => tokio::spawn(server::serve_tcp(l, core.clone(), shutdown.clone())),
-        None => tokio::spawn(async { std::future::pending::<std::io::Result<()>>().await }),
-    };
-    let mut restart_at: Option<tokio::time::Instant> = None;
-    // Failover passes: at once, then on a timer (sooner while something is
-    // pending), on a fence alert or agent notification (kick), and on every
-    // leader change etcd shows.
-    let mut reconcile_at = tokio::time::Instant::now();
-    let mut leader_rx = core.subscribe_leader();
-    let mut seen_death: Option<u32> = None;
-    // The report writer ([report] path): a cycle per tick, as a task of its
-    // own so that crm_mon never holds up the loop; a tick that comes while
-    // the previous cycle still runs is skipped, never queued.
-    let report_path = settings.report.path.clone();
-    let mut report_tick = tokio::time::interval(settings.report.interval);
-    report_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut report_task: Option<tokio::task::JoinHandle<()>> = None;
-    if let Some(p) = &report_path {
-        // Without systemd's RuntimeDirectory= (or under another path) the
-        // directory may not exist yet; every cycle would fail on it.
-        if let Some(dir) = p.parent()
-            && let Err(e) = std::fs::create_dir_all(dir)
-        {
-            tracing::warn!(dir = %dir.display(), error = %e, "cannot create the report's directory");
-        }
+    match pass {
+        Some(pass) => owned.push((
+            "the failover loop",
+            work.spawn(reconcile_loop(
+                core.clone(),
+                pass,
+                loops.reconcile.clone(),
+                cancel.clone(),
+            )),
+        )),
+        None => loops.reconcile.off(),
+    }
+    match settings.report.path.clone() {
+        Some(path) => owned.push((
+            "the report writer",
+            work.spawn(report_loop(
+                core.clone(),
+                path,
+                loops.report.clone(),
+                cancel.clone(),
+            )),
+        )),
+        None => loops.report.off(),
+    }
+    owned.push((
+        "the status notifier",
+        work.spawn(status_loop(core.clone(), cancel.clone())),
+    ));
+    // Ping at half the watchdog interval systemd asked for.
+    if let Some(interval) = sd_notify::watchdog_enabled() {
+        let every = interval / 2;
         tracing::info!(
-            path = %p.display(),
-            interval_ms = settings.report.interval.as_millis(),
-            "writing the PacemakerCluster report"
+            every_ms = every.as_millis() as u64,
+            allowance_ms = OVERRUN_ALLOWANCE.as_millis() as u64,
+            "watchdog enabled"
         );
+        let watchdog = crate::tasks::watchdog(
+            loops.clone(),
+            work.clone(),
+            every,
+            OVERRUN_ALLOWANCE,
+            cancel.clone(),
+            || notify(&[NotifyState::Watchdog]),
+        );
+        owned.push((
+            "the watchdog",
+            work.spawn(async move {
+                watchdog.await;
+                Ok(())
+            }),
+        ));
     }
 
-    let outcome: anyhow::Result<()> = loop {
-        tokio::select! {
-            r = &mut unix_task => break Err(task_end("the API socket server", r)),
-            r = &mut tcp_task => break Err(task_end("the HTTP server", r)),
-            _ = probe_tick.tick() => {
-                let p = core.probe(settings.timeouts.probe_timeout, true).await;
-                core.record(&p);
-                if let ProcState::Died { pid, how } = &p.proc {
-                    if seen_death != Some(*pid) {
-                        seen_death = Some(*pid);
-                        core.metrics.unexpected_exit();
-                        tracing::error!(pid, %how, "etcd died");
-                        if core.should_restart() {
-                            restart_at = Some(tokio::time::Instant::now() + settings.timeouts.restart_delay);
-                        }
-                    }
-                    if let Some(at) = restart_at && tokio::time::Instant::now() >= at {
-                        restart_at = None;
-                        core.metrics.restarted();
-                        tracing::warn!("restarting etcd (autostart)");
-                        let core = core.clone();
-                        let limit = settings.timeouts.start_timeout;
-                        tokio::spawn(async move {
-                            if let Err(e) = core.start_etcd(StartMode::Normal, limit).await {
-                                tracing::error!(error = %e, "restarting etcd failed");
-                            }
-                        });
-                    }
-                } else {
-                    restart_at = None;
-                }
-            }
-            _ = report_tick.tick(), if report_path.is_some() => {
-                if report_task.as_ref().is_some_and(|t| !t.is_finished()) {
-                    core.metrics.report_skipped();
-                    tracing::debug!("report cycle still running: tick skipped");
-                } else {
-                    report_task = Some(tokio::spawn(report_cycle(core.clone())));
-                }
-            }
-            Ok(()) = state_rx.changed() => {
-                let s = state_rx.borrow_and_update().clone();
-                notify(&[NotifyState::Status(&format!("etcd {s}"))]);
-            }
-            _ = watchdog_tick.tick(), if watchdog => notify(&[NotifyState::Watchdog]),
-            _ = tokio::time::sleep_until(reconcile_at), if failover.is_some() => {
-                reconcile_at = reconcile_pass(&failover, &core).await;
-            }
-            _ = kicked(&failover), if failover.is_some() => {
-                reconcile_at = reconcile_pass(&failover, &core).await;
-            }
-            Ok(_) = leader_rx.recv(), if failover.is_some() => {
-                reconcile_at = reconcile_pass(&failover, &core).await;
-            }
-            _ = sigterm.recv() => { tracing::info!("SIGTERM: shutting down"); break Ok(()) }
-            _ = sigint.recv() => { tracing::info!("SIGINT: shutting down"); break Ok(()) }
-        }
+    let outcome: anyhow::Result<()> = tokio::select! {
+        () = shutdown => Ok(()),
+        e = first_end(&mut owned) => Err(e),
     };
 
     notify(&[NotifyState::Stopping, NotifyState::Status("shutting down")]);
-    shutdown.cancel();
+    cancel.cancel();
+    work.shut_down(SHUTDOWN_GRACE).await;
     match core.supervisor {
         // etcd is the daemon's child: it goes when the daemon goes.
         AnySupervisor::Process(_) => {
@@ -285,6 +359,185 @@ pub async fn run(settings: Settings, print_paths: bool) -> anyhow::Result<()> {
     }
     let _ = std::fs::remove_file(&settings.api.socket);
     outcome
+}
+
+/// An API server as a loop: its error, if it stops.
+async fn server_loop(serve: impl Future<Output = std::io::Result<()>>) -> anyhow::Result<()> {
+    serve.await.map_err(anyhow::Error::new)
+}
+
+/// The first owned loop to end, as an error naming it (a loop ends only on
+/// cancellation, which comes after this is no longer awaited).
+async fn first_end(
+    owned: &mut [(&'static str, JoinHandle<Option<anyhow::Result<()>>>)],
+) -> anyhow::Error {
+    std::future::poll_fn(|cx| {
+        for (name, h) in owned.iter_mut() {
+            if let Poll::Ready(r) = Pin::new(h).poll(cx) {
+                return Poll::Ready(task_end(name, r));
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// The probe loop: a probe per `probe_interval_ms`, the node state and
+/// metrics it records, and etcd's restart after an unexpected exit
+/// (autostart only).
+async fn probe_loop(
+    core: Arc<Core>,
+    beat: Arc<Heartbeat>,
+    cancel: CancellationToken,
+) -> anyhow::Result<()> {
+    let t = &core.settings.timeouts;
+    let mut next = Instant::now();
+    let mut restart_at: Option<Instant> = None;
+    let mut seen_death: Option<u32> = None;
+    loop {
+        beat.idle_until(next);
+        tokio::select! {
+            () = tokio::time::sleep_until(next) => {}
+            () = cancel.cancelled() => return Ok(()),
+        }
+        beat.busy_for(t.probe_timeout);
+        let p = core.probe(t.probe_timeout, true).await;
+        core.record(&p);
+        if let ProcState::Died { pid, how } = &p.proc {
+            if seen_death != Some(*pid) {
+                seen_death = Some(*pid);
+                core.metrics.unexpected_exit();
+                tracing::error!(pid, %how, "etcd died");
+                if core.should_restart() {
+                    restart_at = Some(Instant::now() + t.restart_delay);
+                }
+            }
+            if let Some(at) = restart_at
+                && Instant::now() >= at
+            {
+                restart_at = None;
+                core.metrics.restarted();
+                tracing::warn!("restarting etcd (autostart)");
+                let c = core.clone();
+                let limit = t.start_timeout;
+                core.work.spawn(async move {
+                    if let Err(e) = c.start_etcd(StartMode::Normal, limit).await {
+                        tracing::error!(error = %e, "restarting etcd failed");
+                    }
+                });
+            }
+        } else {
+            restart_at = None;
+        }
+        next = Instant::now() + t.probe_interval;
+    }
+}
+
+/// The failover loop: a pass at once, then on a timer (sooner while
+/// something is pending), on a kick (fence alert, agent notification) and on
+/// every leader change etcd shows. It publishes "in a pass since T, due by
+/// T + the pass's limit" so that the watchdog can tell a long pass from a
+/// wedged one.
+async fn reconcile_loop(
+    core: Arc<Core>,
+    pass: Arc<dyn Pass>,
+    beat: Arc<Heartbeat>,
+    cancel: CancellationToken,
+) -> anyhow::Result<()> {
+    let mut at = Instant::now();
+    let mut leader_rx = core.subscribe_leader();
+    loop {
+        beat.idle_until(at);
+        tokio::select! {
+            () = tokio::time::sleep_until(at) => {}
+            () = pass.kicked() => {}
+            r = leader_rx.recv() => {
+                if let Err(tokio::sync::broadcast::error::RecvError::Closed) = r {
+                    // The core outlives the loop; never seen, but a closed
+                    // channel must not spin the loop.
+                    leader_rx = core.subscribe_leader();
+                }
+            }
+            () = cancel.cancelled() => return Ok(()),
+        }
+        beat.busy_for(pass.limit());
+        let pending = pass.run(&core).await;
+        let fo = &core.settings.failover;
+        at = Instant::now()
+            + if pending {
+                fo.reconcile_pending_interval
+            } else {
+                fo.reconcile_interval
+            };
+    }
+}
+
+/// The report writer ([report] path): a cycle per tick, as a task of its own
+/// so that crm_mon never holds up the loop; a tick that comes while the
+/// previous cycle still runs is skipped, never queued.
+async fn report_loop(
+    core: Arc<Core>,
+    path: std::path::PathBuf,
+    beat: Arc<Heartbeat>,
+    cancel: CancellationToken,
+) -> anyhow::Result<()> {
+    // Without systemd's RuntimeDirectory= (or under another path) the
+    // directory may not exist yet; every cycle would fail on it.
+    if let Some(dir) = path.parent()
+        && let Err(e) = std::fs::create_dir_all(dir)
+    {
+        tracing::warn!(dir = %dir.display(), error = %e, "cannot create the report's directory");
+    }
+    let r = &core.settings.report;
+    tracing::info!(
+        path = %path.display(),
+        interval_ms = r.interval.as_millis(),
+        "writing the PacemakerCluster report"
+    );
+    // A cycle runs up to three commands (crm_mon, cibadmin,
+    // corosync-cmapctl) and the live etcd section (Status, read, members).
+    let bound = r.crm_mon_timeout * 3 + core.settings.timeouts.probe_timeout * 3;
+    let mut tick = tokio::time::interval(r.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut cycle: Option<JoinHandle<Option<()>>> = None;
+    beat.idle_until(Instant::now());
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = cancel.cancelled() => return Ok(()),
+        }
+        if cycle.as_ref().is_some_and(|t| !t.is_finished()) {
+            core.metrics.report_skipped();
+            tracing::debug!("report cycle still running: tick skipped");
+            continue;
+        }
+        beat.busy_for(bound);
+        let (c, b, every) = (core.clone(), beat.clone(), r.interval);
+        cycle = Some(core.work.spawn(async move {
+            report_cycle(c).await;
+            // The next tick is at most one interval away.
+            b.idle_until(Instant::now() + every);
+        }));
+    }
+}
+
+/// STATUS= follows the node state.
+async fn status_loop(core: Arc<Core>, cancel: CancellationToken) -> anyhow::Result<()> {
+    let mut state_rx = core.subscribe_state();
+    loop {
+        tokio::select! {
+            r = state_rx.changed() => {
+                if r.is_err() {
+                    // The core outlives the loop.
+                    cancel.cancelled().await;
+                    return Ok(());
+                }
+                let s = state_rx.borrow_and_update().clone();
+                notify(&[NotifyState::Status(&format!("etcd {s}"))]);
+            }
+            () = cancel.cancelled() => return Ok(()),
+        }
+    }
 }
 
 /// One cycle of the report writer: the live etcd section, then the shared
@@ -321,38 +574,6 @@ async fn report_cycle(core: Arc<Core>) {
     }
 }
 
-/// Resolves when the failover driver was asked to decide now.
-async fn kicked(f: &Option<Arc<crate::reconcile::Reconciler>>) {
-    match f {
-        Some(f) => f.kicked().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// One failover pass, then archive retention; returns when the next pass
-/// is due (`failover.reconcile_pending_interval_ms` while a step is
-/// pending, `failover.reconcile_interval_ms` otherwise).
-async fn reconcile_pass(
-    f: &Option<Arc<crate::reconcile::Reconciler>>,
-    core: &Arc<Core>,
-) -> tokio::time::Instant {
-    let pending = match f {
-        Some(f) => {
-            let pending = f.tick(core).await;
-            prune_archives(f, core.settings.failover.archive_keep).await;
-            pending
-        }
-        None => false,
-    };
-    let fo = &core.settings.failover;
-    tokio::time::Instant::now()
-        + if pending {
-            fo.reconcile_pending_interval
-        } else {
-            fo.reconcile_interval
-        }
-}
-
 /// `failover.archive_keep`: after each pass (so within one interval of a
 /// new archive), the oldest archives beyond the newest N are removed. 0, the
 /// default, removes nothing.
@@ -369,10 +590,13 @@ async fn prune_archives(f: &Arc<crate::reconcile::Reconciler>, keep: u32) {
     }
 }
 
-fn task_end(what: &str, r: Result<std::io::Result<()>, tokio::task::JoinError>) -> anyhow::Error {
+fn task_end(
+    what: &str,
+    r: Result<Option<anyhow::Result<()>>, tokio::task::JoinError>,
+) -> anyhow::Error {
     match r {
-        Ok(Ok(())) => anyhow::anyhow!("{what} stopped"),
-        Ok(Err(e)) => anyhow::Error::new(e).context(format!("{what} failed")),
+        Ok(Some(Ok(()))) | Ok(None) => anyhow::anyhow!("{what} stopped"),
+        Ok(Some(Err(e))) => e.context(format!("{what} failed")),
         Err(e) => anyhow::Error::new(e).context(format!("{what} panicked")),
     }
 }

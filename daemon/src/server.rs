@@ -3,6 +3,15 @@
 //! loopback-only TCP listener for /healthz, /readyz, /metrics, /status and
 //! the leader event stream.
 //!
+//! Routing is axum's, one router definition for both listeners (the Unix
+//! socket adds the agent's and CLI's routes), so both answer alike: 404 for
+//! a path the listener does not serve, 405 for a wrong method on one it
+//! does, always with an `{"error": …}` body. Each listener accepts at most
+//! [`MAX_CONNECTIONS_UNIX`] / [`MAX_CONNECTIONS_TCP`] connections at once;
+//! beyond that, new connections wait in the kernel's accept queue until one
+//! ends (an agent's request carries its own deadline), so a flood of
+//! scrapes never starves the agent's socket.
+//!
 //! Handlers never wait on etcd without a deadline, and the OCF actions are
 //! bounded by the request's own `deadline_ms`.
 
@@ -13,24 +22,36 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode, Uri};
+use axum::response::Response;
+use axum::routing::{get, post};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited, StreamBody, combinators::BoxBody};
-use hyper::body::{Frame, Incoming};
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde::Serialize;
 use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+use tower_service::Service;
 use warden_api::{Ack, ActionRequest, ApiError, ClusterEvent, paths};
 
 use crate::core::Core;
 
-type Body = BoxBody<Bytes, Infallible>;
-
 /// The largest request body accepted.
 const MAX_BODY: usize = 1024 * 1024;
+
+/// Connections served at once on the Unix socket (the agent, the CLI, the
+/// alert agent); more wait to be accepted.
+pub const MAX_CONNECTIONS_UNIX: usize = 64;
+
+/// Connections served at once on the TCP listener (scrapes, probes, event
+/// streams); more wait to be accepted.
+pub const MAX_CONNECTIONS_TCP: usize = 32;
 
 /// The uids allowed on the Unix socket.
 #[derive(Debug, Clone)]
@@ -104,32 +125,30 @@ pub fn bind_unix(path: &Path, group: &str) -> std::io::Result<UnixListener> {
     Ok(listener)
 }
 
-fn json<T: Serialize>(status: StatusCode, v: &T) -> Response<Body> {
+fn json<T: Serialize>(status: StatusCode, v: &T) -> Response {
     let body = serde_json::to_vec(v).unwrap_or_else(|_| b"{}".to_vec());
-    Response::builder()
-        .status(status)
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body)).boxed())
-        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
+    with_body(status, "application/json", Body::from(body))
 }
 
-fn error(status: StatusCode, msg: impl Into<String>) -> Response<Body> {
+fn error(status: StatusCode, msg: impl Into<String>) -> Response {
     json(status, &ApiError { error: msg.into() })
 }
 
-fn text(status: StatusCode, content_type: &str, body: String) -> Response<Body> {
+fn text(status: StatusCode, content_type: &str, body: String) -> Response {
+    with_body(status, content_type, Body::from(body))
+}
+
+fn with_body(status: StatusCode, content_type: &str, body: Body) -> Response {
     Response::builder()
         .status(status)
         .header("content-type", content_type)
-        .body(Full::new(Bytes::from(body)).boxed())
-        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
+        .body(body)
+        .unwrap_or_else(|_| Response::new(Body::empty()))
 }
 
-async fn read_json<T: serde::de::DeserializeOwned>(
-    req: Request<Incoming>,
-) -> Result<T, Response<Body>> {
-    let bytes = match Limited::new(req.into_body(), MAX_BODY).collect().await {
-        Ok(c) => c.to_bytes(),
+async fn read_json<T: serde::de::DeserializeOwned>(req: Request) -> Result<T, Response> {
+    let bytes = match axum::body::to_bytes(req.into_body(), MAX_BODY).await {
+        Ok(b) => b,
         Err(e) => {
             return Err(error(
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -146,19 +165,18 @@ async fn read_json<T: serde::de::DeserializeOwned>(
 }
 
 /// The leader change stream as server-sent events.
-fn leader_events(core: &Core) -> Response<Body> {
+async fn leader_events(State(core): State<Arc<Core>>) -> Response {
     let rx = core.subscribe_leader();
     let first = futures_util::stream::once(async {
-        Ok::<_, Infallible>(Frame::data(Bytes::from_static(b": leader changes\n\n")))
+        Ok::<_, Infallible>(Bytes::from_static(b": leader changes\n\n"))
     });
     let rest = futures_util::stream::unfold(rx, |mut rx| async move {
         loop {
             match rx.recv().await {
                 Ok(ev) => {
                     let data = serde_json::to_string(&ev).unwrap_or_default();
-                    let frame =
-                        Frame::data(Bytes::from(format!("event: leader\ndata: {data}\n\n")));
-                    return Some((Ok::<_, Infallible>(frame), rx));
+                    let chunk = Bytes::from(format!("event: leader\ndata: {data}\n\n"));
+                    return Some((Ok::<_, Infallible>(chunk), rx));
                 }
                 // A slow reader missed events; the next one still comes.
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
@@ -166,104 +184,135 @@ fn leader_events(core: &Core) -> Response<Body> {
             }
         }
     });
-    let body = BodyExt::boxed(StreamBody::new(futures_util::StreamExt::chain(first, rest)));
+    let body = Body::from_stream(futures_util::StreamExt::chain(first, rest));
     Response::builder()
         .status(StatusCode::OK)
         .header("content-type", "text/event-stream")
         .header("cache-control", "no-cache")
         .body(body)
-        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
+        .unwrap_or_else(|_| Response::new(Body::empty()))
 }
 
 /// The report, or 503 with the error and the etcd section alone.
-async fn report(core: &Core) -> Response<Body> {
+async fn report(State(core): State<Arc<Core>>) -> Response {
     match core.report(core.settings.timeouts.probe_timeout).await {
         Ok(r) => json(StatusCode::OK, &r),
         Err(partial) => json(StatusCode::SERVICE_UNAVAILABLE, &partial),
     }
 }
 
-/// Routes shared by both listeners.
-async fn common(core: &Arc<Core>, method: &Method, path: &str) -> Option<Response<Body>> {
-    let deadline = core.settings.timeouts.probe_timeout;
-    Some(match (method, path) {
-        (&Method::GET, "/healthz") => text(StatusCode::OK, "text/plain", "ok\n".into()),
-        (&Method::GET, "/readyz") => match core.ready(deadline).await {
-            Ok(()) => text(StatusCode::OK, "text/plain", "ready\n".into()),
-            Err(why) => text(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "text/plain",
-                format!("not ready: {why}\n"),
-            ),
-        },
-        (&Method::GET, "/metrics") => text(
-            StatusCode::OK,
-            "text/plain; version=0.0.4",
-            core.metrics.render(),
+async fn healthz() -> Response {
+    text(StatusCode::OK, "text/plain", "ok\n".into())
+}
+
+async fn readyz(State(core): State<Arc<Core>>) -> Response {
+    match core.ready(core.settings.timeouts.probe_timeout).await {
+        Ok(()) => text(StatusCode::OK, "text/plain", "ready\n".into()),
+        Err(why) => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            format!("not ready: {why}\n"),
         ),
-        (&Method::GET, "/events" | paths::EVENTS) => leader_events(core),
-        _ => return None,
-    })
-}
-
-async fn handle_unix(core: Arc<Core>, req: Request<Incoming>) -> Response<Body> {
-    let method = req.method().clone();
-    let path = req.uri().path().to_string();
-    if let Some(r) = common(&core, &method, &path).await {
-        return r;
-    }
-    let deadline = core.settings.timeouts.probe_timeout;
-    match (&method, path.as_str()) {
-        (&Method::POST, paths::ACTION) => {
-            let req: ActionRequest = match read_json(req).await {
-                Ok(r) => r,
-                Err(resp) => return resp,
-            };
-            if req.deadline_ms == 0 {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    "deadline_ms must be greater than 0",
-                );
-            }
-            json(StatusCode::OK, &core.action(req).await)
-        }
-        (&Method::POST, paths::EVENT) => {
-            let ev: ClusterEvent = match read_json(req).await {
-                Ok(r) => r,
-                Err(resp) => return resp,
-            };
-            tracing::info!(kind = %ev.kind, node = ?ev.node, task = ?ev.task, rc = ?ev.rc, desc = ?ev.desc, "cluster event");
-            if let Some(f) = core.failover.get() {
-                f.alert(&ev);
-            }
-            json(StatusCode::OK, &Ack { accepted: true })
-        }
-        (&Method::GET, paths::STATUS) => json(StatusCode::OK, &core.status_doc(deadline).await),
-        (&Method::GET, paths::MEMBERS) => match core.etcd.member_list(deadline).await {
-            Ok(ms) => json(StatusCode::OK, &ms),
-            Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
-        },
-        (&Method::GET, paths::REPORT) => report(&core).await,
-        (_, paths::ACTION | paths::EVENT | paths::STATUS | paths::MEMBERS | paths::REPORT) => {
-            error(
-                StatusCode::METHOD_NOT_ALLOWED,
-                format!("{method} is not allowed on {path}"),
-            )
-        }
-        _ => error(StatusCode::NOT_FOUND, format!("no route {method} {path}")),
     }
 }
 
-async fn handle_tcp(core: Arc<Core>, req: Request<Incoming>) -> Response<Body> {
-    let method = req.method().clone();
-    let path = req.uri().path().to_string();
-    if let Some(r) = common(&core, &method, &path).await {
-        return r;
+async fn metrics(State(core): State<Arc<Core>>) -> Response {
+    let (content_type, body) = core.metrics_text();
+    text(StatusCode::OK, content_type, body)
+}
+
+async fn action(State(core): State<Arc<Core>>, req: Request) -> Response {
+    let req: ActionRequest = match read_json(req).await {
+        Ok(r) => r,
+        Err(resp) => return resp,
+    };
+    if req.deadline_ms == 0 {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "deadline_ms must be greater than 0",
+        );
     }
-    match (&method, path.as_str()) {
-        (&Method::GET, "/status") => report(&core).await,
-        _ => error(StatusCode::NOT_FOUND, format!("no route {method} {path}")),
+    json(StatusCode::OK, &core.action(req).await)
+}
+
+async fn event(State(core): State<Arc<Core>>, req: Request) -> Response {
+    let ev: ClusterEvent = match read_json(req).await {
+        Ok(r) => r,
+        Err(resp) => return resp,
+    };
+    tracing::info!(kind = %ev.kind, node = ?ev.node, task = ?ev.task, rc = ?ev.rc, desc = ?ev.desc, "cluster event");
+    if let Some(f) = core.failover.get() {
+        f.alert(&ev);
     }
+    json(StatusCode::OK, &Ack { accepted: true })
+}
+
+async fn status(State(core): State<Arc<Core>>) -> Response {
+    json(
+        StatusCode::OK,
+        &core.status_doc(core.settings.timeouts.probe_timeout).await,
+    )
+}
+
+async fn members(State(core): State<Arc<Core>>) -> Response {
+    match core
+        .etcd
+        .member_list(core.settings.timeouts.probe_timeout)
+        .await
+    {
+        Ok(ms) => json(StatusCode::OK, &ms),
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+    }
+}
+
+async fn no_route(method: Method, uri: Uri) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        format!("no route {method} {}", uri.path()),
+    )
+}
+
+async fn wrong_method(method: Method, uri: Uri) -> Response {
+    error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("{method} is not allowed on {}", uri.path()),
+    )
+}
+
+/// Which listener a router serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listener {
+    /// The Unix socket: every route (the agent's, the CLI's, the alert
+    /// agent's), behind the allow-list.
+    Unix,
+    /// The loopback TCP listener: health, metrics, the report as
+    /// `/status`, the event stream.
+    Tcp,
+}
+
+/// The API's routes for `on`: the routes both listeners share, then the
+/// listener's own; the same 404 and 405 answers on both.
+pub fn router(core: Arc<Core>, on: Listener) -> Router {
+    let common = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/events", get(leader_events))
+        .route(paths::EVENTS, get(leader_events));
+    let own = match on {
+        Listener::Unix => Router::new()
+            .route(paths::ACTION, post(action))
+            .route(paths::EVENT, post(event))
+            .route(paths::STATUS, get(status))
+            .route(paths::MEMBERS, get(members))
+            .route(paths::REPORT, get(report)),
+        Listener::Tcp => Router::new().route("/status", get(report)),
+    };
+    common
+        .merge(own)
+        .fallback(no_route)
+        .method_not_allowed_fallback(wrong_method)
+        .with_state(core)
 }
 
 /// Serve the Unix socket until `shutdown`.
@@ -274,16 +323,22 @@ pub async fn serve_unix(
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let allow = Arc::new(allow);
+    let routes = router(core.clone(), Listener::Unix);
+    let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS_UNIX));
     loop {
+        let Some(permit) = slot(&limit, &shutdown, "the API socket").await else {
+            return Ok(());
+        };
         let (stream, _) = tokio::select! {
             r = listener.accept() => r?,
             () = shutdown.cancelled() => return Ok(()),
         };
         let uid = stream.peer_cred().map(|c| c.uid()).ok();
-        let core = core.clone();
         let allow = allow.clone();
         let shutdown = shutdown.clone();
-        tokio::spawn(async move {
+        let routes = routes.clone();
+        core.work.spawn(async move {
+            let _permit = permit;
             let permitted = uid.is_some_and(|u| allow.allows(u));
             if !permitted {
                 tracing::warn!(
@@ -291,8 +346,8 @@ pub async fn serve_unix(
                     "refused an API connection from a uid outside the allow-list"
                 );
             }
-            let svc = service_fn(move |req| {
-                let core = core.clone();
+            let svc = service_fn(move |req: hyper::Request<Incoming>| {
+                let mut routes = routes.clone();
                 let allow = allow.clone();
                 async move {
                     if !permitted {
@@ -306,7 +361,7 @@ pub async fn serve_unix(
                             ),
                         ));
                     }
-                    Ok(handle_unix(core, req).await)
+                    routes.call(req).await
                 }
             });
             serve_conn(TokioIo::new(stream), svc, shutdown).await;
@@ -320,27 +375,53 @@ pub async fn serve_tcp(
     core: Arc<Core>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
+    let routes = router(core.clone(), Listener::Tcp);
+    let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS_TCP));
     loop {
+        let Some(permit) = slot(&limit, &shutdown, "the HTTP listener").await else {
+            return Ok(());
+        };
         let (stream, _) = tokio::select! {
             r = listener.accept() => r?,
             () = shutdown.cancelled() => return Ok(()),
         };
-        let core = core.clone();
         let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            let svc = service_fn(move |req| {
-                let core = core.clone();
-                async move { Ok::<_, Infallible>(handle_tcp(core, req).await) }
+        let routes = routes.clone();
+        core.work.spawn(async move {
+            let _permit = permit;
+            let svc = service_fn(move |req: hyper::Request<Incoming>| {
+                let mut routes = routes.clone();
+                async move { routes.call(req).await }
             });
             serve_conn(TokioIo::new(stream), svc, shutdown).await;
         });
     }
 }
 
+/// A connection slot: at once while fewer than the limit are served,
+/// otherwise when one ends; `None` on shutdown.
+async fn slot(
+    limit: &Arc<Semaphore>,
+    shutdown: &CancellationToken,
+    what: &str,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    if let Ok(p) = limit.clone().try_acquire_owned() {
+        return Some(p);
+    }
+    tracing::warn!(
+        listener = what,
+        "connection limit reached: new connections wait until one ends"
+    );
+    tokio::select! {
+        p = limit.clone().acquire_owned() => p.ok(),
+        () = shutdown.cancelled() => None,
+    }
+}
+
 async fn serve_conn<I, S>(io: I, svc: S, shutdown: CancellationToken)
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-    S: hyper::service::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
+    S: hyper::service::Service<hyper::Request<Incoming>, Response = Response, Error = Infallible>
         + Send
         + 'static,
     S::Future: Send + 'static,

@@ -45,6 +45,17 @@ pub fn run_daemon(args: DaemonArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot build the tokio runtime")?;
-    rt.block_on(crate::run::run(settings, standalone))?;
+    let options = crate::run::Options {
+        print_paths: standalone,
+        ..Default::default()
+    };
+    let outcome = rt.block_on(async {
+        let shutdown = crate::run::signals()?;
+        crate::run::run_with(settings, options, shutdown).await
+    });
+    // A blocking task still in a command (crm_mon) is not waited for: the
+    // shutdown already gave work its grace.
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    outcome?;
     Ok(ExitCode::SUCCESS)
 }
