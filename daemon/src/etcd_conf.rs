@@ -22,8 +22,19 @@ pub fn log_path(s: &Settings) -> std::path::PathBuf {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StartMode {
     /// Bootstrap or restart: a fresh data dir bootstraps a new cluster with
-    /// every configured node; an existing data dir is reused as it is.
+    /// every configured node (with the configured token: the standalone and
+    /// autostart modes); an existing data dir is reused as it is.
     Normal,
+    /// Bootstrap a new cluster of every configured node with this
+    /// `initial-cluster-token`. The failover logic gives every bootstrap a
+    /// fresh token: etcd derives member and cluster ids from the token and
+    /// the peer URLs alone, so a cluster bootstrapped again with the same
+    /// token would carry the old cluster's ids, and nothing could tell it
+    /// from the data it replaced.
+    Bootstrap {
+        /// The token.
+        token: String,
+    },
     /// Join a running cluster as a member that was just added (as a learner)
     /// under this node's name; `initial_cluster` is `name=peerurl,…` as the
     /// cluster knows it.
@@ -53,9 +64,13 @@ pub fn render(s: &Settings, mode: &StartMode) -> Value {
         "initial-advertise-peer-urls",
         json!(local.peer_urls.join(",")),
     );
-    put("initial-cluster-token", json!(s.etcd.initial_cluster_token));
+    let token = match mode {
+        StartMode::Bootstrap { token } => token.as_str(),
+        _ => s.etcd.initial_cluster_token.as_str(),
+    };
+    put("initial-cluster-token", json!(token));
     match mode {
-        StartMode::Normal | StartMode::ForceNewCluster => {
+        StartMode::Normal | StartMode::ForceNewCluster | StartMode::Bootstrap { .. } => {
             let all = s
                 .nodes
                 .iter()

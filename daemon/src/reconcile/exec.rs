@@ -11,7 +11,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use warden_failover::{
-    Claim, Facts, StartMode as Mode, Step, Topology, decide::expected_record, peer_down_proof,
+    Claim, Facts, StartMode as Mode, Step, Topology,
+    decide::{bootstrap_token, expected_record, peer_holds_no_data},
+    peer_down_proof,
 };
 
 use super::local::LocalPaths;
@@ -134,13 +136,21 @@ pub fn force_allowed(facts: &Facts) -> Result<PeerDown, String> {
     if facts.topology != Topology::TwoNode {
         return Err("the topology is not two-node: a new cluster is never forced".into());
     }
-    if !facts.in_sync_this_boot() {
-        return Err("this node does not hold the in-sync marker of this boot".into());
-    }
     let mut proofs = Vec::new();
     for peer in facts.others() {
         match peer_down_proof(facts, peer) {
-            Some(p) => proofs.push((peer.name.clone(), format!("{p:?}"))),
+            Some(p) if facts.in_sync_this_boot() => {
+                proofs.push((peer.name.clone(), format!("{p:?}")))
+            }
+            Some(_) => {
+                return Err("this node does not hold the in-sync marker of this boot".into());
+            }
+            // Online, but its daemon says its data is gone and names no
+            // newer epoch: this node's data is complete by itself.
+            None if peer_holds_no_data(facts, peer) => proofs.push((
+                peer.name.clone(),
+                "online without data (its state file names no newer epoch)".into(),
+            )),
             None => {
                 return Err(format!(
                     "Pacemaker has not confirmed that {} is down",
@@ -288,11 +298,31 @@ async fn one<O: EtcdOps, P: Pacemaker, L: LeaveLock>(
                         "rule 3: a bootstrap would start over existing data",
                     ));
                 }
+                Mode::New => {
+                    // Read again here, not from the facts: a bootstrap over a
+                    // history replaces data that existed with an empty
+                    // cluster.
+                    let st = env.local.read_state().map_err(local)?;
+                    if st.had_cluster() {
+                        return Err(unsafe_(&format!(
+                            "the state file {} says this node's data was part of cluster {} (epoch {}): a bootstrap would replace it with an empty cluster",
+                            env.local.state_file.display(),
+                            st.cluster_id.map_or("?".into(), |c| format!("{c:x}")),
+                            st.epoch
+                        )));
+                    }
+                    let token = bootstrap_token(facts);
+                    env.local
+                        .update_state(|st| st.bootstrap_token = Some(token.clone()))
+                        .map_err(local)?;
+                    tracing::warn!(%token, "bootstrapping a new etcd cluster with a fresh cluster token");
+                    StartMode::Bootstrap { token }
+                }
                 Mode::Join { .. } if has => {
                     return Err(unsafe_("rule 3: a join would start over existing data"));
                 }
                 Mode::Existing if !has => return Err(unsafe_("no data to restart from")),
-                Mode::New | Mode::Existing => StartMode::Normal,
+                Mode::Existing => StartMode::Normal,
                 Mode::Join { epoch } => {
                     let cluster = facts
                         .cluster
@@ -313,6 +343,9 @@ async fn one<O: EtcdOps, P: Pacemaker, L: LeaveLock>(
                     env.local
                         .update_state(|st| {
                             st.epoch = *epoch;
+                            st.pending_epoch = None;
+                            st.bootstrap_token = None;
+                            st.joining = true;
                             st.departed = false;
                             st.formed = false;
                             st.cluster_id = Some(cluster.cluster_id);
@@ -346,11 +379,12 @@ async fn one<O: EtcdOps, P: Pacemaker, L: LeaveLock>(
             if !env.local.has_data() {
                 return Err(unsafe_("no local data to force a cluster from"));
             }
-            // The epoch is on disk before the force (fsync), so that a crash
-            // in between leaves a node that knows its new lineage.
+            // The epoch is an intent until the live member list shows this
+            // node alone (see `StateFile::pending_epoch`): a power loss before
+            // the restart leaves the old lineage, which is still the truth.
             env.local
                 .update_state(|st| {
-                    st.epoch = *epoch;
+                    st.pending_epoch = Some(*epoch);
                     st.departed = false;
                 })
                 .map_err(local)?;

@@ -294,15 +294,32 @@ pub async fn gather<P: Pacemaker>(
         && !l.is_learner
     {
         let voters: Vec<String> = l.voters().map(|m| m.node.clone()).collect();
+        let alone = voters.len() == 1 && voters[0] == s.node_name;
         paths.update_state(|st| {
             st.formed = true;
+            st.bootstrap_token = None;
             st.cluster_id = Some(l.cluster_id);
             st.member_id = Some(l.member_id);
+            // A forced restart is done once this member is the only voter:
+            // its epoch becomes the data's lineage. A quorate membership
+            // with the peer still in it means the force never happened.
+            if let Some(e) = st.pending_epoch.take()
+                && alone
+            {
+                st.epoch = st.epoch.max(e);
+            }
             st.voters = voters;
         })?;
     }
+    if matches!(etcd, EtcdView::Running(_)) {
+        // The joined member runs: its data is there from now on.
+        paths.update_state(|st| st.joining = false)?;
+    }
     let state = paths.read_state()?;
     let data = LocalData {
+        joining: state.joining,
+        member_dir: paths.member_dir().display().to_string(),
+        bootstrap_token: state.bootstrap_token.clone(),
         exists: paths.has_data(),
         formed: state.formed,
         epoch: state.epoch,

@@ -66,6 +66,29 @@ pub struct StateFile {
     /// The voters last seen live (node names).
     #[serde(default)]
     pub voters: Vec<String>,
+    /// The `initial-cluster-token` this node bootstrapped its data with,
+    /// kept until that data forms a cluster (a peer completing the
+    /// bootstrap needs the same token).
+    #[serde(default)]
+    pub bootstrap_token: Option<String>,
+    /// The epoch of a forced restart decided but not yet seen done. It
+    /// becomes the epoch only once the live member list shows this node
+    /// alone: a power loss between the decision and the restart must not
+    /// leave a node claiming a new lineage its data never got, which would
+    /// make the peer archive the data the pair still needs.
+    #[serde(default)]
+    pub pending_epoch: Option<u64>,
+    /// A join started and its etcd has not been seen running yet: the
+    /// member id is the learner being joined, not data that went missing.
+    #[serde(default)]
+    pub joining: bool,
+}
+
+impl StateFile {
+    /// Whether this state says the data was part of a cluster.
+    pub fn had_cluster(&self) -> bool {
+        self.formed || self.epoch > 0 || self.cluster_id.is_some() || self.member_id.is_some()
+    }
 }
 
 /// Write `data` to `path` atomically and durably.
