@@ -28,9 +28,10 @@ use crate::facts::{
     ResourceState, Stamp, Topology, Trigger,
 };
 
-/// A rule broken on purpose. Production code always uses
-/// [`Policy::default()`] (no mutation); the model checker's tests inject
-/// these to prove that it finds the violation each one causes.
+/// A rule broken on purpose, for the model checker's tests only: each one
+/// proves that the checker finds the violation it causes. Compiled only with
+/// the `model` feature; production `decide` has no such switch.
+#[cfg(feature = "model")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mutation {
     /// Treat "no leader" as proof the peer is down (the incumbent's bug):
@@ -59,7 +60,8 @@ pub enum Mutation {
     BootstrapOverHistory,
 }
 
-/// How `decide` behaves. Only tests set anything.
+/// How `decide` behaves under the model checker's tests.
+#[cfg(feature = "model")]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Policy {
     /// The rule to break, if any.
@@ -258,30 +260,57 @@ pub mod resolve {
     }
 }
 
-/// Decide with the production policy.
+/// Decide.
 pub fn decide(facts: &Facts) -> Decision {
-    decide_with(facts, &Policy::default())
+    Decider {
+        f: facts,
+        #[cfg(feature = "model")]
+        policy: &Policy { mutation: None },
+        steps: Vec::new(),
+    }
+    .run()
 }
 
-/// Decide with a given policy (tests inject mutations through it).
+/// Decide with a given policy (the model checker's tests inject mutations
+/// through it).
+#[cfg(feature = "model")]
 pub fn decide_with(facts: &Facts, policy: &Policy) -> Decision {
-    let mut d = Decider {
+    Decider {
         f: facts,
         policy,
         steps: Vec::new(),
+    }
+    .run()
+}
+
+/// Whether the model checker's test broke rule `$m` on purpose: without the
+/// `model` feature, never (the mutations do not exist).
+#[cfg(feature = "model")]
+macro_rules! broken {
+    ($d:expr, $m:ident) => {
+        $d.policy.mutation == Some(Mutation::$m)
     };
-    d.run()
+}
+#[cfg(not(feature = "model"))]
+macro_rules! broken {
+    ($d:expr, $m:ident) => {
+        $d.unbroken()
+    };
 }
 
 struct Decider<'a> {
     f: &'a Facts,
+    #[cfg(feature = "model")]
     policy: &'a Policy,
     steps: Vec<Step>,
 }
 
 impl<'a> Decider<'a> {
-    fn broken(&self, m: Mutation) -> bool {
-        self.policy.mutation == Some(m)
+    /// No rule is ever broken in production (see `broken!`).
+    #[cfg(not(feature = "model"))]
+    #[inline(always)]
+    fn unbroken(&self) -> bool {
+        false
     }
 
     fn run(&mut self) -> Decision {
@@ -446,10 +475,10 @@ impl<'a> Decider<'a> {
                         .is_some_and(|n| n.stop.contains(&p.name))
             });
             let lock = live.leave_lock.as_deref();
-            let unarbitrated = self.broken(Mutation::LeaveWithoutArbitration);
+            let unarbitrated = broken!(self, LeaveWithoutArbitration);
             let may_leave = others_voting > 0 && (!peer_stopping || unarbitrated);
             let holds_lock = lock == Some(self.f.node.as_str());
-            let lockless = unarbitrated || self.broken(Mutation::LeaveWithoutLock);
+            let lockless = unarbitrated || broken!(self, LeaveWithoutLock);
             if may_leave && (holds_lock || lockless) {
                 if !self.f.data.departed {
                     self.steps.push(Step::RecordDeparture);
@@ -546,7 +575,7 @@ impl<'a> Decider<'a> {
     /// waits to join as a learner instead (see `start_without_data`).
     fn lost_data(&mut self, peer: &NodeView) -> Option<Decision> {
         let f = self.f;
-        if !f.data.lost() || self.broken(Mutation::BootstrapOverHistory) {
+        if !f.data.lost() || broken!(self, BootstrapOverHistory) {
             return None;
         }
         if f.cluster.is_some() || peer.record.as_ref().is_some_and(|r| r.has_data) {
@@ -758,7 +787,7 @@ impl<'a> Decider<'a> {
                 )),
             };
         }
-        let history = f.data.had_cluster() && !self.broken(Mutation::BootstrapOverHistory);
+        let history = f.data.had_cluster() && !broken!(self, BootstrapOverHistory);
         match &peer.record {
             None => self.hold(format!(
                 "waiting for {}'s daemon to publish its record",
@@ -791,7 +820,7 @@ impl<'a> Decider<'a> {
             // The peer's data is gone although its state file says a
             // cluster existed (its own daemon refuses and says where): a
             // bootstrap here would replace that data with an empty cluster.
-            Some(r) if r.had_cluster() && !self.broken(Mutation::BootstrapOverHistory) => {
+            Some(r) if r.had_cluster() && !broken!(self, BootstrapOverHistory) => {
                 let command = if r.archives > 0 {
                     resolve::restore_archive(&peer.name)
                 } else {
@@ -862,7 +891,7 @@ impl<'a> Decider<'a> {
 
     /// Archive stale data (rule 3); the next decision joins as a learner.
     fn archive(&mut self, reason: String) -> Decision {
-        if self.broken(Mutation::JoinWithoutArchive)
+        if broken!(self, JoinWithoutArchive)
             && let Some(cluster) = &self.f.cluster
             && cluster
                 .members
@@ -878,7 +907,7 @@ impl<'a> Decider<'a> {
                 None,
             );
         }
-        if self.broken(Mutation::JoinWithoutArchive) {
+        if broken!(self, JoinWithoutArchive) {
             return self.wait("waiting to be added as a learner".into());
         }
         let outcome = self.waiting_outcome();
@@ -930,7 +959,7 @@ impl<'a> Decider<'a> {
         if proof.is_none() && peer_holds_no_data(f, peer) {
             proof = Some(DownProof::HoldsNoData);
         }
-        if proof.is_none() && self.broken(Mutation::ForceOnNoLeader) {
+        if proof.is_none() && broken!(self, ForceOnNoLeader) {
             proof = Some(DownProof::NoLeaderOnly);
         }
         let Some(proof) = proof else {
@@ -943,7 +972,7 @@ impl<'a> Decider<'a> {
             {
                 self.steps.push(Step::ClearClaim);
             }
-            if self.broken(Mutation::ClaimOnNoLeader) && own_claim.is_none() {
+            if broken!(self, ClaimOnNoLeader) && own_claim.is_none() {
                 let epoch = self.next_epoch(peer);
                 self.steps.push(Step::SetClaim { epoch });
             }
@@ -976,7 +1005,7 @@ impl<'a> Decider<'a> {
         // complete by itself (see `peer_holds_no_data`); otherwise only the
         // in-sync marker does.
         let complete = f.in_sync_this_boot() || proof == DownProof::HoldsNoData;
-        if !complete && !self.broken(Mutation::ForceWithoutInSync) {
+        if !complete && !broken!(self, ForceWithoutInSync) {
             return self.refuse(
                 format!(
                     "peer {} is down ({proof}), but this node has not been a voter with quorum since it booted (or its etcd was stopped since), so its data may lack writes {} acknowledged",
@@ -1084,7 +1113,7 @@ impl<'a> Decider<'a> {
             return;
         }
         if let Some(l) = live.members.iter().find(|m| m.is_learner) {
-            if l.in_sync || self.broken(Mutation::PromoteUnsynced) {
+            if l.in_sync || broken!(self, PromoteUnsynced) {
                 self.steps.push(Step::PromoteLearner {
                     id: l.id,
                     node: l.node.clone(),
@@ -1253,7 +1282,7 @@ impl<'a> Decider<'a> {
                 .find(|n| n.name == l.node)
                 .and_then(|n| n.record.as_ref())
                 .is_some_and(|r| r.has_data);
-            if (l.in_sync && has_data) || self.broken(Mutation::PromoteUnsynced) {
+            if (l.in_sync && has_data) || broken!(self, PromoteUnsynced) {
                 self.steps.push(Step::PromoteLearner {
                     id: l.id,
                     node: l.node.clone(),
