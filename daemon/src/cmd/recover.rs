@@ -242,7 +242,7 @@ pub fn apply(action: &RecoverAction, paths: &LocalPaths) -> anyhow::Result<Vec<S
     Ok(match action {
         RecoverAction::MarkInSync => {
             let boot = paths.boot_id()?;
-            paths.mark_in_sync(&boot)?;
+            paths.mark_in_sync_by_operator(&boot)?;
             vec![format!("in-sync marker set for boot {boot}")]
         }
         RecoverAction::RaiseEpoch => {
@@ -335,6 +335,11 @@ mod tests {
         assert!(plan(&force, "b", "a", &p).is_err());
         std::fs::create_dir_all(p.member_dir().join("snap")).unwrap();
         std::fs::write(p.member_dir().join("snap/db"), b"x").unwrap();
+        p.update_state(|s| {
+            s.cluster_id = Some(1);
+            s.member_id = Some(2);
+        })
+        .unwrap();
         let pl = plan(&force, "a", "a", &p).unwrap();
         apply(&pl.action, &p).unwrap();
         assert_eq!(p.in_sync(), Some(p.boot_id().unwrap()));

@@ -576,7 +576,7 @@ client_urls = ["http://127.0.0.1:22379"]
             _d: Duration,
         ) -> Result<u32, OpsError> {
             if let Some(s) = &self.state {
-                *self.epoch_at_force.lock().unwrap() = Some(s.read_state().unwrap().epoch);
+                *self.epoch_at_force.lock().unwrap() = s.read_state().unwrap().pending_epoch;
             }
             self.log(format!("force {}", p.node));
             Ok(1)
@@ -730,6 +730,36 @@ client_urls = ["http://127.0.0.1:22379"]
     }
 
     #[tokio::test]
+    async fn never_bootstraps_over_a_state_file_that_names_a_cluster() {
+        let t = tempfile::tempdir().unwrap();
+        let p = paths(t.path());
+        p.update_state(|s| {
+            s.formed = true;
+            s.cluster_id = Some(0x1c3e);
+            s.member_id = Some(7);
+        })
+        .unwrap();
+        let fake = Fake::default();
+        let mut f = facts(true);
+        f.data.exists = false;
+        let r = run(&fake, &p, &f, &[Step::StartEtcd { mode: Mode::New }]).await;
+        let why = r.failed.expect("refused").1;
+        assert!(
+            why.contains("1c3e") && why.contains("empty cluster"),
+            "{why}"
+        );
+        assert!(fake.calls().is_empty());
+        // Without a history, a bootstrap gets the fresh token, recorded first.
+        let t2 = tempfile::tempdir().unwrap();
+        let p2 = paths(t2.path());
+        let r = run(&fake, &p2, &f, &[Step::StartEtcd { mode: Mode::New }]).await;
+        assert!(r.failed.is_none(), "{:?}", r.failed);
+        let token = p2.read_state().unwrap().bootstrap_token.expect("recorded");
+        assert_eq!(token, warden_failover::decide::bootstrap_token(&f));
+        assert!(token.starts_with("etcd-warden:"), "{token}");
+    }
+
+    #[tokio::test]
     async fn force_needs_pacemakers_proof_even_if_decided() {
         let t = tempfile::tempdir().unwrap();
         let p = with_data(t.path());
@@ -778,7 +808,10 @@ client_urls = ["http://127.0.0.1:22379"]
         .await;
         assert!(r.failed.is_none(), "{:?}", r.failed);
         assert_eq!(fake.calls(), vec!["force b"]);
+        // On disk before the restart, as an intent: the epoch itself changes
+        // only once the live member list shows this node alone.
         assert_eq!(*fake.epoch_at_force.lock().unwrap(), Some(4));
+        assert_eq!(p.read_state().unwrap().epoch, 0);
     }
 
     #[tokio::test]
@@ -794,6 +827,11 @@ client_urls = ["http://127.0.0.1:22379"]
             Step::ClearInSync,
             Step::StopEtcd,
         ];
+        p.update_state(|s| {
+            s.cluster_id = Some(2);
+            s.member_id = Some(1);
+        })
+        .unwrap();
         p.mark_in_sync("boot-a").unwrap();
         let r = run(&fake, &p, &facts(true), &steps).await;
         assert_eq!(r.done, vec![]);

@@ -314,6 +314,10 @@ pub async fn gather<P: Pacemaker>(
     if matches!(etcd, EtcdView::Running(_)) {
         // The joined member runs: its data is there from now on.
         paths.update_state(|st| st.joining = false)?;
+    } else if paths.in_sync_marker().is_some_and(|m| !m.operator) {
+        // etcd exited: from then on the peer may have gone on without this
+        // member, so its data is no longer known complete.
+        paths.clear_in_sync()?;
     }
     let state = paths.read_state()?;
     let data = LocalData {
