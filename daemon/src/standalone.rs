@@ -69,14 +69,16 @@ fn first_run_fragment(dir: &Path, group: String, users: Vec<String>) -> anyhow::
     while peer == client {
         peer = free_port()?;
     }
-    let mut f = Fragment::default();
-    f.node_name = Some(Loc::new(name.clone()));
-    f.topology = Some(Loc::new("ha".into()));
-    f.nodes = Some(Loc::new(vec![NodeFragment {
-        name: Loc::new(name),
-        peer_urls: Loc::new(vec![format!("http://127.0.0.1:{peer}")]),
-        client_urls: Loc::new(vec![format!("http://127.0.0.1:{client}")]),
-    }]));
+    let mut f = Fragment {
+        node_name: Some(Loc::new(name.clone())),
+        topology: Some(Loc::new("ha".into())),
+        nodes: Some(Loc::new(vec![NodeFragment {
+            name: Loc::new(name),
+            peer_urls: Loc::new(vec![format!("http://127.0.0.1:{peer}")]),
+            client_urls: Loc::new(vec![format!("http://127.0.0.1:{client}")]),
+        }])),
+        ..Fragment::default()
+    };
     f.etcd.binary = Some(Loc::new(find_etcd()));
     f.etcd.data_dir = Some(Loc::new(dir.join("etcd")));
     f.api.socket = Some(Loc::new(dir.join("api.sock")));
@@ -169,7 +171,7 @@ mod tests {
         let path = config_path(dir.path());
         std::fs::write(&path, config::render("test", &f).unwrap()).unwrap();
         let read = config::Layout::beside(&path).load().unwrap();
-        assert_eq!(read.sources, [path.clone()]);
+        assert_eq!(read.sources, std::slice::from_ref(&path));
         assert_eq!(
             Settings {
                 sources: vec![],
