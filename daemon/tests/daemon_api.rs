@@ -205,12 +205,16 @@ fn a_bad_config_file_names_file_line_and_key() {
         "node_name = \"a\"\ntopology = \"two-node\"\n\n[timeouts]\nprobe_interval_ms = \"often\"\n",
     )
     .unwrap();
-    let out = Command::new(BIN)
-        .arg("daemon")
-        .arg("--config")
-        .arg(&main)
-        .output()
-        .unwrap();
+    // The daemon on `main`, run to its exit.
+    let daemon = || {
+        Command::new(BIN)
+            .arg("daemon")
+            .arg("--config")
+            .arg(&main)
+            .output()
+            .unwrap()
+    };
+    let out = daemon();
     // EX_CONFIG: the unit does not restart a daemon that would fail again.
     assert_eq!(out.status.code(), Some(78));
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -230,12 +234,7 @@ fn a_bad_config_file_names_file_line_and_key() {
         "[etcd]\n\nextra_flags = [\"--force-new-cluster\"]\n",
     )
     .unwrap();
-    let out = Command::new(BIN)
-        .arg("daemon")
-        .arg("--config")
-        .arg(&main)
-        .output()
-        .unwrap();
+    let out = daemon();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(78), "{stderr}");
     assert!(
@@ -246,12 +245,7 @@ fn a_bad_config_file_names_file_line_and_key() {
     // A heartbeat etcd's default election timeout cannot follow: refused
     // at load, not by etcd after the start.
     std::fs::write(&dropin, "[etcd]\nheartbeat_interval_ms = 500\n").unwrap();
-    let out = Command::new(BIN)
-        .arg("daemon")
-        .arg("--config")
-        .arg(&main)
-        .output()
-        .unwrap();
+    let out = daemon();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(78), "{stderr}");
     let want = format!("{}:2: key `etcd.heartbeat_interval_ms`", dropin.display());

@@ -5,15 +5,8 @@ use std::path::PathBuf;
 
 use super::*;
 
-/// One node on plain HTTP, so that TLS cases add only what they test.
-const BASE: &str = r#"node_name = "a"
-topology = "ha"
-
-[[nodes]]
-name = "a"
-peer_urls = ["http://127.0.0.1:2380"]
-client_urls = ["http://127.0.0.1:2379"]
-"#;
+// One node on plain HTTP, so that TLS cases add only what they test.
+use super::tests_layers::MINIMAL as BASE;
 
 const TLS_FILES: &str =
     "cert_file = \"/c.crt\"\nkey_file = \"/c.key\"\ntrusted_ca_file = \"/ca.crt\"\n";

@@ -9,7 +9,7 @@ use super::fragments::{self, FileCtx};
 use super::*;
 
 /// The smallest operator configuration: only what has no default.
-const MINIMAL: &str = r#"
+pub(super) const MINIMAL: &str = r#"
 node_name = "a"
 topology = "ha"
 
