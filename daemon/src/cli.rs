@@ -67,7 +67,12 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("etcd-warden: error: {e:#}");
-            ExitCode::FAILURE
+            // A configuration error fails the same way on every restart.
+            if crate::config::is_config_error(&e) {
+                ExitCode::from(crate::config::EXIT_CONFIG)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

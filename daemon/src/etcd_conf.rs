@@ -202,6 +202,11 @@ auto_compaction_retention = "1h"
 cert_file = "/etc/pki/c.crt"
 key_file = "/etc/pki/c.key"
 trusted_ca_file = "/etc/pki/ca.crt"
+[tls.peer]
+cert_file = "/etc/pki/p.crt"
+key_file = "/etc/pki/p.key"
+trusted_ca_file = "/etc/pki/ca.crt"
+client_cert_auth = false
 [[nodes]]
 name = "a"
 peer_urls = ["https://[2001:db8::1]:2380"]
@@ -231,7 +236,8 @@ client_urls = ["https://192.0.2.2:2379"]
         assert_eq!(v["snapshot-count"], 10000);
         assert_eq!(v["auto-compaction-retention"], "1h");
         assert_eq!(v["client-transport-security"]["client-cert-auth"], true);
-        assert!(v.get("peer-transport-security").is_none());
+        assert_eq!(v["peer-transport-security"]["cert-file"], "/etc/pki/p.crt");
+        assert_eq!(v["peer-transport-security"]["client-cert-auth"], false);
     }
 
     #[test]
