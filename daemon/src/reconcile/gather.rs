@@ -249,9 +249,33 @@ pub async fn gather<P: Pacemaker>(
         // fact to decide on (running, no leader, no quorum), not a reason
         // to decide nothing: the decision then reports it degraded and
         // waits, and a start does not hold Pacemaker up.
-        Err(GatherError::Etcd(e)) if s.topology == crate::config::Topology::Ha => {
+        //
+        // The same holds for a two-node member restarted after a total
+        // outage while its peer runs no member (its data is gone): the
+        // membership the data last had (from the state file) is what the
+        // decision needs to see that the peer's vote is missing, and that
+        // the peer holds nothing this node lacks.
+        Err(GatherError::Etcd(e)) => {
             tracing::debug!(error = %e, "etcd runs but does not answer yet");
             let st = paths.read_state()?;
+            let members = match s.topology {
+                crate::config::Topology::Ha => Vec::new(),
+                crate::config::Topology::TwoNode => st
+                    .voters
+                    .iter()
+                    .map(|n| MemberInfo {
+                        id: if *n == s.node_name {
+                            st.member_id.unwrap_or_default()
+                        } else {
+                            0
+                        },
+                        name: String::new(),
+                        node: n.clone(),
+                        is_learner: false,
+                        in_sync: false,
+                    })
+                    .collect(),
+            };
             EtcdView::Running(LiveFacts {
                 member_id: st.member_id.unwrap_or_default(),
                 cluster_id: st.cluster_id.unwrap_or_default(),
@@ -259,7 +283,7 @@ pub async fn gather<P: Pacemaker>(
                 has_leader: false,
                 is_leader: false,
                 linearizable_ok: false,
-                members: Vec::new(),
+                members,
                 leave_lock: None,
                 position: RaftPosition::default(),
             })
