@@ -166,9 +166,9 @@ pub fn force_allowed(facts: &Facts) -> Result<PeerDown, String> {
     Ok(PeerDown { node, evidence })
 }
 
-/// How long an HA restart from existing data waits for etcd to answer
-/// before the step is left to the next round (see `StartEtcd`).
-const HA_RESTART_ANSWER: Duration = Duration::from_secs(5);
+/// How long a restart from existing data waits for etcd to answer before
+/// the step is left to the next round (see `StartEtcd`).
+const RESTART_ANSWER: Duration = Duration::from_secs(5);
 
 /// How long one membership step may keep retrying through etcd's
 /// "unhealthy cluster" window after a restart.
@@ -357,13 +357,14 @@ async fn one<O: EtcdOps, P: Pacemaker, L: LeaveLock>(
                     }
                 }
             };
-            // In HA mode a member restarted while the majority is down
-            // answers nothing until the majority is back (it may be waiting
-            // for the very start Pacemaker holds back while this one is in
-            // flight): wait only briefly; the next round decides on
-            // "running, no quorum" instead.
-            let wait = if facts.topology == Topology::Ha && matches!(mode, Mode::Existing) {
-                left.min(HA_RESTART_ANSWER)
+            // A member restarted while the majority is down answers nothing
+            // until the majority is back (in HA mode it may wait for the
+            // very start Pacemaker holds back while this one is in flight;
+            // in a two-node pair after a total outage, for a peer whose data
+            // is gone and that will never start a member): wait only
+            // briefly; the next round decides on "running, no quorum".
+            let wait = if matches!(mode, Mode::Existing) {
+                left.min(RESTART_ANSWER)
             } else {
                 left
             };
