@@ -162,7 +162,9 @@ fn lowercase_map(doc: &crm_xml::CrmMon) -> Option<Vec<(String, String)>> {
     Some(map)
 }
 
-fn codes(findings: impl Iterator<Item = (Severity, &'static str)>) -> Vec<(Severity, &'static str)> {
+fn codes(
+    findings: impl Iterator<Item = (Severity, &'static str)>,
+) -> Vec<(Severity, &'static str)> {
     let mut v: Vec<_> = findings.collect();
     v.sort();
     v
@@ -204,8 +206,8 @@ fn generic_judges_like_openshift_but_any_names_and_no_kubelet_pass() {
             let g = generic(opts.clone());
             let gr = report::build(&doc, &g, None, NOW);
             assert_eq!(gr.profile, Profile::Generic);
-            let ge: Evaluation = evaluate_as(&gr, Profile::Generic, NOW, &Thresholds::default())
-                .unwrap();
+            let ge: Evaluation =
+                evaluate_as(&gr, Profile::Generic, NOW, &Thresholds::default()).unwrap();
             // Never a finding from a naming or size rule, nor from kubelet
             // when the cluster has none.
             for f in &ge.findings {
@@ -221,7 +223,11 @@ fn generic_judges_like_openshift_but_any_names_and_no_kubelet_pass() {
                     f.message
                 );
             }
-            assert_eq!(gr.status.nodes.len(), members, "{set}:{name}: every member listed");
+            assert_eq!(
+                gr.status.nodes.len(),
+                members,
+                "{set}:{name}: every member listed"
+            );
             // The same cluster with valid names, under openshift.
             let Some(map) = lowercase_map(&doc).filter(|_| members <= report::MAX_STATUS_NODES)
             else {
@@ -283,7 +289,10 @@ fn capitalised_two_node_fixtures_are_judged_on_their_state_under_generic() {
     let online = "live-2.1.5/10-two-node-online.xml";
     let o = judge(online, Profile::OpenShift);
     assert_eq!(o.verdict, Verdict::Degraded);
-    assert!(o.findings.iter().any(|f| f.code == "NodeNotReported"), "{o:?}");
+    assert!(
+        o.findings.iter().any(|f| f.code == "NodeNotReported"),
+        "{o:?}"
+    );
     // Healthy but for etcd's stand-in (dummy1), which runs on nodeB only.
     let g = judge(online, Profile::Generic);
     let found: Vec<(&str, &str)> = g
@@ -293,10 +302,7 @@ fn capitalised_two_node_fixtures_are_judged_on_their_state_under_generic() {
         .collect();
     assert_eq!(
         found,
-        vec![(
-            "ResourceUnhealthy",
-            "node nodeA: Etcd is stopped"
-        )],
+        vec![("ResourceUnhealthy", "node nodeA: Etcd is stopped")],
         "{g:?}"
     );
     // Once it runs on both nodes (dummy1 cloned onto nodeA as well), the
@@ -325,7 +331,10 @@ fn capitalised_two_node_fixtures_are_judged_on_their_state_under_generic() {
     }
     // After the crash and fence of nodeB: Degraded under generic too, for
     // the right reason.
-    let g = judge("live-2.1.5/13-nodeB-crashed-auto-fenced.xml", Profile::Generic);
+    let g = judge(
+        "live-2.1.5/13-nodeB-crashed-auto-fenced.xml",
+        Profile::Generic,
+    );
     assert_eq!(g.verdict, Verdict::Degraded);
     assert!(
         g.findings
@@ -340,10 +349,21 @@ fn capitalised_two_node_fixtures_are_judged_on_their_state_under_generic() {
 /// existed) is an `openshift` one.
 #[test]
 fn profile_is_recorded_and_checked() {
-    let text = std::fs::read_to_string(common::fixtures_dir().join("live-2.1.5/10-two-node-online.xml")).unwrap();
+    let text =
+        std::fs::read_to_string(common::fixtures_dir().join("live-2.1.5/10-two-node-online.xml"))
+            .unwrap();
     let doc = crm_xml::parse(&text).unwrap();
-    assert_eq!(Options::default().profile, Profile::Generic, "generic is the default");
-    let r = report::build(&doc, &generic(common::options_with_addresses(&doc)), None, NOW);
+    assert_eq!(
+        Options::default().profile,
+        Profile::Generic,
+        "generic is the default"
+    );
+    let r = report::build(
+        &doc,
+        &generic(common::options_with_addresses(&doc)),
+        None,
+        NOW,
+    );
     assert_eq!(r.profile, Profile::Generic);
     let json = r.to_json();
     assert!(json.contains("\"profile\": \"generic\""), "{json}");

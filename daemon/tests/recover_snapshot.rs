@@ -61,9 +61,12 @@ fn etcdctl_ok(tool: &Path, client: u16, args: &[&str]) -> String {
 
 /// The cluster id etcd reports (`endpoint status`).
 fn cluster_id(tool: &Path, client: u16) -> u64 {
-    let v: serde_json::Value =
-        serde_json::from_str(&etcdctl_ok(tool, client, &["endpoint", "status", "-w", "json"]))
-            .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&etcdctl_ok(
+        tool,
+        client,
+        &["endpoint", "status", "-w", "json"],
+    ))
+    .unwrap();
     v[0]["Status"]["header"]["cluster_id"].as_u64().unwrap()
 }
 
@@ -99,13 +102,27 @@ fn save_stop_restore_start(name: &str, etcd: &Path, etcdctl_tool: &Path) -> Stri
     let mut d = daemon_with_dropin(true, dropin(name, etcd, client, peer));
     d.wait_ready(Duration::from_secs(30));
     for i in 0..KEYS {
-        etcdctl_ok(etcdctl_tool, client, &["put", &format!("/restore/k{i:03}"), &format!("value {i}")]);
+        etcdctl_ok(
+            etcdctl_tool,
+            client,
+            &["put", &format!("/restore/k{i:03}"), &format!("value {i}")],
+        );
     }
     let original = cluster_id(etcdctl_tool, client);
 
     // A snapshot into a directory, named by node and time, 0600, no leftovers.
     let snaps = d.dir.path().join("snapshots");
-    let out = warden(&d, &["snapshot", "save", "--dir", snaps.to_str().unwrap(), "--keep", "2"]);
+    let out = warden(
+        &d,
+        &[
+            "snapshot",
+            "save",
+            "--dir",
+            snaps.to_str().unwrap(),
+            "--keep",
+            "2",
+        ],
+    );
     assert!(out.status.success(), "{}", text(&out));
     let files: Vec<PathBuf> = std::fs::read_dir(&snaps)
         .unwrap()
@@ -125,12 +142,23 @@ fn save_stop_restore_start(name: &str, etcd: &Path, etcdctl_tool: &Path) -> Stri
         0o700
     );
     // A write after the snapshot: the restore loses it, as the docs say.
-    etcdctl_ok(etcdctl_tool, client, &["put", "/restore/after-snapshot", "lost"]);
+    etcdctl_ok(
+        etcdctl_tool,
+        client,
+        &["put", "/restore/after-snapshot", "lost"],
+    );
 
     // With data in place the restore refuses and touches nothing.
     let epoch_before = state(&d)["epoch"].as_u64().unwrap_or(0);
     let snap_s = snap.to_str().unwrap();
-    let restore = ["recover", "restore-snapshot", "--node", name, "--snapshot", snap_s];
+    let restore = [
+        "recover",
+        "restore-snapshot",
+        "--node",
+        name,
+        "--snapshot",
+        snap_s,
+    ];
     let out = warden(&d, &[&restore[..], &["--confirm"]].concat());
     assert!(!out.status.success());
     assert!(
@@ -185,14 +213,20 @@ fn save_stop_restore_start(name: &str, etcd: &Path, etcdctl_tool: &Path) -> Stri
     let later = etcdctl_ok(etcdctl_tool, client, &["get", "/restore/after-snapshot"]);
     assert!(later.trim().is_empty(), "{later}");
     let restored = cluster_id(etcdctl_tool, client);
-    assert_ne!(restored, original, "the restored cluster has a new cluster id");
+    assert_ne!(
+        restored, original,
+        "the restored cluster has a new cluster id"
+    );
     if let Some(recorded) = st["cluster_id"].as_u64() {
         assert_eq!(recorded, restored, "state file vs live cluster id");
     }
     // One member, this node, a voter.
     let members = etcdctl_ok(etcdctl_tool, client, &["member", "list"]);
     assert_eq!(members.trim().lines().count(), 1, "{members}");
-    assert!(members.contains(name) && !members.contains("true"), "{members}");
+    assert!(
+        members.contains(name) && !members.contains("true"),
+        "{members}"
+    );
     // The data moved aside by hand is still there, untouched.
     assert!(aside.join("snap/db").is_file());
     said

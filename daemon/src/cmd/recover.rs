@@ -414,7 +414,8 @@ fn logged_id(log: &str, key: &str) -> Option<u64> {
 fn chown_like(p: &Path, like: &Path) -> anyhow::Result<()> {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(like).with_context(|| format!("cannot stat {}", like.display()))?;
-    let cur = std::fs::symlink_metadata(p).with_context(|| format!("cannot stat {}", p.display()))?;
+    let cur =
+        std::fs::symlink_metadata(p).with_context(|| format!("cannot stat {}", p.display()))?;
     if cur.uid() == m.uid() && cur.gid() == m.gid() {
         return Ok(());
     }
@@ -423,7 +424,9 @@ fn chown_like(p: &Path, like: &Path) -> anyhow::Result<()> {
         std::os::unix::fs::lchown(&x, Some(m.uid()), Some(m.gid()))
             .with_context(|| format!("cannot chown {}", x.display()))?;
         if std::fs::symlink_metadata(&x).is_ok_and(|m| m.is_dir()) {
-            for e in std::fs::read_dir(&x).with_context(|| format!("cannot list {}", x.display()))? {
+            for e in
+                std::fs::read_dir(&x).with_context(|| format!("cannot list {}", x.display()))?
+            {
                 todo.push(e?.path());
             }
         }
@@ -624,7 +627,8 @@ mod tests {
         // The restore-snapshot command a refusal names, with its `<FILE>`
         // placeholder filled in by the operator.
         let cmd = "etcd-warden recover restore-snapshot --node nodeA --snapshot /x/y.db";
-        let cli = Cli::try_parse_from(cmd.split_whitespace()).unwrap_or_else(|e| panic!("{cmd}: {e}"));
+        let cli =
+            Cli::try_parse_from(cmd.split_whitespace()).unwrap_or_else(|e| panic!("{cmd}: {e}"));
         let Command::Recover(a) = cli.command else {
             panic!("{cmd}: not recover")
         };
@@ -735,7 +739,10 @@ mod tests {
         // A file that is not a verified snapshot is refused before anything.
         std::fs::write(&snap, b"not a snapshot").unwrap();
         let e = plan(&what, "a", "a", &p, &local).unwrap_err();
-        assert!(format!("{e:#}").contains("not a sound etcd snapshot"), "{e:#}");
+        assert!(
+            format!("{e:#}").contains("not a sound etcd snapshot"),
+            "{e:#}"
+        );
         fake_snapshot(&snap);
         // Existing data is never touched.
         std::fs::create_dir_all(p.member_dir().join("snap")).unwrap();

@@ -277,8 +277,12 @@ async fn fetch(
     if progress.start.elapsed() >= progress.every {
         eprintln!("snapshot: received; verifying what reached the disk");
     }
-    let size = verify_file(&part.path)
-        .with_context(|| format!("the snapshot written to {} does not verify", part.path.display()))?;
+    let size = verify_file(&part.path).with_context(|| {
+        format!(
+            "the snapshot written to {} does not verify",
+            part.path.display()
+        )
+    })?;
     std::fs::rename(&part.path, target)
         .with_context(|| format!("cannot move the snapshot to {}", target.display()))?;
     part.armed = false;
@@ -364,12 +368,7 @@ pub fn named_snapshots(dir: &Path, node: &str) -> anyhow::Result<Vec<PathBuf>> {
 
 /// Keep the newest `keep` of `node`'s named snapshots in `dir`, never
 /// `just_saved`; returns what was removed.
-pub fn prune(
-    dir: &Path,
-    node: &str,
-    keep: u32,
-    just_saved: &Path,
-) -> anyhow::Result<Vec<PathBuf>> {
+pub fn prune(dir: &Path, node: &str, keep: u32, just_saved: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let all = named_snapshots(dir, node)?;
     let excess = all.len().saturating_sub(keep as usize);
     let mut removed = Vec::new();
