@@ -66,11 +66,15 @@ pub fn poll<T>(
 ) -> Result<T> {
     let deadline = Instant::now() + timeout;
     let mut last = String::from("nothing observed yet");
+    let _stage = warden_harness::progress::waiting_for(what);
     loop {
         match f() {
             Ok(Some(v)) => return Ok(v),
             Ok(None) => {}
-            Err(e) => last = format!("{e:#}"),
+            Err(e) => {
+                last = format!("{e:#}");
+                warden_harness::progress::observed(&last);
+            }
         }
         if Instant::now() > deadline {
             bail!("timed out after {timeout:?} waiting for {what}; last: {last}");
