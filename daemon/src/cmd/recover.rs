@@ -526,6 +526,7 @@ fn restore_snapshot(r: &SnapshotRestore, paths: &LocalPaths) -> anyhow::Result<V
         cluster_id,
         member_id,
         voters: vec![r.name.clone()],
+        ..StateFile::default()
     })?;
     chown_like(&restored, &paths.data_dir)?;
     std::fs::rename(&restored, paths.member_dir()).with_context(|| {
