@@ -231,7 +231,7 @@ pub fn render_ocf_man(xml: &str, provider: &str) -> anyhow::Result<OcfPage> {
         ".TH {} 7 \"{}\" \"{}\" \"OCF resource agents\"",
         quoted_arg(&name.to_uppercase()),
         page_date(),
-        quoted_arg(&format!("{provider} {version}").trim().to_string()),
+        quoted_arg(format!("{provider} {version}").trim()),
     );
     t.push_str(".SH NAME\n");
     let _ = writeln!(t, "{} \\- {}", escape(&name), escape(&shortdesc));
