@@ -1001,10 +1001,26 @@ impl<'a> Decider<'a> {
                 resolve::keep_data_of(&f.node),
             );
         }
-        // A peer that provably holds no data proves this node's data
-        // complete by itself (see `peer_holds_no_data`); otherwise only the
-        // in-sync marker does.
-        let complete = f.in_sync_this_boot() || proof == DownProof::HoldsNoData;
+        // A peer without data proves only that no other member runs: after a
+        // total outage this node's data holds every acknowledged entry, but
+        // the commit index it persisted may lag its log (etcd does not sync
+        // a commit-index change on its own, and a power loss takes what was
+        // not synced), and a forced restart drops every entry past it. Only
+        // the in-sync marker (etcd ran as a quorate voter since and was
+        // stopped cleanly before the force) makes the data complete.
+        if proof == DownProof::HoldsNoData
+            && !f.in_sync_this_boot()
+            && !broken!(self, ForceWithoutInSync)
+        {
+            return self.refuse(
+                format!(
+                    "{} runs no member and its data is gone, so this node holds the only data, but after a power loss its last acknowledged writes may lie past the commit index it persisted, which a forced restart drops",
+                    peer.name
+                ),
+                resolve::force_new_cluster(&f.node),
+            );
+        }
+        let complete = f.in_sync_this_boot();
         if !complete && !broken!(self, ForceWithoutInSync) {
             return self.refuse(
                 format!(

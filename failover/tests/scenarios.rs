@@ -1240,8 +1240,19 @@ fn one_member_dir_missing_the_node_with_data_forces_and_the_other_joins() {
     r.has_data = false;
     r.epoch = 2;
     a.etcd = ResourceState::Started;
-    // n1 runs no member and holds nothing newer: n2's data is complete by
-    // itself, so it claims, then forces, without the in-sync marker.
+    // n1 runs no member and holds nothing newer, but after a total outage
+    // n2's persisted commit index may lag its log: without the in-sync
+    // marker it refuses and names itself as the node with the only data.
+    let d = decide(&b);
+    assert!(!forces(&b), "{d:?}");
+    let (reason, cmd) = d.refusal().expect("must refuse");
+    assert!(reason.contains("holds the only data"), "{reason}");
+    assert_eq!(cmd, "etcd-warden recover force-new-cluster --node n2");
+    // With the marker (n1 crashed and came back empty while n2 ran on as a
+    // quorate voter, no fence yet): n2 claims, then forces.
+    b.local = LocalMarkers {
+        in_sync_boot: Some(boot(B)),
+    };
     assert_eq!(
         acts(&b),
         vec![Step::PublishRecord, Step::SetClaim { epoch: 3 }]

@@ -146,7 +146,11 @@ pub fn force_allowed(facts: &Facts) -> Result<PeerDown, String> {
                 return Err("this node does not hold the in-sync marker of this boot".into());
             }
             // Online, but its daemon says its data is gone and names no
-            // newer epoch: this node's data is complete by itself.
+            // newer epoch: no other member runs (completeness still needs
+            // the marker, as for any force).
+            None if peer_holds_no_data(facts, peer) && !facts.in_sync_this_boot() => {
+                return Err("this node does not hold the in-sync marker of this boot".into());
+            }
             None if peer_holds_no_data(facts, peer) => proofs.push((
                 peer.name.clone(),
                 "online without data (its state file names no newer epoch)".into(),

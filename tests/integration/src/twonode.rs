@@ -245,6 +245,26 @@ impl WardenCluster {
             .unwrap_or_default()
     }
 
+    /// `etcd-warden ARGS… --config <node's config>` inside the node, as an
+    /// operator runs it there; fails unless it exits 0.
+    pub fn warden_cli(&self, node: &str, args: &[&str]) -> Result<String> {
+        let w = self.warden.to_str().context("warden path")?;
+        let cfg = self.config_path(node)?;
+        let cfg = cfg.to_str().context("config path")?;
+        let mut argv = vec![w];
+        argv.extend_from_slice(args);
+        argv.extend_from_slice(&["--config", cfg, "--socket", SOCKET]);
+        let out = self.c.exec(node, &argv)?;
+        ensure!(
+            out.status.success(),
+            "etcd-warden {} on {node}: {}{}",
+            args.join(" "),
+            out.stdout,
+            out.stderr
+        );
+        Ok(out.stdout)
+    }
+
     /// `etcd-warden status --json` inside the node.
     pub fn status(&self, node: &str) -> Result<Value> {
         let w = self.warden.to_str().context("warden path")?;
