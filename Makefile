@@ -5,13 +5,14 @@ SHELL := /bin/bash
 CARGO ?= cargo
 APT_PACKAGES := pacemaker pacemaker-cli-utils corosync crmsh resource-agents \
 	fence-agents etcd-server etcd-client protobuf-compiler libxml2-utils \
-	iproute2 util-linux procps dbus
+	iproute2 util-linux procps dbus \
+	dpkg-dev lintian debootstrap
 # Prefer nextest (one process per test: a panicking cluster test cannot take
 # its neighbours down, and cluster tests are grouped so they do not overload
 # two cores); fall back to cargo test where it is missing.
 NEXTEST := $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo yes)
 
-.PHONY: all deps etcd35 build release lint fmt test test-fast test-all test-bins demo failover-bench install clean
+.PHONY: all deps etcd35 build release lint fmt test test-fast test-all test-bins demo failover-bench install uninstall deb man clean
 
 all: build
 
@@ -94,15 +95,32 @@ bench-collect: deps
 release: deps
 	$(CARGO) build --release -p etcd-warden -p etcd-warden-agent
 
-# Installs into DESTDIR (default: the running system). The OCF agent's path is
-# what makes Pacemaker call it ocf:etcd-warden:etcd.
+# Installs from already built binaries (BINDIR, default target/release) into
+# DESTDIR (default: the running system) under PREFIX (default /usr): the same
+# tree as the .deb, with no cargo and no apt. The OCF agent's path is what
+# makes Pacemaker call it ocf:etcd-warden:etcd. A manifest of what was
+# installed lets `make uninstall` (same DESTDIR and PREFIX) remove exactly
+# that. See docs/packaging.md.
 DESTDIR ?=
-install: release
-	install -D -m 0755 target/release/etcd-warden $(DESTDIR)/usr/bin/etcd-warden
-	resource-agent/install.sh "$(DESTDIR)" target/release/etcd-warden-agent /usr/bin/etcd-warden
-	for u in systemd/*.service systemd/*.timer; do [ -e "$$u" ] && install -D -m 0644 "$$u" $(DESTDIR)/usr/lib/systemd/system/$$(basename "$$u"); done; true
-	install -d -m 0755 $(DESTDIR)/etc/etcd-warden/config.d
-	for d in README.md docs/*.md systemd/crontab.example; do install -D -m 0644 "$$d" $(DESTDIR)/usr/share/doc/etcd-warden/$$(basename "$$d"); done
+PREFIX ?= /usr
+BINDIR ?= target/release
+install:
+	DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" BINDIR="$(BINDIR)" dist/install.sh
+
+uninstall:
+	DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" dist/uninstall.sh
+
+# target/debian/etcd-warden_<version>_<arch>.deb from a release build.
+deb: release
+	dist/build-deb.sh target/release target/debian
+
+# The man pages of a debug build in target/man, to read with `man -l`.
+man:
+	$(CARGO) build -p etcd-warden --bin etcd-warden
+	$(CARGO) build -p etcd-warden-agent --bin etcd-warden-agent
+	target/debug/etcd-warden generate man target/man
+	target/debug/etcd-warden-agent meta-data > target/man/meta-data.xml
+	target/debug/etcd-warden generate ocf-man --metadata target/man/meta-data.xml target/man
 
 fmt:
 	$(CARGO) fmt --all

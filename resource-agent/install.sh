@@ -8,7 +8,8 @@
 # /usr/bin/etcd-warden) with the `alert` subcommand: Pacemaker runs an
 # alert's path with no arguments, so the subcommand needs a file of its own.
 # Every file is written to a temporary name and renamed into place, so a
-# running cluster never executes a half-written agent.
+# running cluster never executes a half-written agent. `make install` and
+# `make deb` (dist/install.sh) install the agent through this script too.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use crate::report::{Condition, ConditionStatus, EtcdRole, Report};
+use crate::report::{Condition, ConditionStatus, EtcdRole, Profile, Report};
 use crate::timefmt::parse_k8s;
 
 /// The overall verdict. Ordered: a worse verdict compares greater.
@@ -110,7 +110,39 @@ fn within(t: Option<&str>, now: OffsetDateTime, window: Duration) -> bool {
     t.and_then(parse_k8s).is_some_and(|t| now - t <= window)
 }
 
-/// Evaluate a report at time `now`.
+/// A report built under another profile than the one its reader expects:
+/// its shape follows other rules (under `openshift` nodes with names the CRD
+/// refuses are left out of the status and kubelet is judged everywhere;
+/// under `generic` neither), so judging it would answer another question.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the report was built with the {found} profile, not {expected}")]
+pub struct ProfileMismatch {
+    /// The profile asked for.
+    pub expected: Profile,
+    /// The profile the report records.
+    pub found: Profile,
+}
+
+/// Evaluate a report that must have been built under `profile` (see
+/// [`evaluate`]); a report built under another profile is refused.
+pub fn evaluate_as(
+    report: &Report,
+    profile: Profile,
+    now: OffsetDateTime,
+    th: &Thresholds,
+) -> Result<Evaluation, ProfileMismatch> {
+    if report.profile != profile {
+        return Err(ProfileMismatch {
+            expected: profile,
+            found: report.profile,
+        });
+    }
+    Ok(evaluate(report, now, th))
+}
+
+/// Evaluate a report at time `now`, by the rules of the profile it was
+/// built with: the profile decides what the report holds (which nodes,
+/// which resources), and every finding below follows from what it holds.
 pub fn evaluate(report: &Report, now: OffsetDateTime, th: &Thresholds) -> Evaluation {
     let mut f = Vec::new();
     let mut push = |severity, code, message: String| {

@@ -1,5 +1,13 @@
-//! The `PacemakerCluster` report: the CR's `status` (valid for the CRD by
-//! construction), plus what the CRD cannot hold (`pacemaker`, `etcd`).
+//! The `PacemakerCluster` report: the CR's `status`, plus what the CRD
+//! cannot hold (`pacemaker`, `etcd`).
+//!
+//! Two [`Profile`]s: under `openshift` the status is valid for the CRD by
+//! construction (node names are RFC 1123 subdomains, every node has a
+//! canonical global-unicast address, at most five nodes, kubelet judged on
+//! every node, only Redfish and IPMI fence devices listed); under `generic`
+//! (the default) the same shape reports any Pacemaker cluster: every member
+//! node whatever its name or address, kubelet only where a kubelet resource
+//! is configured, every fence device. etcd and fencing are judged under both.
 //!
 //! [`build`] is a pure function of the parsed document, the options, the
 //! previous report (to keep `lastTransitionTime` of conditions whose status
@@ -38,13 +46,55 @@ pub struct Report {
     pub kind: String,
     /// `name: cluster`.
     pub metadata: Metadata,
-    /// Exactly the CR's status.
+    /// The rules the report was built by. A report without the field was
+    /// written before profiles existed, in the `openshift` shape.
+    #[serde(default = "Profile::unrecorded")]
+    pub profile: Profile,
+    /// The CR's status (valid for the CRD under the `openshift` profile).
     pub status: ClusterStatus,
     /// What crm_mon says that an operator needs.
     pub pacemaker: PacemakerSection,
     /// etcd's view, when the daemon collected it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etcd: Option<EtcdSection>,
+}
+
+/// Which rules a report follows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Profile {
+    /// Any Pacemaker cluster: every member node whatever its name, resources
+    /// judged only where they are configured (kubelet is optional; etcd and
+    /// fencing are always judged).
+    #[default]
+    #[serde(rename = "generic")]
+    Generic,
+    /// OpenShift's two-node clusters: the status is valid for the
+    /// `PacemakerCluster` CRD (its naming, address and size rules), and
+    /// kubelet is judged on every node.
+    #[serde(rename = "openshift")]
+    OpenShift,
+}
+
+impl Profile {
+    /// The profile of a report that records none: it was written before
+    /// profiles existed, in the `openshift` shape.
+    pub fn unrecorded() -> Self {
+        Self::OpenShift
+    }
+
+    /// The name used in files and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Generic => "generic",
+            Self::OpenShift => "openshift",
+        }
+    }
+}
+
+impl std::fmt::Display for Profile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// `metadata`.
@@ -99,13 +149,16 @@ pub enum ConditionStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeStatus {
-    /// Pacemaker node name (an RFC 1123 subdomain).
+    /// Pacemaker node name (an RFC 1123 subdomain under `openshift`).
     pub node_name: String,
-    /// 1–8 addresses; the first is used for etcd peer URLs.
+    /// Under `openshift` 1–8 canonical global-unicast addresses; under
+    /// `generic` the known ones (possibly none). The first is used for etcd
+    /// peer URLs.
     pub addresses: Vec<NodeAddress>,
     /// The nine node conditions.
     pub conditions: Vec<Condition>,
-    /// Kubelet and Etcd.
+    /// Kubelet and Etcd (under `generic`, Kubelet only where a kubelet
+    /// resource is configured).
     pub resources: Vec<ResourceStatus>,
     /// Fence devices that can fence this node.
     pub fencing_agents: Vec<FencingAgentStatus>,
@@ -153,7 +206,8 @@ pub struct FencingAgentStatus {
     pub conditions: Vec<Condition>,
 }
 
-/// Fencing methods the CRD knows.
+/// Fencing methods: the two the CRD knows, and `Other` for every other
+/// agent (listed under the `generic` profile only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FencingMethod {
     /// fence_redfish.
@@ -161,6 +215,8 @@ pub enum FencingMethod {
     /// fence_ipmilan and its aliases.
     #[serde(rename = "IPMI")]
     Ipmi,
+    /// Any other fence agent (fence_xvm, fence_sbd, …).
+    Other,
 }
 
 /// What crm_mon says that an operator needs.
@@ -416,6 +472,8 @@ pub struct Options {
     pub local_offset: UtcOffset,
     /// etcd section to embed, if any.
     pub etcd: Option<EtcdSection>,
+    /// The rules the report follows.
+    pub profile: Profile,
 }
 
 impl Default for Options {
@@ -432,6 +490,7 @@ impl Default for Options {
             fence_targets: None,
             local_offset: UtcOffset::UTC,
             etcd: None,
+            profile: Profile::default(),
         }
     }
 }
@@ -721,27 +780,45 @@ pub fn build(
         .iter()
         .filter(|n| n.node_type == crate::model::NodeType::Member)
         .collect();
+    let openshift = opts.profile == Profile::OpenShift;
+    // Under `generic`, kubelet is judged only where the cluster has one.
+    let judge_kubelet = openshift
+        || instances
+            .iter()
+            .any(|i| agent_matches(&opts.kubelet_agents, &i.primitive.agent));
     for n in &members {
-        if !valid_node_name(&n.name) {
+        if openshift && !valid_node_name(&n.name) {
             omitted.push(OmittedNode {
                 name: n.name.clone(),
                 reason: "node name is not an RFC 1123 subdomain, which the CRD requires".into(),
             });
             continue;
         }
-        let addrs: Vec<NodeAddress> = opts
-            .node_addresses
-            .get(&n.name)
-            .into_iter()
-            .flatten()
-            .filter(|a| valid_crd_address(a))
-            .take(MAX_ADDRESSES)
-            .map(|a| NodeAddress {
-                kind: "InternalIP".into(),
-                address: a.clone(),
-            })
-            .collect();
-        if addrs.is_empty() {
+        let known = opts.node_addresses.get(&n.name).into_iter().flatten();
+        let addrs: Vec<NodeAddress> = if openshift {
+            known
+                .filter(|a| valid_crd_address(a))
+                .take(MAX_ADDRESSES)
+                .cloned()
+                .collect()
+        } else {
+            // Any IP, written canonically, each once.
+            let mut v: Vec<String> = Vec::new();
+            for ip in known.filter_map(|a| a.parse::<IpAddr>().ok()) {
+                let ip = ip.to_string();
+                if !v.contains(&ip) {
+                    v.push(ip);
+                }
+            }
+            v
+        }
+        .into_iter()
+        .map(|address| NodeAddress {
+            kind: "InternalIP".into(),
+            address,
+        })
+        .collect();
+        if openshift && addrs.is_empty() {
             omitted.push(OmittedNode {
                 name: n.name.clone(),
                 reason: if opts.node_addresses.contains_key(&n.name) {
@@ -752,7 +829,7 @@ pub fn build(
             });
             continue;
         }
-        if nodes.len() >= MAX_STATUS_NODES {
+        if openshift && nodes.len() >= MAX_STATUS_NODES {
             omitted.push(OmittedNode {
                 name: n.name.clone(),
                 reason: format!("the CRD allows at most {MAX_STATUS_NODES} nodes"),
@@ -762,18 +839,19 @@ pub fn build(
         let node_maint = cluster_maint || n.maintenance;
 
         // Resources.
-        let kubelet = place(&instances, &opts.kubelet_agents, &n.name, "kubelet");
-        let etcd = place(&instances, &opts.etcd_agents, &n.name, "etcd");
-        let resources = vec![
-            ResourceStatus {
+        let mut resources = Vec::new();
+        if judge_kubelet {
+            let kubelet = place(&instances, &opts.kubelet_agents, &n.name, "kubelet");
+            resources.push(ResourceStatus {
                 name: ResourceName::Kubelet,
                 conditions: resource_conditions(&kubelet, node_maint, &now_s),
-            },
-            ResourceStatus {
-                name: ResourceName::Etcd,
-                conditions: resource_conditions(&etcd, node_maint, &now_s),
-            },
-        ];
+            });
+        }
+        let etcd = place(&instances, &opts.etcd_agents, &n.name, "etcd");
+        resources.push(ResourceStatus {
+            name: ResourceName::Etcd,
+            conditions: resource_conditions(&etcd, node_maint, &now_s),
+        });
 
         // Fence devices that target this node (by the CIB, never by id).
         let mut fencing_agents = Vec::new();
@@ -812,9 +890,13 @@ pub fn build(
                     && is_true(&conds, "Operational");
                 any_available |= available;
                 all_healthy &= is_true(&conds, "Healthy");
-                match fencing_method(&best.primitive.agent) {
+                let method = fencing_method(&best.primitive.agent)
+                    .or((!openshift).then_some(FencingMethod::Other));
+                match method {
                     Some(method)
-                        if valid_agent_name(id) && fencing_agents.len() < MAX_FENCING_AGENTS =>
+                        if !openshift
+                            || (valid_agent_name(id)
+                                && fencing_agents.len() < MAX_FENCING_AGENTS) =>
                     {
                         fencing_agents.push(FencingAgentStatus {
                             name: id.to_owned(),
@@ -1053,6 +1135,7 @@ pub fn build(
         api_version: API_VERSION.into(),
         kind: KIND.into(),
         metadata: Metadata { name: NAME.into() },
+        profile: opts.profile,
         status: ClusterStatus {
             last_updated: now_s,
             conditions,

@@ -91,6 +91,7 @@ fn opts() -> Options {
     Options {
         node_addresses: addrs,
         fence_targets: Some(FenceTargets::from_cib(CIB).unwrap()),
+        profile: report::Profile::OpenShift,
         ..Options::default()
     }
 }

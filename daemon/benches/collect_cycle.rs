@@ -101,13 +101,13 @@ corosync_conf = {conf:?}
 
 [[nodes]]
 name = "master-0"
-peer_urls = ["https://192.0.2.10:2380"]
-client_urls = ["https://192.0.2.10:2379"]
+peer_urls = ["http://192.0.2.10:2380"]
+client_urls = ["http://192.0.2.10:2379"]
 
 [[nodes]]
 name = "master-1"
-peer_urls = ["https://192.0.2.11:2380"]
-client_urls = ["https://192.0.2.11:2379"]
+peer_urls = ["http://192.0.2.11:2380"]
+client_urls = ["http://192.0.2.11:2379"]
 "#,
         out = dir.join("daemon-report.json"),
         cib = dir.join("cib.xml"),

@@ -43,6 +43,9 @@ pub enum Command {
     Alert(cmd::alert::AlertArgs),
     /// Resolve a state the daemon refuses to fix on its own.
     Recover(cmd::recover::RecoverArgs),
+    /// Write the man pages and shell completions (used by packaging).
+    #[command(hide = true)]
+    Generate(cmd::generate::GenerateArgs),
 }
 
 /// Parse the command line, run the subcommand, and turn its result into the
@@ -62,12 +65,18 @@ pub fn main() -> ExitCode {
         Command::CrmConfig(a) => cmd::pcs_config::run_crmconfig(a),
         Command::Alert(a) => cmd::alert::run_alert(a),
         Command::Recover(a) => cmd::recover::run_recover(a),
+        Command::Generate(a) => cmd::generate::run_generate(a),
     };
     match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("etcd-warden: error: {e:#}");
-            ExitCode::FAILURE
+            // A configuration error fails the same way on every restart.
+            if crate::config::is_config_error(&e) {
+                ExitCode::from(crate::config::EXIT_CONFIG)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

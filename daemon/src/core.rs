@@ -619,9 +619,7 @@ impl Core {
         }
         // Re-read the configuration from disk: validate-all runs after an
         // operator edited it, before a restart would pick it up.
-        if let Some(main) = self.settings.sources.first()
-            && let Err(e) = crate::config::load(main)
-        {
+        if let Err(e) = crate::config::reload(&self.settings) {
             return reply(Outcome::NotConfigured, Some(e.to_string()));
         }
         if !self.settings.etcd.binary.exists() {

@@ -22,8 +22,19 @@ pub fn log_path(s: &Settings) -> std::path::PathBuf {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StartMode {
     /// Bootstrap or restart: a fresh data dir bootstraps a new cluster with
-    /// every configured node; an existing data dir is reused as it is.
+    /// every configured node (with the configured token: the standalone and
+    /// autostart modes); an existing data dir is reused as it is.
     Normal,
+    /// Bootstrap a new cluster of every configured node with this
+    /// `initial-cluster-token`. The failover logic gives every bootstrap a
+    /// fresh token: etcd derives member and cluster ids from the token and
+    /// the peer URLs alone, so a cluster bootstrapped again with the same
+    /// token would carry the old cluster's ids, and nothing could tell it
+    /// from the data it replaced.
+    Bootstrap {
+        /// The token.
+        token: String,
+    },
     /// Join a running cluster as a member that was just added (as a learner)
     /// under this node's name; `initial_cluster` is `name=peerurl,…` as the
     /// cluster knows it.
@@ -53,9 +64,13 @@ pub fn render(s: &Settings, mode: &StartMode) -> Value {
         "initial-advertise-peer-urls",
         json!(local.peer_urls.join(",")),
     );
-    put("initial-cluster-token", json!(s.etcd.initial_cluster_token));
+    let token = match mode {
+        StartMode::Bootstrap { token } => token.as_str(),
+        _ => s.etcd.initial_cluster_token.as_str(),
+    };
+    put("initial-cluster-token", json!(token));
     match mode {
-        StartMode::Normal | StartMode::ForceNewCluster => {
+        StartMode::Normal | StartMode::ForceNewCluster | StartMode::Bootstrap { .. } => {
             let all = s
                 .nodes
                 .iter()
@@ -187,6 +202,11 @@ auto_compaction_retention = "1h"
 cert_file = "/etc/pki/c.crt"
 key_file = "/etc/pki/c.key"
 trusted_ca_file = "/etc/pki/ca.crt"
+[tls.peer]
+cert_file = "/etc/pki/p.crt"
+key_file = "/etc/pki/p.key"
+trusted_ca_file = "/etc/pki/ca.crt"
+client_cert_auth = false
 [[nodes]]
 name = "a"
 peer_urls = ["https://[2001:db8::1]:2380"]
@@ -216,7 +236,8 @@ client_urls = ["https://192.0.2.2:2379"]
         assert_eq!(v["snapshot-count"], 10000);
         assert_eq!(v["auto-compaction-retention"], "1h");
         assert_eq!(v["client-transport-security"]["client-cert-auth"], true);
-        assert!(v.get("peer-transport-security").is_none());
+        assert_eq!(v["peer-transport-security"]["cert-file"], "/etc/pki/p.crt");
+        assert_eq!(v["peer-transport-security"]["client-cert-auth"], false);
     }
 
     #[test]

@@ -199,14 +199,7 @@ pub async fn run_with(
     let http_addr = tcp.as_ref().and_then(|l| l.local_addr().ok());
     if options.print_paths {
         println!("etcd-warden standalone");
-        println!(
-            "  configuration: {}",
-            settings
-                .sources
-                .first()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default()
-        );
+        println!("  configuration: {}", settings.layout.main.display());
         println!("  API socket:    {}", settings.api.socket.display());
         if let Some(a) = http_addr {
             println!("  HTTP:          http://{a}/readyz /metrics /status");

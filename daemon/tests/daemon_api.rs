@@ -160,6 +160,19 @@ fn validate_all_names_the_bad_parameter_and_checks_the_config_on_disk() {
     let reason = r.reason.unwrap();
     assert!(reason.contains("50-bad.toml:2"), "{reason}");
     assert!(reason.contains("etcd.snapshot_count"), "{reason}");
+    // A value etcd itself would refuse is caught the same way.
+    std::fs::write(
+        dropins.join("50-bad.toml"),
+        "[etcd]\nheartbeat_interval_ms = 500\n",
+    )
+    .unwrap();
+    let r = d.action(Action::ValidateAll, 0, 2000);
+    assert_eq!(r.outcome, Outcome::NotConfigured);
+    let reason = r.reason.unwrap();
+    assert!(
+        reason.contains("50-bad.toml:2: key `etcd.heartbeat_interval_ms`"),
+        "{reason}"
+    );
 }
 
 #[test]
@@ -192,13 +205,18 @@ fn a_bad_config_file_names_file_line_and_key() {
         "node_name = \"a\"\ntopology = \"two-node\"\n\n[timeouts]\nprobe_interval_ms = \"often\"\n",
     )
     .unwrap();
-    let out = Command::new(BIN)
-        .arg("daemon")
-        .arg("--config")
-        .arg(&main)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
+    // The daemon on `main`, run to its exit.
+    let daemon = || {
+        Command::new(BIN)
+            .arg("daemon")
+            .arg("--config")
+            .arg(&main)
+            .output()
+            .unwrap()
+    };
+    let out = daemon();
+    // EX_CONFIG: the unit does not restart a daemon that would fail again.
+    assert_eq!(out.status.code(), Some(78));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let want = format!("{}:5: key `timeouts.probe_interval_ms`", main.display());
     assert!(stderr.contains(&want), "{stderr}");
@@ -216,16 +234,34 @@ fn a_bad_config_file_names_file_line_and_key() {
         "[etcd]\n\nextra_flags = [\"--force-new-cluster\"]\n",
     )
     .unwrap();
+    let out = daemon();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}:3:", dropin.display())) && stderr.contains("extra_flags"),
+        "{stderr}"
+    );
+
+    // A heartbeat etcd's default election timeout cannot follow: refused
+    // at load, not by etcd after the start.
+    std::fs::write(&dropin, "[etcd]\nheartbeat_interval_ms = 500\n").unwrap();
+    let out = daemon();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    let want = format!("{}:2: key `etcd.heartbeat_interval_ms`", dropin.display());
+    assert!(stderr.contains(&want), "{stderr}");
+
+    // A standalone-only flag with --config is a usage error, not ignored.
     let out = Command::new(BIN)
-        .arg("daemon")
-        .arg("--config")
+        .args(["daemon", "--config"])
         .arg(&main)
+        .args(["--http-addr", "127.0.0.1:9481"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains(&format!("{}:3:", dropin.display())) && stderr.contains("extra_flags"),
+        stderr.contains("--http-addr") && stderr.contains("--config"),
         "{stderr}"
     );
 }

@@ -28,9 +28,10 @@ use crate::facts::{
     ResourceState, Stamp, Topology, Trigger,
 };
 
-/// A rule broken on purpose. Production code always uses
-/// [`Policy::default()`] (no mutation); the model checker's tests inject
-/// these to prove that it finds the violation each one causes.
+/// A rule broken on purpose, for the model checker's tests only: each one
+/// proves that the checker finds the violation it causes. Compiled only with
+/// the `model` feature; production `decide` has no such switch.
+#[cfg(feature = "model")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mutation {
     /// Treat "no leader" as proof the peer is down (the incumbent's bug):
@@ -49,13 +50,18 @@ pub enum Mutation {
     /// leave (rule 5).
     LeaveWithoutLock,
     /// Leave the member list whenever another voter answers, without the
-    /// leave lock and without looking at whether the peer is stopping too
-    /// (the incumbent's way): two nodes that stop at once both leave,
-    /// breaking rule 5 (lesson 17).
+    /// leave lock and without looking at whether the peer is stopping too:
+    /// two nodes that stop at once both leave, breaking rule 5.
     LeaveWithoutArbitration,
+    /// Bootstrap a new cluster whenever no node has a member directory,
+    /// ignoring state files that say a cluster existed (the rule before
+    /// missing data volumes were modelled): after a total outage with the
+    /// data volumes unmounted, an empty cluster replaces the data.
+    BootstrapOverHistory,
 }
 
-/// How `decide` behaves. Only tests set anything.
+/// How `decide` behaves under the model checker's tests.
+#[cfg(feature = "model")]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Policy {
     /// The rule to break, if any.
@@ -78,6 +84,12 @@ pub enum DownProof {
         /// When the stop completed.
         at: Stamp,
     },
+    /// The peer is online, its daemon says this boot that its data is gone
+    /// (its state file names an epoch no newer than ours), so it runs no
+    /// member and holds nothing this node lacks: no write can be
+    /// acknowledged without this node, and none was acknowledged that this
+    /// node has not persisted.
+    HoldsNoData,
     /// No proof at all: only a mutation produces this.
     NoLeaderOnly,
 }
@@ -88,6 +100,7 @@ impl std::fmt::Display for DownProof {
             DownProof::Fenced { at } => write!(f, "fenced at {}", at.0),
             DownProof::CleanlyDown => write!(f, "cleanly down"),
             DownProof::EtcdStopped { at } => write!(f, "its etcd stopped at {}", at.0),
+            DownProof::HoldsNoData => write!(f, "online without data, none newer than ours"),
             DownProof::NoLeaderOnly => write!(f, "no leader (no proof)"),
         }
     }
@@ -124,6 +137,63 @@ pub fn peer_down_proof(facts: &Facts, peer: &NodeView) -> Option<DownProof> {
     }
 }
 
+/// Whether `peer` is online and provably holds no data this node lacks: its
+/// daemon published, this boot, that its member directory is gone, its
+/// state file names our cluster (or none) at an epoch no newer than ours,
+/// and Pacemaker is not stopping it. Only a voter that is not departed
+/// uses this, from a two-member membership: every write acknowledged in it
+/// was persisted here too.
+pub fn peer_holds_no_data(facts: &Facts, peer: &NodeView) -> bool {
+    let Some(r) = &peer.record else {
+        return false;
+    };
+    let d = &facts.data;
+    peer.online
+        && !peer.unclean
+        && peer.etcd != ResourceState::Stopping
+        && !r.has_data
+        && r.had_cluster()
+        && r.epoch <= d.epoch
+        && (r.cluster_id.is_none() || r.cluster_id == d.cluster_id)
+        && d.exists
+        && !d.departed
+}
+
+/// The `initial-cluster-token` of a bootstrap decided on these facts.
+///
+/// A fresh one for every bootstrap, so that a new cluster never carries an
+/// old one's ids (etcd derives member and cluster ids from the token and
+/// the peer URLs only): the boot ids of every configured node, each random
+/// per boot, in name order. Every node computes the same value from the
+/// published records. A node completing a peer's half-done bootstrap uses
+/// the token that peer recorded.
+pub fn bootstrap_token(facts: &Facts) -> String {
+    if let Some(t) = facts
+        .others()
+        .filter_map(|n| n.record.as_ref())
+        .find(|r| r.has_data && !r.formed)
+        .and_then(|r| r.bootstrap_token.clone())
+    {
+        return t;
+    }
+    let mut boots: Vec<(&str, &str)> = facts
+        .pacemaker
+        .nodes
+        .iter()
+        .map(|n| {
+            let boot = if n.name == facts.node {
+                facts.boot_id.as_str()
+            } else {
+                n.record.as_ref().map_or("", |r| r.boot_id.as_str())
+            };
+            (n.name.as_str(), boot)
+        })
+        .collect();
+    boots.sort();
+    let parts: Vec<String> = boots.iter().map(|(n, b)| format!("{n}={b}")).collect();
+    format!("etcd-warden:{}", parts.join(","))
+}
+
 /// Whether `claim` (found on `owner`) still stands: its owner has neither
 /// rebooted nor been fenced since writing it.
 pub fn claim_is_valid(facts: &Facts, owner: &NodeView, claim: &Claim) -> bool {
@@ -154,6 +224,15 @@ pub fn expected_record(facts: &Facts) -> DataRecord {
         cluster_id: facts.data.cluster_id,
         departed: facts.data.departed,
         archives: facts.data.archives,
+        bootstrap_token: facts
+            .data
+            .bootstrap_token
+            .clone()
+            .filter(|_| facts.data.exists && !facts.data.formed),
+        lost_member: facts
+            .data
+            .member_id
+            .filter(|_| facts.data.lost() && !facts.data.joining),
     }
 }
 
@@ -174,32 +253,64 @@ pub mod resolve {
     pub fn restore_archive(node: &str) -> String {
         format!("etcd-warden recover restore-archive --node {node}")
     }
+
+    /// Restore an etcd snapshot on a node as a one-member cluster.
+    pub fn restore_snapshot(node: &str) -> String {
+        format!("etcd-warden recover restore-snapshot --node {node} --snapshot <FILE>")
+    }
 }
 
-/// Decide with the production policy.
+/// Decide.
 pub fn decide(facts: &Facts) -> Decision {
-    decide_with(facts, &Policy::default())
+    Decider {
+        f: facts,
+        #[cfg(feature = "model")]
+        policy: &Policy { mutation: None },
+        steps: Vec::new(),
+    }
+    .run()
 }
 
-/// Decide with a given policy (tests inject mutations through it).
+/// Decide with a given policy (the model checker's tests inject mutations
+/// through it).
+#[cfg(feature = "model")]
 pub fn decide_with(facts: &Facts, policy: &Policy) -> Decision {
-    let mut d = Decider {
+    Decider {
         f: facts,
         policy,
         steps: Vec::new(),
+    }
+    .run()
+}
+
+/// Whether the model checker's test broke rule `$m` on purpose: without the
+/// `model` feature, never (the mutations do not exist).
+#[cfg(feature = "model")]
+macro_rules! broken {
+    ($d:expr, $m:ident) => {
+        $d.policy.mutation == Some(Mutation::$m)
     };
-    d.run()
+}
+#[cfg(not(feature = "model"))]
+macro_rules! broken {
+    ($d:expr, $m:ident) => {
+        $d.unbroken()
+    };
 }
 
 struct Decider<'a> {
     f: &'a Facts,
+    #[cfg(feature = "model")]
     policy: &'a Policy,
     steps: Vec<Step>,
 }
 
 impl<'a> Decider<'a> {
-    fn broken(&self, m: Mutation) -> bool {
-        self.policy.mutation == Some(m)
+    /// No rule is ever broken in production (see `broken!`).
+    #[cfg(not(feature = "model"))]
+    #[inline(always)]
+    fn unbroken(&self) -> bool {
+        false
     }
 
     fn run(&mut self) -> Decision {
@@ -364,10 +475,10 @@ impl<'a> Decider<'a> {
                         .is_some_and(|n| n.stop.contains(&p.name))
             });
             let lock = live.leave_lock.as_deref();
-            let unarbitrated = self.broken(Mutation::LeaveWithoutArbitration);
+            let unarbitrated = broken!(self, LeaveWithoutArbitration);
             let may_leave = others_voting > 0 && (!peer_stopping || unarbitrated);
             let holds_lock = lock == Some(self.f.node.as_str());
-            let lockless = unarbitrated || self.broken(Mutation::LeaveWithoutLock);
+            let lockless = unarbitrated || broken!(self, LeaveWithoutLock);
             if may_leave && (holds_lock || lockless) {
                 if !self.f.data.departed {
                     self.steps.push(Step::RecordDeparture);
@@ -399,6 +510,9 @@ impl<'a> Decider<'a> {
             EtcdView::Running(live) => self.two_node_running(live, peer),
             EtcdView::NotRunning => {
                 if let Some(d) = self.alone_after_outage(peer) {
+                    return d;
+                }
+                if let Some(d) = self.lost_data(peer) {
                     return d;
                 }
                 let wanted = match self.f.trigger {
@@ -449,6 +563,103 @@ impl<'a> Decider<'a> {
         ))
     }
 
+    /// This node's member directory is gone although its state file says a
+    /// cluster existed, and nothing live can give the data back: no quorate
+    /// cluster answers and the peer holds no data either. Starting anything
+    /// would serve a cluster without the data (an empty bootstrap with the
+    /// same ids as the old cluster's is indistinguishable to clients), so it
+    /// refuses, names what is missing and where, and the command that
+    /// restores it on the node whose state file names the newest data.
+    ///
+    /// While the peer holds data, or a quorate cluster answers, this node
+    /// waits to join as a learner instead (see `start_without_data`).
+    fn lost_data(&mut self, peer: &NodeView) -> Option<Decision> {
+        let f = self.f;
+        if !f.data.lost() || broken!(self, BootstrapOverHistory) {
+            return None;
+        }
+        if f.cluster.is_some() || peer.record.as_ref().is_some_and(|r| r.has_data) {
+            return None;
+        }
+        let d = &f.data;
+        let mut reason = format!(
+            "etcd data missing: no member directory at {}, but this node's state file says it was member {} of cluster {} (epoch {})",
+            if d.member_dir.is_empty() {
+                "the data directory"
+            } else {
+                d.member_dir.as_str()
+            },
+            d.member_id.map_or("?".into(), |m| format!("{m:x}")),
+            d.cluster_id.map_or("?".into(), |c| format!("{c:x}")),
+            d.epoch
+        );
+        let (newest, archives) = match &peer.record {
+            Some(r) if r.had_cluster() => {
+                reason.push_str(&format!(
+                    "; {} lost its data too (epoch {})",
+                    peer.name, r.epoch
+                ));
+                if r.epoch > d.epoch {
+                    (peer.name.as_str(), r.archives)
+                } else {
+                    (f.node.as_str(), d.archives)
+                }
+            }
+            Some(_) => {
+                reason.push_str(&format!("; {} holds no data", peer.name));
+                (f.node.as_str(), d.archives)
+            }
+            None => {
+                reason.push_str(&format!(
+                    "; {} has not said what it holds ({})",
+                    peer.name,
+                    describe(peer)
+                ));
+                (f.node.as_str(), d.archives)
+            }
+        };
+        reason.push_str(&format!(
+            ": a new cluster would replace that data with an empty one; the newest data known was on {newest}"
+        ));
+        let command = if archives > 0 {
+            resolve::restore_archive(newest)
+        } else {
+            resolve::restore_snapshot(newest)
+        };
+        let outcome = self.held_outcome();
+        Some(self.refuse_as(reason, command, outcome))
+    }
+
+    /// What to report while this node holds back without etcd for a reason
+    /// only the peer or an operator can end. A start returns at once (with
+    /// the reason): Pacemaker holds every other action, the peer's start
+    /// among them, while a start is in flight, so a start that waited here
+    /// could wait for the very action it holds up. Monitors then report the
+    /// instance degraded (190) with the reason, never failed (a stop and a
+    /// new start would only wait again); a probe of an instance Pacemaker
+    /// has not started says it is not running.
+    fn held_outcome(&self) -> Outcome {
+        let started = matches!(
+            self.f.me().map(|m| m.etcd),
+            Some(ResourceState::Started | ResourceState::Starting)
+        );
+        match self.f.trigger {
+            Trigger::Start => Outcome::Success,
+            Trigger::Monitor | Trigger::Reconcile if started => Outcome::Degraded,
+            _ => Outcome::NotRunning,
+        }
+    }
+
+    /// Wait for the peer (its daemon, its etcd, its forced cluster) without
+    /// holding a start up: see [`Decider::held_outcome`].
+    fn hold(&mut self, reason: String) -> Decision {
+        self.steps.push(Step::Wait {
+            reason: reason.clone(),
+        });
+        let outcome = self.held_outcome();
+        self.done(outcome, Some(reason))
+    }
+
     fn two_node_start(&mut self, peer: &NodeView) -> Decision {
         let f = self.f;
         if !f.pacemaker.quorate {
@@ -472,7 +683,7 @@ impl<'a> Decider<'a> {
                     resolve::keep_data_of(&peer.name),
                 );
             }
-            return self.wait(format!(
+            return self.hold(format!(
                 "this node left the member list gracefully and never forces a new cluster; waiting for {} to start etcd",
                 peer.name
             ));
@@ -482,7 +693,7 @@ impl<'a> Decider<'a> {
         // on alone, S7). Starting ours first in the old membership could
         // let the older history lead. Its record comes within seconds.
         if peer.online && peer.record.is_none() {
-            return self.wait(format!(
+            return self.hold(format!(
                 "waiting for {}'s daemon to publish its record (its data may be newer)",
                 peer.name
             ));
@@ -519,7 +730,7 @@ impl<'a> Decider<'a> {
         if let Some(c) = &peer.claim
             && claim_is_valid(f, peer, c)
         {
-            return self.wait(format!(
+            return self.hold(format!(
                 "{} holds the force-new-cluster claim (epoch {}); waiting for its cluster to join it",
                 peer.name, c.epoch
             ));
@@ -540,6 +751,20 @@ impl<'a> Decider<'a> {
         let f = self.f;
         if let Some(cluster) = &f.cluster {
             return match cluster.members.iter().find(|m| m.node == f.node) {
+                // The learner is this node's own member whose data is gone:
+                // etcd cannot run it again from an empty directory (the
+                // leader would send it entries past what it holds).
+                Some(m)
+                    if m.is_learner
+                        && f.data.lost()
+                        && !f.data.joining
+                        && f.data.member_id == Some(m.id) =>
+                {
+                    self.hold(format!(
+                        "the cluster lists this node's old learner {:x}, whose data is gone: waiting for the leader on {} to remove it and add this node anew",
+                        m.id, peer.name
+                    ))
+                }
                 Some(m) if m.is_learner => self.act(
                     Step::StartEtcd {
                         mode: StartMode::Join {
@@ -556,14 +781,15 @@ impl<'a> Decider<'a> {
                     ),
                     resolve::keep_data_of(&peer.name),
                 ),
-                None => self.wait(format!(
+                None => self.hold(format!(
                     "waiting for the voter on {} to add this node as a learner",
                     peer.name
                 )),
             };
         }
+        let history = f.data.had_cluster() && !broken!(self, BootstrapOverHistory);
         match &peer.record {
-            None => self.wait(format!(
+            None => self.hold(format!(
                 "waiting for {}'s daemon to publish its record",
                 peer.name
             )),
@@ -576,6 +802,7 @@ impl<'a> Decider<'a> {
                     && r.epoch == 0
                     && r.archives == 0
                     && f.data.archives == 0
+                    && !history
                     && peer.online =>
             {
                 self.act(
@@ -586,10 +813,32 @@ impl<'a> Decider<'a> {
                     None,
                 )
             }
-            Some(r) if r.has_data => self.wait(format!(
+            Some(r) if r.has_data => self.hold(format!(
                 "{} holds the data; waiting for its etcd to start so that this node can join",
                 peer.name
             )),
+            // The peer's data is gone although its state file says a
+            // cluster existed (its own daemon refuses and says where): a
+            // bootstrap here would replace that data with an empty cluster.
+            Some(r) if r.had_cluster() && !broken!(self, BootstrapOverHistory) => {
+                let command = if r.archives > 0 {
+                    resolve::restore_archive(&peer.name)
+                } else {
+                    resolve::restore_snapshot(&peer.name)
+                };
+                let outcome = self.held_outcome();
+                self.refuse_as(
+                    format!(
+                        "no etcd data here, and {} lost its data (its state file names cluster {} at epoch {}): a new cluster would replace that data with an empty one; the newest data known was on {}",
+                        peer.name,
+                        r.cluster_id.map_or("?".into(), |c| format!("{c:x}")),
+                        r.epoch,
+                        peer.name
+                    ),
+                    command,
+                    outcome,
+                )
+            }
             Some(r) if r.archives > 0 || f.data.archives > 0 => self.refuse(
                 "no node has live data, but archived data exists: a fresh bootstrap would lose it"
                     .into(),
@@ -606,7 +855,7 @@ impl<'a> Decider<'a> {
                 Outcome::Success,
                 None,
             ),
-            Some(_) => self.wait(format!(
+            Some(_) => self.hold(format!(
                 "fresh bootstrap: waiting for {} to be online",
                 peer.name
             )),
@@ -642,7 +891,7 @@ impl<'a> Decider<'a> {
 
     /// Archive stale data (rule 3); the next decision joins as a learner.
     fn archive(&mut self, reason: String) -> Decision {
-        if self.broken(Mutation::JoinWithoutArchive)
+        if broken!(self, JoinWithoutArchive)
             && let Some(cluster) = &self.f.cluster
             && cluster
                 .members
@@ -658,7 +907,7 @@ impl<'a> Decider<'a> {
                 None,
             );
         }
-        if self.broken(Mutation::JoinWithoutArchive) {
+        if broken!(self, JoinWithoutArchive) {
             return self.wait("waiting to be added as a learner".into());
         }
         let outcome = self.waiting_outcome();
@@ -685,8 +934,32 @@ impl<'a> Decider<'a> {
         if !peer_votes {
             return self.wait("etcd has no leader yet (the sole voter is electing itself)".into());
         }
+        // The peer went on without this node: its data has a newer epoch
+        // (it forced a cluster after Pacemaker proved this node down), so
+        // the member running here, without quorum, holds a stale history
+        // that waits for a peer member that no longer exists. Stop it (the
+        // data stays); the next decision archives it and joins the peer's
+        // cluster as a learner.
+        if let Some(r) = &peer.record
+            && peer.online
+            && r.has_data
+            && r.epoch > f.data.epoch
+        {
+            let outcome = self.waiting_outcome();
+            return self.act(
+                Step::StopEtcd,
+                outcome,
+                Some(format!(
+                    "{} holds epoch {} data and this node epoch {}: stopping the stale member to rejoin as a learner",
+                    peer.name, r.epoch, f.data.epoch
+                )),
+            );
+        }
         let mut proof = peer_down_proof(f, peer);
-        if proof.is_none() && self.broken(Mutation::ForceOnNoLeader) {
+        if proof.is_none() && peer_holds_no_data(f, peer) {
+            proof = Some(DownProof::HoldsNoData);
+        }
+        if proof.is_none() && broken!(self, ForceOnNoLeader) {
             proof = Some(DownProof::NoLeaderOnly);
         }
         let Some(proof) = proof else {
@@ -699,7 +972,7 @@ impl<'a> Decider<'a> {
             {
                 self.steps.push(Step::ClearClaim);
             }
-            if self.broken(Mutation::ClaimOnNoLeader) && own_claim.is_none() {
+            if broken!(self, ClaimOnNoLeader) && own_claim.is_none() {
                 let epoch = self.next_epoch(peer);
                 self.steps.push(Step::SetClaim { epoch });
             }
@@ -728,7 +1001,27 @@ impl<'a> Decider<'a> {
                 resolve::keep_data_of(&f.node),
             );
         }
-        if !f.in_sync_this_boot() && !self.broken(Mutation::ForceWithoutInSync) {
+        // A peer without data proves only that no other member runs: after a
+        // total outage this node's data holds every acknowledged entry, but
+        // the commit index it persisted may lag its log (etcd does not sync
+        // a commit-index change on its own, and a power loss takes what was
+        // not synced), and a forced restart drops every entry past it. Only
+        // the in-sync marker (etcd ran as a quorate voter since and was
+        // stopped cleanly before the force) makes the data complete.
+        if proof == DownProof::HoldsNoData
+            && !f.in_sync_this_boot()
+            && !broken!(self, ForceWithoutInSync)
+        {
+            return self.refuse(
+                format!(
+                    "{} runs no member and its data is gone, so this node holds the only data, but after a power loss its last acknowledged writes may lie past the commit index it persisted, which a forced restart drops",
+                    peer.name
+                ),
+                resolve::force_new_cluster(&f.node),
+            );
+        }
+        let complete = f.in_sync_this_boot();
+        if !complete && !broken!(self, ForceWithoutInSync) {
             return self.refuse(
                 format!(
                     "peer {} is down ({proof}), but this node has not been a voter with quorum since it booted (or its etcd was stopped since), so its data may lack writes {} acknowledged",
@@ -816,8 +1109,27 @@ impl<'a> Decider<'a> {
 
     /// Leader only, one change per decision.
     fn membership_changes(&mut self, live: &LiveEtcd, peers: &[&NodeView]) {
+        // A learner whose node says its data is gone never catches up:
+        // remove it, so that the node can be added anew.
+        if let Some(l) = live.members.iter().find(|m| {
+            m.is_learner
+                && !m.in_sync
+                && peers.iter().any(|p| {
+                    p.name == m.node
+                        && p.online
+                        && p.record
+                            .as_ref()
+                            .is_some_and(|r| !r.has_data && r.lost_member == Some(m.id))
+                })
+        }) {
+            self.steps.push(Step::RemoveMember {
+                id: l.id,
+                node: l.node.clone(),
+            });
+            return;
+        }
         if let Some(l) = live.members.iter().find(|m| m.is_learner) {
-            if l.in_sync || self.broken(Mutation::PromoteUnsynced) {
+            if l.in_sync || broken!(self, PromoteUnsynced) {
                 self.steps.push(Step::PromoteLearner {
                     id: l.id,
                     node: l.node.clone(),
@@ -986,7 +1298,7 @@ impl<'a> Decider<'a> {
                 .find(|n| n.name == l.node)
                 .and_then(|n| n.record.as_ref())
                 .is_some_and(|r| r.has_data);
-            if (l.in_sync && has_data) || self.broken(Mutation::PromoteUnsynced) {
+            if (l.in_sync && has_data) || broken!(self, PromoteUnsynced) {
                 self.steps.push(Step::PromoteLearner {
                     id: l.id,
                     node: l.node.clone(),

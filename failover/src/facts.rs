@@ -219,6 +219,24 @@ pub struct DataRecord {
     pub departed: bool,
     /// How many archived data directories it keeps.
     pub archives: u32,
+    /// The `initial-cluster-token` its data was bootstrapped with, while
+    /// that bootstrap has not formed a cluster yet: the peer completing the
+    /// bootstrap must use the same token, or etcd derives different ids.
+    #[serde(default)]
+    pub bootstrap_token: Option<String>,
+    /// The member id of data that is gone (see [`LocalData::lost`]): that
+    /// member can never run again, so a learner listed under it must be
+    /// removed before the node can join anew.
+    #[serde(default)]
+    pub lost_member: Option<u64>,
+}
+
+impl DataRecord {
+    /// Whether the owner's state file says its data was part of a cluster
+    /// (even if the data itself is gone now).
+    pub fn had_cluster(&self) -> bool {
+        self.formed || self.epoch > 0 || self.cluster_id.is_some()
+    }
 }
 
 /// A claim to force a new cluster. At most one node may hold one (rule 4).
@@ -314,8 +332,16 @@ pub struct ClusterView {
 
 /// The local data directory and the daemon's state file next to it
 /// (written with fsync before every change it describes).
+///
+/// The state file lives apart from the data directory, so `formed`,
+/// `epoch`, `cluster_id` and `member_id` survive a member directory that has
+/// gone missing (a data volume not mounted, a replaced disk): they are what
+/// tells "this node never had data" from "this node's data is gone".
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct LocalData {
+    /// Where the member directory is expected (for messages only).
+    #[serde(default)]
+    pub member_dir: String,
     /// A member directory exists.
     pub exists: bool,
     /// The data was part of a cluster with quorum at least once: its applied
@@ -340,6 +366,29 @@ pub struct LocalData {
     pub departed: bool,
     /// How many archived data directories are kept.
     pub archives: u32,
+    /// The `initial-cluster-token` of the bootstrap that created the data,
+    /// kept until the data forms a cluster.
+    #[serde(default)]
+    pub bootstrap_token: Option<String>,
+    /// A join was started and its etcd has not run yet: the member id is
+    /// the learner being joined, not data that was lost.
+    #[serde(default)]
+    pub joining: bool,
+}
+
+impl LocalData {
+    /// Whether the state file says this node's data was part of a cluster:
+    /// it formed one, was forced or joined (an epoch, a cluster id), or was
+    /// given a member id. A bootstrap over such a history would replace
+    /// data that existed with an empty cluster.
+    pub fn had_cluster(&self) -> bool {
+        self.formed || self.epoch > 0 || self.cluster_id.is_some() || self.member_id.is_some()
+    }
+
+    /// The data is gone but the state file says it existed.
+    pub fn lost(&self) -> bool {
+        !self.exists && self.had_cluster()
+    }
 }
 
 /// Markers that live for one boot (a file under /run), owned by this node.

@@ -10,8 +10,11 @@
 pub mod decide;
 pub mod decision;
 pub mod facts;
+#[cfg(feature = "model")]
 pub mod model;
 
-pub use decide::{DownProof, Mutation, Policy, decide, decide_with, peer_down_proof};
+pub use decide::{DownProof, decide, peer_down_proof};
+#[cfg(feature = "model")]
+pub use decide::{Mutation, Policy, decide_with};
 pub use decision::{Decision, StartMode, Step};
 pub use facts::*;

@@ -292,3 +292,41 @@ fn leaving_with_only_the_peer_stop_check_is_caught() {
     // The CIB's view of the peer's stop lags; only the lock arbitrates.
     expect_violation(Mutation::LeaveWithoutLock, "rule 5", Config::two_node(), 30);
 }
+
+/// Data volumes that are not mounted at boot: a powered-off node's member
+/// directory is gone while its state file stays. The rule before this was
+/// modelled bootstrapped a new, empty cluster whenever no node had a member
+/// directory; the checker finds the acknowledged write that this loses.
+#[test]
+fn bootstrapping_over_lost_member_dirs_is_caught_as_lost_write() {
+    let config = Config {
+        lose_member_dir: true,
+        check_liveness: false,
+        ..Config::two_node()
+    };
+    expect_violation(Mutation::BootstrapOverHistory, "rule 2", config, 24);
+}
+
+/// The same model with the real `decide`: no node serves a cluster without
+/// the data, however the member directories go missing (one or both, before
+/// or after a write, with crashes and partitions around it), and a single
+/// lost directory always heals by itself (the liveness check).
+#[test]
+fn lost_member_dirs_never_lose_a_write() {
+    let config = Config {
+        lose_member_dir: true,
+        ..Config::two_node()
+    };
+    let report = expect_holds_report(
+        "two-node lost member dirs",
+        config,
+        depth_from_env(80),
+        &[
+            "write acknowledged",
+            "fenced",
+            "forced a new cluster",
+            "learner added",
+        ],
+    );
+    expect_complete("two-node lost member dirs", &report);
+}

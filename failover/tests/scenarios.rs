@@ -29,6 +29,8 @@ fn record(node: &str, has_data: bool, epoch: u64) -> DataRecord {
         cluster_id: has_data.then_some(CLUSTER),
         departed: false,
         archives: 0,
+        bootstrap_token: None,
+        lost_member: None,
     }
 }
 
@@ -88,6 +90,9 @@ fn data(member_id: u64, epoch: u64, voters: &[&str]) -> LocalData {
         }),
         departed: false,
         archives: 0,
+        member_dir: "/var/lib/etcd/member".into(),
+        bootstrap_token: None,
+        joining: false,
     }
 }
 
@@ -204,15 +209,22 @@ fn s1_fresh_bootstrap_of_two_nodes() {
             mode: StartMode::New
         }]
     );
-    // Until the peer's daemon has said it has no data, wait.
+    // Until the peer's daemon has said it has no data, wait, without
+    // holding Pacemaker up: the start returns at once with the reason (a
+    // start in flight holds the peer's start back, which may be the very
+    // thing this one waits for), and monitors say degraded meanwhile.
     let mut f = fresh(A);
     peer_mut(&mut f, B).record = None;
     assert!(acts(&f).is_empty());
-    assert_eq!(
-        decide(&f).outcome,
-        Outcome::Failed,
-        "a start still waiting at its deadline fails transiently"
+    let d = decide(&f);
+    assert_eq!(d.outcome, Outcome::Success, "{d:?}");
+    assert!(
+        d.reason.as_deref().unwrap_or("").contains("record"),
+        "{d:?}"
     );
+    f.trigger = Trigger::Monitor;
+    peer_mut(&mut f, A).etcd = ResourceState::Started;
+    assert_eq!(decide(&f).outcome, Outcome::Degraded);
     // Archived data anywhere: a fresh bootstrap would lose it; refuse.
     let mut f = fresh(A);
     peer_mut(&mut f, B).record.as_mut().unwrap().archives = 1;
@@ -1107,4 +1119,202 @@ fn ha_an_empty_node_does_not_wait_in_its_start_and_monitors_say_degraded() {
     peer_mut(&mut f, "n3").etcd = ResourceState::Stopped { at: Stamp(1) };
     f.trigger = Trigger::Monitor;
     assert_eq!(decide(&f).outcome, Outcome::NotRunning);
+}
+
+// ---- Missing member directories ---------------------------------------------
+
+/// `me` after a total outage whose data volume is not mounted: no member
+/// directory, but the state file still names the cluster it was part of.
+fn lost(me: &str) -> Facts {
+    let mut f = fresh(me);
+    let id = if me == A { ID_A } else { ID_B };
+    f.data = LocalData {
+        exists: false,
+        ..data(id, 2, &[A, B])
+    };
+    for n in &mut f.pacemaker.nodes {
+        let r = n.record.as_mut().expect("a record");
+        r.has_data = false;
+        r.formed = true;
+        r.epoch = 2;
+        r.cluster_id = Some(CLUSTER);
+    }
+    f
+}
+
+#[test]
+fn both_member_dirs_missing_no_bootstrap_each_refuses_and_names_the_restore() {
+    for me in [A, B] {
+        let f = lost(me);
+        let d = decide(&f);
+        assert!(
+            !d.steps.iter().any(|s| matches!(s, Step::StartEtcd { .. })),
+            "{me} must not start anything: {d:?}"
+        );
+        let (reason, cmd) = d.refusal().expect("must refuse");
+        assert!(reason.contains("/var/lib/etcd/member"), "{reason}");
+        assert!(reason.contains(&format!("{CLUSTER:x}")), "{reason}");
+        assert_eq!(
+            cmd,
+            format!("etcd-warden recover restore-snapshot --node {me} --snapshot <FILE>")
+        );
+        // The start does not hold Pacemaker up; monitors say degraded.
+        assert_eq!(d.outcome, Outcome::Success);
+        let mut m = lost(me);
+        m.trigger = Trigger::Monitor;
+        peer_mut(&mut m, me).etcd = ResourceState::Started;
+        assert_eq!(decide(&m).outcome, Outcome::Degraded);
+        // With an archive here, the command restores it instead.
+        let mut a = lost(me);
+        a.data.archives = 1;
+        let da = decide(&a);
+        let (_, cmd) = da.refusal().expect("must refuse");
+        assert_eq!(
+            cmd,
+            format!("etcd-warden recover restore-archive --node {me}")
+        );
+    }
+    // The peer's state file names a newer epoch: its data was the newest.
+    let mut f = lost(A);
+    peer_mut(&mut f, B).record.as_mut().unwrap().epoch = 3;
+    let d = decide(&f);
+    let (reason, cmd) = d.refusal().expect("must refuse");
+    assert!(reason.contains("newest data known was on n2"), "{reason}");
+    assert!(cmd.contains("--node n2"), "{cmd}");
+}
+
+#[test]
+fn a_blank_node_never_bootstraps_beside_a_peer_that_lost_its_data() {
+    // n1 has no state at all (a new machine); n2's data is gone but its
+    // state file names the cluster: a bootstrap would replace it.
+    let mut f = fresh(A);
+    let r = peer_mut(&mut f, B).record.as_mut().unwrap();
+    r.formed = true;
+    r.epoch = 1;
+    r.cluster_id = Some(CLUSTER);
+    let d = decide(&f);
+    assert!(
+        !d.steps.iter().any(|s| matches!(s, Step::StartEtcd { .. })),
+        "{d:?}"
+    );
+    let (reason, cmd) = d.refusal().expect("must refuse");
+    assert!(reason.contains("n2 lost its data"), "{reason}");
+    assert!(cmd.contains("--node n2"), "{cmd}");
+}
+
+#[test]
+fn a_lone_node_without_its_member_dir_refuses_and_says_where() {
+    let mut f = lost(A);
+    f.pacemaker.quorate = false;
+    let b = peer_mut(&mut f, B);
+    b.online = false;
+    b.record = None;
+    b.etcd = ResourceState::Unknown;
+    for trigger in [Trigger::Start, Trigger::Monitor, Trigger::Reconcile] {
+        f.trigger = trigger;
+        let d = decide(&f);
+        let (reason, cmd) = d.refusal().expect("must refuse");
+        assert!(reason.contains("/var/lib/etcd/member"), "{reason}");
+        assert!(reason.contains("n2 has not said"), "{reason}");
+        assert!(cmd.contains("--node n1"), "{cmd}");
+        assert!(!d.steps.iter().any(|s| matches!(s, Step::StartEtcd { .. })));
+    }
+}
+
+#[test]
+fn one_member_dir_missing_the_node_with_data_forces_and_the_other_joins() {
+    // n1's data is gone (state file kept); n2's is intact, a voter of the
+    // two-member cluster, running without quorum after the outage.
+    let mut b = healthy(B);
+    b.trigger = Trigger::Reconcile;
+    b.local = LocalMarkers::default();
+    b.data.epoch = 2;
+    *live_mut(&mut b) = live(
+        ID_B,
+        vec![member(ID_A, A, false, false), member(ID_B, B, false, true)],
+        false,
+        false,
+    );
+    let a = peer_mut(&mut b, A);
+    let r = a.record.as_mut().unwrap();
+    r.has_data = false;
+    r.epoch = 2;
+    a.etcd = ResourceState::Started;
+    // n1 runs no member and holds nothing newer, but after a total outage
+    // n2's persisted commit index may lag its log: without the in-sync
+    // marker it refuses and names itself as the node with the only data.
+    let d = decide(&b);
+    assert!(!forces(&b), "{d:?}");
+    let (reason, cmd) = d.refusal().expect("must refuse");
+    assert!(reason.contains("holds the only data"), "{reason}");
+    assert_eq!(cmd, "etcd-warden recover force-new-cluster --node n2");
+    // With the marker (n1 crashed and came back empty while n2 ran on as a
+    // quorate voter, no fence yet): n2 claims, then forces.
+    b.local = LocalMarkers {
+        in_sync_boot: Some(boot(B)),
+    };
+    assert_eq!(
+        acts(&b),
+        vec![Step::PublishRecord, Step::SetClaim { epoch: 3 }]
+    );
+    peer_mut(&mut b, B).claim = Some(Claim {
+        owner: B.into(),
+        boot_id: boot(B),
+        epoch: 3,
+        at: Stamp(200),
+    });
+    assert!(has(&b, |s| *s == Step::ForceNewCluster { epoch: 3 }));
+    // n1's state file names a newer epoch: n2's data may lack its writes.
+    let mut newer = b.clone();
+    peer_mut(&mut newer, A).record.as_mut().unwrap().epoch = 3;
+    assert!(!forces(&newer), "{:?}", decide(&newer));
+    // n1's daemon has not said anything yet: no proof.
+    let mut silent = b.clone();
+    peer_mut(&mut silent, A).record = None;
+    assert!(!forces(&silent));
+    // n1 (no data) waits for n2's cluster, without holding its start.
+    let mut a = lost(A);
+    let r = peer_mut(&mut a, B).record.as_mut().unwrap();
+    r.has_data = true;
+    let d = decide(&a);
+    assert!(!d.steps.iter().any(|s| matches!(s, Step::StartEtcd { .. })));
+    assert_eq!(d.outcome, Outcome::Success, "{d:?}");
+    assert!(d.refusal().is_none());
+}
+
+#[test]
+fn a_stale_member_steps_aside_when_the_peer_forced_a_newer_epoch() {
+    // n1 came back from a fence and runs its old two-member data (epoch 1,
+    // no quorum); n2 forced epoch 2 meanwhile and is online.
+    let mut f = healthy(A);
+    f.trigger = Trigger::Reconcile;
+    f.local = LocalMarkers::default();
+    f.data.epoch = 1;
+    *live_mut(&mut f) = live(
+        ID_A,
+        vec![member(ID_A, A, false, true), member(ID_B, B, false, false)],
+        false,
+        false,
+    );
+    peer_mut(&mut f, B).record.as_mut().unwrap().epoch = 2;
+    assert!(has(&f, |s| *s == Step::StopEtcd), "{:?}", decide(&f));
+    assert!(!forces(&f));
+}
+
+#[test]
+fn every_bootstrap_gets_a_fresh_token_that_both_nodes_agree_on() {
+    use warden_failover::decide::bootstrap_token;
+    let (a, b) = (fresh(A), fresh(B));
+    assert_eq!(bootstrap_token(&a), bootstrap_token(&b));
+    // Another boot of either node: another token, so other etcd ids.
+    let mut a2 = fresh(A);
+    a2.boot_id = "n1-boot2".into();
+    assert_ne!(bootstrap_token(&a2), bootstrap_token(&a));
+    // Completing a half-done bootstrap uses the peer's recorded token.
+    let mut c = fresh(A);
+    let r = peer_mut(&mut c, B).record.as_mut().unwrap();
+    r.has_data = true;
+    r.formed = false;
+    r.bootstrap_token = Some("etcd-warden:n1=x,n2=y".into());
+    assert_eq!(bootstrap_token(&c), "etcd-warden:n1=x,n2=y");
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crm_xml::report::{ClusterStatus, Options, Report, valid_crd_address};
+use crm_xml::report::{ClusterStatus, Options, Profile, Report, valid_crd_address};
 
 pub fn fixtures_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/crm_mon")
@@ -35,7 +35,8 @@ pub fn fixtures() -> Vec<(String, String)> {
     out
 }
 
-/// Options giving every node of `doc` a documentation-range address.
+/// Options giving every node of `doc` a documentation-range address, under
+/// the `openshift` profile (whose status the CRD schema checks here apply to).
 pub fn options_with_addresses(doc: &crm_xml::CrmMon) -> Options {
     let mut addrs = BTreeMap::new();
     for (i, n) in doc.nodes.iter().enumerate() {
@@ -43,6 +44,7 @@ pub fn options_with_addresses(doc: &crm_xml::CrmMon) -> Options {
     }
     Options {
         node_addresses: addrs,
+        profile: Profile::OpenShift,
         ..Options::default()
     }
 }

@@ -100,6 +100,12 @@ pub struct CollectArgs {
     /// JSON file holding the `etcd` section (as the daemon writes it).
     #[arg(long, value_name = "FILE")]
     pub etcd_json: Option<PathBuf>,
+
+    /// The rules the report follows: `generic` for any Pacemaker cluster,
+    /// `openshift` for a status valid for the PacemakerCluster CRD (see
+    /// docs/report.md).
+    #[arg(long, value_enum, default_value = "generic", value_name = "PROFILE")]
+    pub profile: super::health::ProfileArg,
 }
 
 /// Build the PacemakerCluster report from crm_mon and write it.
@@ -107,6 +113,7 @@ pub fn run_collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
     let timeout = duration(args.timeout)?;
     let mut opts = Options {
         expected_node_count: args.expected_nodes,
+        profile: args.profile.into(),
         ..Options::default()
     };
     if !args.etcd_agents.is_empty() {

@@ -8,13 +8,15 @@
 //! accepted and shows the plan; with `--confirm` it does it and prints what
 //! it did. Nothing is ever deleted: data is moved into the archive directory.
 
-use std::path::PathBuf;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 
 use super::target::Target;
-use crate::reconcile::{local::LocalPaths, paths_for};
+use crate::reconcile::local::{LocalPaths, StateFile};
+use crate::reconcile::paths_for;
 
 /// Arguments of `etcd-warden recover`.
 #[derive(Debug, clap::Args)]
@@ -40,6 +42,13 @@ pub enum RecoverCommand {
     /// Move the newest archive (or `--archive DIR`) of NODE (this node)
     /// back in place, where no live data exists anywhere.
     RestoreArchive(RestoreArgs),
+    /// Restore a snapshot (as `etcd-warden snapshot save` writes it) into
+    /// NODE's (this node's) empty data directory as a new one-member cluster
+    /// of NODE, with a fresh cluster token, and raise the epoch above every
+    /// epoch known here, so that the peer's data counts as stale: it is
+    /// archived when the peer rejoins, as a learner. Writes made after the
+    /// snapshot was taken are lost.
+    RestoreSnapshot(RestoreSnapshotArgs),
 }
 
 /// The node to act for, and the confirmation.
@@ -67,6 +76,17 @@ pub struct RestoreArgs {
     pub archive: Option<PathBuf>,
 }
 
+/// `restore-snapshot` arguments.
+#[derive(Debug, clap::Args)]
+pub struct RestoreSnapshotArgs {
+    /// Node and confirmation.
+    #[command(flatten)]
+    pub node: NodeArgs,
+    /// The snapshot file (verified before anything is done).
+    #[arg(long, value_name = "FILE")]
+    pub snapshot: PathBuf,
+}
+
 /// Run `etcd-warden recover`.
 pub fn run_recover(args: RecoverArgs) -> anyhow::Result<ExitCode> {
     let (node, confirm, target) = match &args.what {
@@ -74,6 +94,7 @@ pub fn run_recover(args: RecoverArgs) -> anyhow::Result<ExitCode> {
             (&a.node, a.confirm, &a.target)
         }
         RecoverCommand::RestoreArchive(r) => (&r.node.node, r.node.confirm, &r.node.target),
+        RecoverCommand::RestoreSnapshot(r) => (&r.node.node, r.node.confirm, &r.node.target),
     };
     let settings = target.settings()?;
     if !settings.nodes.iter().any(|n| &n.name == node) {
@@ -89,7 +110,11 @@ pub fn run_recover(args: RecoverArgs) -> anyhow::Result<ExitCode> {
     }
     let paths = paths_for(&settings);
     let me = settings.node_name.as_str();
-    let plan = plan(&args.what, node, me, &paths)?;
+    let etcd = LocalEtcd {
+        binary: settings.etcd.binary.clone(),
+        peer_urls: settings.local_node().peer_urls.clone(),
+    };
+    let plan = plan(&args.what, node, me, &paths, &etcd)?;
     println!("etcd-warden recover on {me}:");
     for p in &plan.describe {
         println!("  will: {p}");
@@ -127,6 +152,103 @@ pub enum RecoverAction {
     Archive,
     /// Move this archive back in place.
     Restore(PathBuf),
+    /// Restore a snapshot as a new one-member cluster.
+    RestoreSnapshot(SnapshotRestore),
+}
+
+/// What this node's etcd is: the binary (the restore tools are looked for
+/// beside it) and its peer URLs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalEtcd {
+    /// The configured etcd binary.
+    pub binary: PathBuf,
+    /// This node's peer URLs.
+    pub peer_urls: Vec<String>,
+}
+
+/// The tool that restores a snapshot into a data directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RestoreTool {
+    /// `etcdutl snapshot restore` (etcd 3.5 and later).
+    Etcdutl(PathBuf),
+    /// `etcdctl snapshot restore` (etcd 3.4; deprecated in 3.5).
+    Etcdctl(PathBuf),
+}
+
+impl RestoreTool {
+    fn path(&self) -> &Path {
+        match self {
+            Self::Etcdutl(p) | Self::Etcdctl(p) => p,
+        }
+    }
+}
+
+fn executable(p: &Path) -> bool {
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The restore tool of the configured etcd: `etcdutl`, else `etcdctl`,
+/// beside the etcd binary (the same release, so the restored data is in a
+/// format that etcd reads), else on PATH.
+pub fn find_restore_tool(etcd_binary: &Path) -> anyhow::Result<RestoreTool> {
+    let beside = etcd_binary.parent().map(Path::to_path_buf);
+    let path_dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    for dirs in [beside.into_iter().collect::<Vec<_>>(), path_dirs] {
+        for d in &dirs {
+            if executable(&d.join("etcdutl")) {
+                return Ok(RestoreTool::Etcdutl(d.join("etcdutl")));
+            }
+            if executable(&d.join("etcdctl")) {
+                return Ok(RestoreTool::Etcdctl(d.join("etcdctl")));
+            }
+        }
+    }
+    bail!(
+        "neither etcdutl nor etcdctl found beside {} or on PATH: install etcd's client tools (Debian: etcd-client)",
+        etcd_binary.display()
+    )
+}
+
+/// A planned snapshot restore.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotRestore {
+    /// The snapshot file.
+    pub snapshot: PathBuf,
+    /// The tool that restores it.
+    pub tool: RestoreTool,
+    /// This node's member name.
+    pub name: String,
+    /// This node's peer URLs.
+    pub peer_urls: Vec<String>,
+    /// The new cluster's `initial-cluster-token`: fresh, so that the new
+    /// cluster's and member's ids differ from the old ones.
+    pub token: String,
+    /// The epoch the restored data gets.
+    pub epoch: u64,
+}
+
+/// A fresh random cluster token.
+fn fresh_token() -> anyhow::Result<String> {
+    let uuid = std::fs::read_to_string("/proc/sys/kernel/random/uuid")
+        .context("cannot read /proc/sys/kernel/random/uuid for a fresh cluster token")?;
+    let hex: String = uuid.chars().filter(char::is_ascii_hexdigit).collect();
+    Ok(format!("etcd-warden-restore-{hex}"))
+}
+
+/// The highest epoch known on this node: the state file's and those of the
+/// archives' state files.
+fn highest_epoch(paths: &LocalPaths) -> anyhow::Result<u64> {
+    let mut top = paths.read_state()?.epoch;
+    for a in paths.archives() {
+        if let Ok(b) = std::fs::read(a.join("state.json"))
+            && let Ok(s) = serde_json::from_slice::<StateFile>(&b)
+        {
+            top = top.max(s.epoch);
+        }
+    }
+    Ok(top)
 }
 
 /// The plan: the action and its description.
@@ -146,6 +268,7 @@ pub fn plan(
     node: &str,
     me: &str,
     paths: &LocalPaths,
+    etcd: &LocalEtcd,
 ) -> anyhow::Result<Plan> {
     let must_be_me = |verb: &str| -> anyhow::Result<()> {
         if node != me {
@@ -230,7 +353,207 @@ pub fn plan(
                 needs_etcd_stopped: true,
             }
         }
+        RecoverCommand::RestoreSnapshot(r) => {
+            must_be_me("restore-snapshot")?;
+            if paths.has_data() {
+                bail!(
+                    "{me} already has data in {}; archive it first (`etcd-warden recover keep-data-of --node <the other node>` on {me} moves it into {})",
+                    paths.member_dir().display(),
+                    paths.archive_dir.display()
+                );
+            }
+            let size = super::snapshot::verify_file(&r.snapshot)?;
+            if etcd.peer_urls.is_empty() {
+                bail!("{me} has no peer URLs in the configuration");
+            }
+            let tool = find_restore_tool(&etcd.binary)?;
+            let epoch = highest_epoch(paths)? + 1;
+            let restore = SnapshotRestore {
+                snapshot: r.snapshot.clone(),
+                tool,
+                name: me.to_owned(),
+                peer_urls: etcd.peer_urls.clone(),
+                token: fresh_token()?,
+                epoch,
+            };
+            Plan {
+                describe: vec![
+                    format!(
+                        "restore {} ({size} bytes, checksum verified) with {} into {} as a new one-member cluster of {me} (peer URLs {}, cluster token {})",
+                        r.snapshot.display(),
+                        restore.tool.path().display(),
+                        paths.member_dir().display(),
+                        restore.peer_urls.join(","),
+                        restore.token
+                    ),
+                    format!(
+                        "write {} with epoch {epoch} (above every epoch known here), so that the other node's data is stale: it is archived (not deleted) when that node rejoins, as a learner",
+                        paths.state_file.display()
+                    ),
+                    "every write made after the snapshot was taken is lost; start etcd afterwards (e.g. `crm resource clear <etcd clone> <node>`)".into(),
+                ],
+                action: RecoverAction::RestoreSnapshot(restore),
+                needs_etcd_stopped: true,
+            }
+        }
     })
+}
+
+/// The hex value of `"key":"…"` in etcd's JSON log lines.
+fn logged_id(log: &str, key: &str) -> Option<u64> {
+    let pat = format!("\"{key}\":\"");
+    log.lines().find_map(|l| {
+        let rest = &l[l.find(&pat)? + pat.len()..];
+        let hex = &rest[..rest.find('"')?];
+        u64::from_str_radix(hex, 16).ok().filter(|id| *id != 0)
+    })
+}
+
+/// Give `p` and everything under it the owner of `like` (etcd may run as
+/// another user than the operator who restores).
+fn chown_like(p: &Path, like: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(like).with_context(|| format!("cannot stat {}", like.display()))?;
+    let cur =
+        std::fs::symlink_metadata(p).with_context(|| format!("cannot stat {}", p.display()))?;
+    if cur.uid() == m.uid() && cur.gid() == m.gid() {
+        return Ok(());
+    }
+    let mut todo = vec![p.to_path_buf()];
+    while let Some(x) = todo.pop() {
+        std::os::unix::fs::lchown(&x, Some(m.uid()), Some(m.gid()))
+            .with_context(|| format!("cannot chown {}", x.display()))?;
+        if std::fs::symlink_metadata(&x).is_ok_and(|m| m.is_dir()) {
+            for e in
+                std::fs::read_dir(&x).with_context(|| format!("cannot list {}", x.display()))?
+            {
+                todo.push(e?.path());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn restore_snapshot(r: &SnapshotRestore, paths: &LocalPaths) -> anyhow::Result<Vec<String>> {
+    // Checked again: the plan was made before the etcd check.
+    if paths.has_data() {
+        bail!(
+            "{} appeared meanwhile; archive it first",
+            paths.member_dir().display()
+        );
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&paths.data_dir)
+        .with_context(|| format!("cannot create {}", paths.data_dir.display()))?;
+    // Restored inside the data directory, so that moving the result into
+    // place is a rename on one filesystem; the tools refuse an existing
+    // directory, and this one is new.
+    let unique = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let tmp = paths
+        .data_dir
+        .join(format!(".restore-{}-{unique}", std::process::id()));
+    let initial_cluster = r
+        .peer_urls
+        .iter()
+        .map(|u| format!("{}={u}", r.name))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut cmd = std::process::Command::new(r.tool.path());
+    cmd.arg("snapshot")
+        .arg("restore")
+        .arg(&r.snapshot)
+        .arg("--name")
+        .arg(&r.name)
+        .arg("--initial-cluster")
+        .arg(&initial_cluster)
+        .arg("--initial-cluster-token")
+        .arg(&r.token)
+        .arg("--initial-advertise-peer-urls")
+        .arg(r.peer_urls.join(","))
+        .arg("--data-dir")
+        .arg(&tmp);
+    if let RestoreTool::Etcdctl(_) = r.tool {
+        cmd.env("ETCDCTL_API", "3");
+    }
+    println!(
+        "  restoring with {} (a large snapshot takes a while) ...",
+        r.tool.path().display()
+    );
+    let out = cmd
+        .output()
+        .with_context(|| format!("cannot run {}", r.tool.path().display()))?;
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if !out.status.success() {
+        bail!(
+            "{} snapshot restore failed ({}): {}; nothing was moved into {} (its output, if any, is in {})",
+            r.tool.path().display(),
+            out.status,
+            log.trim(),
+            paths.data_dir.display(),
+            tmp.display()
+        );
+    }
+    let restored = tmp.join("member");
+    if !restored.is_dir() {
+        bail!(
+            "{} reported success but left no member directory in {}",
+            r.tool.path().display(),
+            tmp.display()
+        );
+    }
+    // The tools log the new cluster's and member's ids as they add the
+    // member (etcd 3.4 to 3.6); without those lines the ids stay unknown
+    // and the daemon records them once etcd runs.
+    let cluster_id = logged_id(&log, "cluster-id");
+    let member_id = logged_id(&log, "added-peer-id");
+    // The epoch first: a crash before the data is in place leaves a raised
+    // epoch and no data (run the command again); the other order could leave
+    // restored data under the old epoch, which the other node's data would
+    // not be stale against.
+    paths.write_state(&StateFile {
+        epoch: r.epoch,
+        departed: false,
+        formed: true,
+        cluster_id,
+        member_id,
+        voters: vec![r.name.clone()],
+        ..StateFile::default()
+    })?;
+    chown_like(&restored, &paths.data_dir)?;
+    std::fs::rename(&restored, paths.member_dir()).with_context(|| {
+        format!(
+            "cannot move {} to {}",
+            restored.display(),
+            paths.member_dir().display()
+        )
+    })?;
+    std::fs::File::open(&paths.data_dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("cannot fsync {}", paths.data_dir.display()))?;
+    // Empty now; a leftover would only be an empty directory.
+    let _ = std::fs::remove_dir(&tmp);
+    // The in-sync marker spoke of the data that was here before.
+    paths.clear_in_sync()?;
+    let id = |v: Option<u64>| v.map_or_else(|| "unknown".to_owned(), |v| format!("{v:x}"));
+    Ok(vec![
+        format!(
+            "restored {} into {} (cluster id {}, member id {})",
+            r.snapshot.display(),
+            paths.member_dir().display(),
+            id(cluster_id),
+            id(member_id)
+        ),
+        format!("epoch is now {}, formed, voters [{}]", r.epoch, r.name),
+    ])
 }
 
 /// Carry out `action`; returns what was done.
@@ -242,7 +565,7 @@ pub fn apply(action: &RecoverAction, paths: &LocalPaths) -> anyhow::Result<Vec<S
     Ok(match action {
         RecoverAction::MarkInSync => {
             let boot = paths.boot_id()?;
-            paths.mark_in_sync(&boot)?;
+            paths.mark_in_sync_by_operator(&boot)?;
             vec![format!("in-sync marker set for boot {boot}")]
         }
         RecoverAction::RaiseEpoch => {
@@ -267,6 +590,7 @@ pub fn apply(action: &RecoverAction, paths: &LocalPaths) -> anyhow::Result<Vec<S
                 src.display()
             )]
         }
+        RecoverAction::RestoreSnapshot(r) => restore_snapshot(r, paths)?,
     })
 }
 
@@ -295,10 +619,32 @@ mod tests {
                 let got = match a.what {
                     RecoverCommand::ForceNewCluster(x) | RecoverCommand::KeepDataOf(x) => x,
                     RecoverCommand::RestoreArchive(r) => r.node,
+                    RecoverCommand::RestoreSnapshot(r) => r.node,
                 };
                 assert_eq!(got.node, n);
                 assert!(!got.confirm, "a refusal's command must only show the plan");
             }
+        }
+        // The restore-snapshot command a refusal names, with its `<FILE>`
+        // placeholder filled in by the operator.
+        let cmd = "etcd-warden recover restore-snapshot --node nodeA --snapshot /x/y.db";
+        let cli =
+            Cli::try_parse_from(cmd.split_whitespace()).unwrap_or_else(|e| panic!("{cmd}: {e}"));
+        let Command::Recover(a) = cli.command else {
+            panic!("{cmd}: not recover")
+        };
+        let RecoverCommand::RestoreSnapshot(r) = a.what else {
+            panic!("{cmd}: not restore-snapshot")
+        };
+        assert_eq!(r.node.node, "nodeA");
+        assert_eq!(r.snapshot, PathBuf::from("/x/y.db"));
+        assert!(!r.node.confirm);
+    }
+
+    fn etcd() -> LocalEtcd {
+        LocalEtcd {
+            binary: "/nonexistent/etcd".into(),
+            peer_urls: vec!["http://127.0.0.1:2380".into()],
         }
     }
 
@@ -330,21 +676,26 @@ mod tests {
         let p = paths(t.path());
         // No data: nothing to force from.
         let force = RecoverCommand::ForceNewCluster(node_args("a"));
-        assert!(plan(&force, "a", "a", &p).is_err());
+        assert!(plan(&force, "a", "a", &p, &etcd()).is_err());
         // Only on the node whose data is kept.
-        assert!(plan(&force, "b", "a", &p).is_err());
+        assert!(plan(&force, "b", "a", &p, &etcd()).is_err());
         std::fs::create_dir_all(p.member_dir().join("snap")).unwrap();
         std::fs::write(p.member_dir().join("snap/db"), b"x").unwrap();
-        let pl = plan(&force, "a", "a", &p).unwrap();
+        p.update_state(|s| {
+            s.cluster_id = Some(1);
+            s.member_id = Some(2);
+        })
+        .unwrap();
+        let pl = plan(&force, "a", "a", &p, &etcd()).unwrap();
         apply(&pl.action, &p).unwrap();
         assert_eq!(p.in_sync(), Some(p.boot_id().unwrap()));
         // keep-data-of self raises the epoch.
         let keep = RecoverCommand::KeepDataOf(node_args("a"));
-        let pl = plan(&keep, "a", "a", &p).unwrap();
+        let pl = plan(&keep, "a", "a", &p, &etcd()).unwrap();
         apply(&pl.action, &p).unwrap();
         assert_eq!(p.read_state().unwrap().epoch, 1);
         // keep-data-of the peer archives ours (never deletes) ...
-        let pl = plan(&keep, "b", "a", &p).unwrap();
+        let pl = plan(&keep, "b", "a", &p, &etcd()).unwrap();
         assert!(pl.needs_etcd_stopped);
         apply(&pl.action, &p).unwrap();
         assert!(!p.has_data());
@@ -354,9 +705,90 @@ mod tests {
             node: node_args("a"),
             archive: None,
         });
-        let pl = plan(&restore, "a", "a", &p).unwrap();
+        let pl = plan(&restore, "a", "a", &p, &etcd()).unwrap();
         apply(&pl.action, &p).unwrap();
         assert_eq!(std::fs::read(p.member_dir().join("snap/db")).unwrap(), b"x");
         assert_eq!(p.read_state().unwrap().epoch, 1);
+    }
+
+    /// A file that passes the snapshot check: a bbolt magic and the SHA-256
+    /// trailer etcd appends.
+    fn fake_snapshot(p: &Path) {
+        use sha2::Digest;
+        let mut db = vec![0u8; 4096];
+        db[16..20].copy_from_slice(&0xED0C_DAEDu32.to_le_bytes());
+        let sum = sha2::Sha256::digest(&db);
+        db.extend_from_slice(&sum);
+        std::fs::write(p, db).unwrap();
+    }
+
+    #[test]
+    fn restore_snapshot_plans_above_every_known_epoch_and_refuses_existing_data() {
+        let t = tempfile::tempdir().unwrap();
+        let p = paths(t.path());
+        let snap = t.path().join("s.db");
+        let bin = t.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let tool = bin.join("etcdctl");
+        std::fs::write(&tool, "#!/bin/sh\nexit 1\n").unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let local = LocalEtcd {
+            binary: bin.join("etcd"),
+            peer_urls: vec!["http://127.0.0.1:2380".into()],
+        };
+        let what = RecoverCommand::RestoreSnapshot(RestoreSnapshotArgs {
+            node: node_args("a"),
+            snapshot: snap.clone(),
+        });
+        // Only the node itself restores.
+        assert!(plan(&what, "b", "a", &p, &local).is_err());
+        // A file that is not a verified snapshot is refused before anything.
+        std::fs::write(&snap, b"not a snapshot").unwrap();
+        let e = plan(&what, "a", "a", &p, &local).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("not a sound etcd snapshot"),
+            "{e:#}"
+        );
+        fake_snapshot(&snap);
+        // Existing data is never touched.
+        std::fs::create_dir_all(p.member_dir().join("snap")).unwrap();
+        std::fs::write(p.member_dir().join("snap/db"), b"x").unwrap();
+        p.update_state(|s| s.epoch = 4).unwrap();
+        let e = plan(&what, "a", "a", &p, &local).unwrap_err();
+        assert!(e.to_string().contains("already has data in"), "{e}");
+        assert!(e.to_string().contains("archive it first"), "{e}");
+        // Archived (its epoch 4 goes with it), then a state file at 2: the
+        // plan goes above both.
+        p.archive("test", 1).unwrap();
+        p.update_state(|s| s.epoch = 2).unwrap();
+        let pl = plan(&what, "a", "a", &p, &local).unwrap();
+        assert!(pl.needs_etcd_stopped);
+        let RecoverAction::RestoreSnapshot(r) = &pl.action else {
+            panic!("{:?}", pl.action)
+        };
+        assert_eq!(r.epoch, 5);
+        assert_eq!(r.tool, RestoreTool::Etcdctl(tool.clone()));
+        assert_eq!(r.name, "a");
+        let other = match plan(&what, "a", "a", &p, &local).unwrap().action {
+            RecoverAction::RestoreSnapshot(o) => o.token,
+            a => panic!("{a:?}"),
+        };
+        assert_ne!(r.token, other, "every restore gets a fresh token");
+        // A failing tool leaves the data directory without data and the
+        // state file as it was.
+        let e = apply(&pl.action, &p).unwrap_err();
+        assert!(e.to_string().contains("snapshot restore failed"), "{e}");
+        assert!(!p.has_data());
+        assert_eq!(p.read_state().unwrap().epoch, 2);
+    }
+
+    #[test]
+    fn ids_from_the_restore_log() {
+        let log = r#"{"level":"info","msg":"restoring snapshot","path":"s.db"}
+{"level":"info","msg":"added member","cluster-id":"7f2d1c7a3b3e9f10","local-member-id":"0","added-peer-id":"8e9e05c52164694d","added-peer-peer-urls":["http://127.0.0.1:2380"]}"#;
+        assert_eq!(logged_id(log, "cluster-id"), Some(0x7f2d_1c7a_3b3e_9f10));
+        assert_eq!(logged_id(log, "added-peer-id"), Some(0x8e9e_05c5_2164_694d));
+        assert_eq!(logged_id(log, "local-member-id"), None, "zero is no id");
+        assert_eq!(logged_id("no json here", "cluster-id"), None);
     }
 }

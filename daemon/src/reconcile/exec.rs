@@ -11,7 +11,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use warden_failover::{
-    Claim, Facts, StartMode as Mode, Step, Topology, decide::expected_record, peer_down_proof,
+    Claim, Facts, StartMode as Mode, Step, Topology,
+    decide::{bootstrap_token, expected_record, peer_holds_no_data},
+    peer_down_proof,
 };
 
 use super::local::LocalPaths;
@@ -134,13 +136,25 @@ pub fn force_allowed(facts: &Facts) -> Result<PeerDown, String> {
     if facts.topology != Topology::TwoNode {
         return Err("the topology is not two-node: a new cluster is never forced".into());
     }
-    if !facts.in_sync_this_boot() {
-        return Err("this node does not hold the in-sync marker of this boot".into());
-    }
     let mut proofs = Vec::new();
     for peer in facts.others() {
         match peer_down_proof(facts, peer) {
-            Some(p) => proofs.push((peer.name.clone(), format!("{p:?}"))),
+            Some(p) if facts.in_sync_this_boot() => {
+                proofs.push((peer.name.clone(), format!("{p:?}")))
+            }
+            Some(_) => {
+                return Err("this node does not hold the in-sync marker of this boot".into());
+            }
+            // Online, but its daemon says its data is gone and names no
+            // newer epoch: no other member runs (completeness still needs
+            // the marker, as for any force).
+            None if peer_holds_no_data(facts, peer) && !facts.in_sync_this_boot() => {
+                return Err("this node does not hold the in-sync marker of this boot".into());
+            }
+            None if peer_holds_no_data(facts, peer) => proofs.push((
+                peer.name.clone(),
+                "online without data (its state file names no newer epoch)".into(),
+            )),
             None => {
                 return Err(format!(
                     "Pacemaker has not confirmed that {} is down",
@@ -156,9 +170,9 @@ pub fn force_allowed(facts: &Facts) -> Result<PeerDown, String> {
     Ok(PeerDown { node, evidence })
 }
 
-/// How long an HA restart from existing data waits for etcd to answer
-/// before the step is left to the next round (see `StartEtcd`).
-const HA_RESTART_ANSWER: Duration = Duration::from_secs(5);
+/// How long a restart from existing data waits for etcd to answer before
+/// the step is left to the next round (see `StartEtcd`).
+const RESTART_ANSWER: Duration = Duration::from_secs(5);
 
 /// How long one membership step may keep retrying through etcd's
 /// "unhealthy cluster" window after a restart.
@@ -288,11 +302,31 @@ async fn one<O: EtcdOps, P: Pacemaker, L: LeaveLock>(
                         "rule 3: a bootstrap would start over existing data",
                     ));
                 }
+                Mode::New => {
+                    // Read again here, not from the facts: a bootstrap over a
+                    // history replaces data that existed with an empty
+                    // cluster.
+                    let st = env.local.read_state().map_err(local)?;
+                    if st.had_cluster() {
+                        return Err(unsafe_(&format!(
+                            "the state file {} says this node's data was part of cluster {} (epoch {}): a bootstrap would replace it with an empty cluster",
+                            env.local.state_file.display(),
+                            st.cluster_id.map_or("?".into(), |c| format!("{c:x}")),
+                            st.epoch
+                        )));
+                    }
+                    let token = bootstrap_token(facts);
+                    env.local
+                        .update_state(|st| st.bootstrap_token = Some(token.clone()))
+                        .map_err(local)?;
+                    tracing::warn!(%token, "bootstrapping a new etcd cluster with a fresh cluster token");
+                    StartMode::Bootstrap { token }
+                }
                 Mode::Join { .. } if has => {
                     return Err(unsafe_("rule 3: a join would start over existing data"));
                 }
                 Mode::Existing if !has => return Err(unsafe_("no data to restart from")),
-                Mode::New | Mode::Existing => StartMode::Normal,
+                Mode::Existing => StartMode::Normal,
                 Mode::Join { epoch } => {
                     let cluster = facts
                         .cluster
@@ -313,6 +347,9 @@ async fn one<O: EtcdOps, P: Pacemaker, L: LeaveLock>(
                     env.local
                         .update_state(|st| {
                             st.epoch = *epoch;
+                            st.pending_epoch = None;
+                            st.bootstrap_token = None;
+                            st.joining = true;
                             st.departed = false;
                             st.formed = false;
                             st.cluster_id = Some(cluster.cluster_id);
@@ -324,13 +361,14 @@ async fn one<O: EtcdOps, P: Pacemaker, L: LeaveLock>(
                     }
                 }
             };
-            // In HA mode a member restarted while the majority is down
-            // answers nothing until the majority is back (it may be waiting
-            // for the very start Pacemaker holds back while this one is in
-            // flight): wait only briefly; the next round decides on
-            // "running, no quorum" instead.
-            let wait = if facts.topology == Topology::Ha && matches!(mode, Mode::Existing) {
-                left.min(HA_RESTART_ANSWER)
+            // A member restarted while the majority is down answers nothing
+            // until the majority is back (in HA mode it may wait for the
+            // very start Pacemaker holds back while this one is in flight;
+            // in a two-node pair after a total outage, for a peer whose data
+            // is gone and that will never start a member): wait only
+            // briefly; the next round decides on "running, no quorum".
+            let wait = if matches!(mode, Mode::Existing) {
+                left.min(RESTART_ANSWER)
             } else {
                 left
             };
@@ -346,11 +384,12 @@ async fn one<O: EtcdOps, P: Pacemaker, L: LeaveLock>(
             if !env.local.has_data() {
                 return Err(unsafe_("no local data to force a cluster from"));
             }
-            // The epoch is on disk before the force (fsync), so that a crash
-            // in between leaves a node that knows its new lineage.
+            // The epoch is an intent until the live member list shows this
+            // node alone (see `StateFile::pending_epoch`): a power loss before
+            // the restart leaves the old lineage, which is still the truth.
             env.local
                 .update_state(|st| {
-                    st.epoch = *epoch;
+                    st.pending_epoch = Some(*epoch);
                     st.departed = false;
                 })
                 .map_err(local)?;
@@ -542,7 +581,7 @@ client_urls = ["http://127.0.0.1:22379"]
             _d: Duration,
         ) -> Result<u32, OpsError> {
             if let Some(s) = &self.state {
-                *self.epoch_at_force.lock().unwrap() = Some(s.read_state().unwrap().epoch);
+                *self.epoch_at_force.lock().unwrap() = s.read_state().unwrap().pending_epoch;
             }
             self.log(format!("force {}", p.node));
             Ok(1)
@@ -696,6 +735,36 @@ client_urls = ["http://127.0.0.1:22379"]
     }
 
     #[tokio::test]
+    async fn never_bootstraps_over_a_state_file_that_names_a_cluster() {
+        let t = tempfile::tempdir().unwrap();
+        let p = paths(t.path());
+        p.update_state(|s| {
+            s.formed = true;
+            s.cluster_id = Some(0x1c3e);
+            s.member_id = Some(7);
+        })
+        .unwrap();
+        let fake = Fake::default();
+        let mut f = facts(true);
+        f.data.exists = false;
+        let r = run(&fake, &p, &f, &[Step::StartEtcd { mode: Mode::New }]).await;
+        let why = r.failed.expect("refused").1;
+        assert!(
+            why.contains("1c3e") && why.contains("empty cluster"),
+            "{why}"
+        );
+        assert!(fake.calls().is_empty());
+        // Without a history, a bootstrap gets the fresh token, recorded first.
+        let t2 = tempfile::tempdir().unwrap();
+        let p2 = paths(t2.path());
+        let r = run(&fake, &p2, &f, &[Step::StartEtcd { mode: Mode::New }]).await;
+        assert!(r.failed.is_none(), "{:?}", r.failed);
+        let token = p2.read_state().unwrap().bootstrap_token.expect("recorded");
+        assert_eq!(token, warden_failover::decide::bootstrap_token(&f));
+        assert!(token.starts_with("etcd-warden:"), "{token}");
+    }
+
+    #[tokio::test]
     async fn force_needs_pacemakers_proof_even_if_decided() {
         let t = tempfile::tempdir().unwrap();
         let p = with_data(t.path());
@@ -744,7 +813,10 @@ client_urls = ["http://127.0.0.1:22379"]
         .await;
         assert!(r.failed.is_none(), "{:?}", r.failed);
         assert_eq!(fake.calls(), vec!["force b"]);
+        // On disk before the restart, as an intent: the epoch itself changes
+        // only once the live member list shows this node alone.
         assert_eq!(*fake.epoch_at_force.lock().unwrap(), Some(4));
+        assert_eq!(p.read_state().unwrap().epoch, 0);
     }
 
     #[tokio::test]
@@ -760,6 +832,11 @@ client_urls = ["http://127.0.0.1:22379"]
             Step::ClearInSync,
             Step::StopEtcd,
         ];
+        p.update_state(|s| {
+            s.cluster_id = Some(2);
+            s.member_id = Some(1);
+        })
+        .unwrap();
         p.mark_in_sync("boot-a").unwrap();
         let r = run(&fake, &p, &facts(true), &steps).await;
         assert_eq!(r.done, vec![]);

@@ -249,9 +249,33 @@ pub async fn gather<P: Pacemaker>(
         // fact to decide on (running, no leader, no quorum), not a reason
         // to decide nothing: the decision then reports it degraded and
         // waits, and a start does not hold Pacemaker up.
-        Err(GatherError::Etcd(e)) if s.topology == crate::config::Topology::Ha => {
+        //
+        // The same holds for a two-node member restarted after a total
+        // outage while its peer runs no member (its data is gone): the
+        // membership the data last had (from the state file) is what the
+        // decision needs to see that the peer's vote is missing, and that
+        // the peer holds nothing this node lacks.
+        Err(GatherError::Etcd(e)) => {
             tracing::debug!(error = %e, "etcd runs but does not answer yet");
             let st = paths.read_state()?;
+            let members = match s.topology {
+                crate::config::Topology::Ha => Vec::new(),
+                crate::config::Topology::TwoNode => st
+                    .voters
+                    .iter()
+                    .map(|n| MemberInfo {
+                        id: if *n == s.node_name {
+                            st.member_id.unwrap_or_default()
+                        } else {
+                            0
+                        },
+                        name: String::new(),
+                        node: n.clone(),
+                        is_learner: false,
+                        in_sync: false,
+                    })
+                    .collect(),
+            };
             EtcdView::Running(LiveFacts {
                 member_id: st.member_id.unwrap_or_default(),
                 cluster_id: st.cluster_id.unwrap_or_default(),
@@ -259,7 +283,7 @@ pub async fn gather<P: Pacemaker>(
                 has_leader: false,
                 is_leader: false,
                 linearizable_ok: false,
-                members: Vec::new(),
+                members,
                 leave_lock: None,
                 position: RaftPosition::default(),
             })
@@ -294,15 +318,36 @@ pub async fn gather<P: Pacemaker>(
         && !l.is_learner
     {
         let voters: Vec<String> = l.voters().map(|m| m.node.clone()).collect();
+        let alone = voters.len() == 1 && voters[0] == s.node_name;
         paths.update_state(|st| {
             st.formed = true;
+            st.bootstrap_token = None;
             st.cluster_id = Some(l.cluster_id);
             st.member_id = Some(l.member_id);
+            // A forced restart is done once this member is the only voter:
+            // its epoch becomes the data's lineage. A quorate membership
+            // with the peer still in it means the force never happened.
+            if let Some(e) = st.pending_epoch.take()
+                && alone
+            {
+                st.epoch = st.epoch.max(e);
+            }
             st.voters = voters;
         })?;
     }
+    if matches!(etcd, EtcdView::Running(_)) {
+        // The joined member runs: its data is there from now on.
+        paths.update_state(|st| st.joining = false)?;
+    } else if paths.in_sync_marker().is_some_and(|m| !m.operator) {
+        // etcd exited: from then on the peer may have gone on without this
+        // member, so its data is no longer known complete.
+        paths.clear_in_sync()?;
+    }
     let state = paths.read_state()?;
     let data = LocalData {
+        joining: state.joining,
+        member_dir: paths.member_dir().display().to_string(),
+        bootstrap_token: state.bootstrap_token.clone(),
         exists: paths.has_data(),
         formed: state.formed,
         epoch: state.epoch,

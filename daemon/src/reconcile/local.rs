@@ -66,6 +66,29 @@ pub struct StateFile {
     /// The voters last seen live (node names).
     #[serde(default)]
     pub voters: Vec<String>,
+    /// The `initial-cluster-token` this node bootstrapped its data with,
+    /// kept until that data forms a cluster (a peer completing the
+    /// bootstrap needs the same token).
+    #[serde(default)]
+    pub bootstrap_token: Option<String>,
+    /// The epoch of a forced restart decided but not yet seen done. It
+    /// becomes the epoch only once the live member list shows this node
+    /// alone: a power loss between the decision and the restart must not
+    /// leave a node claiming a new lineage its data never got, which would
+    /// make the peer archive the data the pair still needs.
+    #[serde(default)]
+    pub pending_epoch: Option<u64>,
+    /// A join started and its etcd has not been seen running yet: the
+    /// member id is the learner being joined, not data that went missing.
+    #[serde(default)]
+    pub joining: bool,
+}
+
+impl StateFile {
+    /// Whether this state says the data was part of a cluster.
+    pub fn had_cluster(&self) -> bool {
+        self.formed || self.epoch > 0 || self.cluster_id.is_some() || self.member_id.is_some()
+    }
 }
 
 /// Write `data` to `path` atomically and durably.
@@ -157,17 +180,58 @@ impl LocalPaths {
         self.run_dir.join("in-sync")
     }
 
-    /// The in-sync marker's boot id, if set.
-    pub fn in_sync(&self) -> Option<String> {
-        std::fs::read_to_string(self.in_sync_path())
+    /// The in-sync marker as written, if one parses.
+    pub fn in_sync_marker(&self) -> Option<InSyncMarker> {
+        std::fs::read(self.in_sync_path())
             .ok()
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
+            .and_then(|b| serde_json::from_slice(&b).ok())
     }
 
-    /// Set the in-sync marker for `boot_id`.
+    /// The in-sync marker's boot id, if a marker is set and still describes
+    /// the data: the same cluster, member and epoch as the state file now
+    /// names. A marker of other data (archived, rejoined, forced since) or
+    /// in an older format is no proof, and reads as none.
+    pub fn in_sync(&self) -> Option<String> {
+        let m = self.in_sync_marker()?;
+        let st = self.read_state().ok()?;
+        (st.cluster_id == Some(m.cluster_id)
+            && st.member_id == Some(m.member_id)
+            && st.epoch == m.epoch
+            && !m.boot_id.is_empty())
+        .then_some(m.boot_id)
+    }
+
+    /// Set the in-sync marker for `boot_id`, tied to the cluster, member and
+    /// epoch the state file names (written from the live view just before).
     pub fn mark_in_sync(&self, boot_id: &str) -> Result<(), LocalError> {
-        write_durably(&self.in_sync_path(), boot_id.as_bytes())
+        self.write_in_sync(boot_id, false)
+    }
+
+    /// Set the in-sync marker on an operator's word (`recover
+    /// force-new-cluster`): it outlives a stopped etcd, since it is set
+    /// exactly while etcd does not run.
+    pub fn mark_in_sync_by_operator(&self, boot_id: &str) -> Result<(), LocalError> {
+        self.write_in_sync(boot_id, true)
+    }
+
+    fn write_in_sync(&self, boot_id: &str, operator: bool) -> Result<(), LocalError> {
+        let st = self.read_state()?;
+        let (Some(cluster_id), Some(member_id)) = (st.cluster_id, st.member_id) else {
+            return Err(LocalError::Corrupt {
+                path: self.state_file.clone(),
+                message: "names no cluster or member id: nothing for an in-sync marker to describe"
+                    .into(),
+            });
+        };
+        let m = InSyncMarker {
+            boot_id: boot_id.to_string(),
+            cluster_id,
+            member_id,
+            epoch: st.epoch,
+            operator,
+        };
+        let data = serde_json::to_vec(&m).unwrap_or_default();
+        write_durably(&self.in_sync_path(), &data)
     }
 
     /// Clear the in-sync marker (it is a marker, not data).
@@ -345,6 +409,24 @@ impl LocalPaths {
         self.write_state(&StateFile::default())?;
         Ok(dest)
     }
+}
+
+/// The in-sync marker: this boot's member was a voter with quorum and etcd
+/// has run since, so its data holds every acknowledged write. It names the
+/// data it describes, so that it proves nothing about other data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InSyncMarker {
+    /// The boot it was set in.
+    pub boot_id: String,
+    /// The cluster of the data.
+    pub cluster_id: u64,
+    /// The member of the data.
+    pub member_id: u64,
+    /// The epoch of the data.
+    pub epoch: u64,
+    /// Set by an operator, not from the live view.
+    #[serde(default)]
+    pub operator: bool,
 }
 
 /// One archive, as `/status` and `etcd-warden status` show it.
@@ -621,8 +703,27 @@ mod tests {
         let b = p.boot_id().unwrap();
         assert_eq!(p.boot_id().unwrap(), b);
         assert_eq!(p.in_sync(), None);
+        // Nothing to describe yet: no marker.
+        assert!(p.mark_in_sync(&b).is_err());
+        p.update_state(|s| {
+            s.cluster_id = Some(7);
+            s.member_id = Some(9);
+            s.epoch = 2;
+        })
+        .unwrap();
         p.mark_in_sync(&b).unwrap();
         assert_eq!(p.in_sync().as_deref(), Some(b.as_str()));
+        // Other data (a force raised the epoch, a rejoin changed the member)
+        // is not described by it.
+        p.update_state(|s| s.epoch = 3).unwrap();
+        assert_eq!(p.in_sync(), None);
+        p.update_state(|s| s.epoch = 2).unwrap();
+        assert_eq!(p.in_sync().as_deref(), Some(b.as_str()));
+        p.update_state(|s| s.member_id = Some(10)).unwrap();
+        assert_eq!(p.in_sync(), None);
+        // An older plain-text marker proves nothing.
+        std::fs::write(p.run_dir.join("in-sync"), b.as_bytes()).unwrap();
+        assert_eq!(p.in_sync(), None);
         p.clear_in_sync().unwrap();
         p.clear_in_sync().unwrap();
         assert_eq!(p.in_sync(), None);

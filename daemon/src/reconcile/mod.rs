@@ -263,7 +263,7 @@ impl Reconciler {
                 &self.pcmk,
                 &self.paths,
                 trigger.clone(),
-                notify,
+                notify.clone(),
                 alerts,
                 left.min(probe),
             )
@@ -278,6 +278,43 @@ impl Reconciler {
                 self.note(&trigger, &d, None, &facts);
                 return Ok(d);
             }
+            // A forced restart acts on facts gathered again just before it,
+            // and only if they lead to the very same force: anything it
+            // depends on (the peer's state, a fence, a claim, the marker)
+            // may have changed while the first gathering was decided on.
+            let (facts, d) = match forced_epoch(&d) {
+                None => (facts, d),
+                Some(epoch) => {
+                    let left = deadline.saturating_sub(started.elapsed());
+                    let alerts = self
+                        .alerts
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .clone();
+                    let fresh = match gather::gather(
+                        core,
+                        &self.pcmk,
+                        &self.paths,
+                        trigger.clone(),
+                        notify,
+                        alerts,
+                        left.min(probe),
+                    )
+                    .await
+                    {
+                        Ok(f) => f,
+                        Err(e) => return last.ok_or_else(|| e.to_string()),
+                    };
+                    let again = decide(&fresh);
+                    if forced_epoch(&again) != Some(epoch) {
+                        tracing::warn!(epoch, steps = ?again.steps, "the facts changed just before the forced restart: not forcing");
+                        self.note(&trigger, &again, None, &fresh);
+                        last = Some(again);
+                        continue;
+                    }
+                    (fresh, again)
+                }
+            };
             // How long the facts took is the survivor's overhead between a
             // fence and its forced restart: worth seeing in every action log.
             tracing::info!(?trigger, steps = ?d.steps, gathered_ms = gathering.elapsed().as_millis() as u64, "carrying out");
@@ -429,6 +466,14 @@ impl Reconciler {
             tokio::time::sleep(Duration::from_millis(250).min(left)).await;
         }
     }
+}
+
+/// The epoch of the forced restart a decision carries, if any.
+fn forced_epoch(d: &Decision) -> Option<u64> {
+    d.steps.iter().find_map(|s| match s {
+        Step::ForceNewCluster { epoch } => Some(*epoch),
+        _ => None,
+    })
 }
 
 /// The outcome a finished start or stop reports. A start that leaves etcd

@@ -43,9 +43,10 @@ const ADOPTED_POLL: Duration = Duration::from_millis(100);
 /// started (bootstrap, join, forced new cluster), not on what it is: they
 /// may differ between a running etcd and a fresh rendering without making it
 /// another etcd.
-const START_MODE_KEYS: [&str; 3] = [
+const START_MODE_KEYS: [&str; 4] = [
     "initial-cluster",
     "initial-cluster-state",
+    "initial-cluster-token",
     "force-new-cluster",
 ];
 

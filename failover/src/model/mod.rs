@@ -73,6 +73,10 @@ pub struct Config {
     /// that the same machine, with the same peer URL, must be replaced in
     /// the membership.
     pub disk_swap: bool,
+    /// Two-node: a `CrashLosingMemberDir` event is a power loss after which
+    /// the node's member directory is gone (a data volume not mounted at
+    /// boot, a replaced disk) while its state file, kept elsewhere, stays.
+    pub lose_member_dir: bool,
     /// Starting point.
     pub initial: Initial,
     /// At most this many fault events (crash, partition, etcd crash, daemon
@@ -102,6 +106,7 @@ impl Config {
             nodes: 2,
             spare: false,
             disk_swap: false,
+            lose_member_dir: false,
             initial: Initial::Healthy,
             max_faults: 2,
             max_writes: 1,
@@ -119,6 +124,7 @@ impl Config {
             nodes: 3,
             spare: false,
             disk_swap: false,
+            lose_member_dir: false,
             initial: Initial::Healthy,
             max_faults: 1,
             max_writes: 1,
@@ -197,6 +203,21 @@ pub struct Rec {
     pub departed: bool,
     /// Archives.
     pub archives: u8,
+    /// The state file names a cluster although the data is gone.
+    pub lost: bool,
+    /// The member id of that lost data.
+    pub lost_member: Option<u8>,
+}
+
+/// What the state file still says of a member directory that went missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Lost {
+    /// Lineage.
+    pub epoch: u8,
+    /// Member id.
+    pub member: u8,
+    /// Formed a quorate cluster once.
+    pub formed: bool,
 }
 
 /// A claim, as the model keeps it.
@@ -265,6 +286,8 @@ pub struct Node {
     pub data: Option<Data>,
     /// Archived data directories.
     pub archives: u8,
+    /// The state file of a member directory that went missing.
+    pub lost: Option<Lost>,
     /// The in-sync marker (reboot-scoped).
     pub in_sync: bool,
     /// Own claim attribute.
@@ -351,7 +374,7 @@ impl std::fmt::Debug for State {
             };
             writeln!(
                 f,
-                "  {}: power={} boot={} pcmk={} quorate={} target={} started={} stopped_at={:?} etcd={} in_sync={} claim={:?} archives={} seen={:?} pending={:?}\n      {data}",
+                "  {}: power={} boot={} pcmk={} quorate={} target={} started={} stopped_at={:?} etcd={} in_sync={} claim={:?} archives={} lost={:?} seen={:?} pending={:?}\n      {data}",
                 name(i),
                 n.power,
                 n.boot,
@@ -364,6 +387,7 @@ impl std::fmt::Debug for State {
                 n.in_sync,
                 n.claim.map(|c| (c.epoch, c.at)),
                 n.archives,
+                n.lost,
                 n.seen,
                 n.pending,
             )?;
@@ -411,6 +435,10 @@ pub enum Event {
     /// HA only: the node loses power and its disk is swapped for an empty
     /// one; the old data is kept aside as an archive (fault).
     SwapDisk(usize),
+    /// Two-node: power loss of a node whose member directory is then gone
+    /// when it boots (its data volume is not mounted, or its disk was
+    /// replaced), while its state file, kept elsewhere, stays (one fault).
+    CrashLosingMemberDir(usize),
 }
 
 /// The two-node / HA model.
@@ -462,6 +490,7 @@ impl EtcdModel {
             etcd: false,
             data: None,
             archives: 0,
+            lost: None,
             in_sync: false,
             claim: None,
             record: None,
@@ -540,10 +569,23 @@ impl EtcdModel {
         Rec {
             boot: node.boot,
             has_data: node.data.is_some(),
-            formed: node.data.as_ref().is_some_and(|d| d.formed),
-            epoch: node.data.as_ref().map_or(0, |d| d.epoch),
+            formed: node.data.as_ref().is_some_and(|d| d.formed)
+                || node.lost.is_some_and(|l| l.formed),
+            epoch: node
+                .data
+                .as_ref()
+                .map(|d| d.epoch)
+                .or(node.lost.map(|l| l.epoch))
+                .unwrap_or(0),
             departed: node.data.as_ref().is_some_and(|d| d.departed),
             archives: node.archives,
+            lost: node.data.is_none() && node.lost.is_some(),
+            lost_member: node
+                .data
+                .is_none()
+                .then_some(node.lost)
+                .flatten()
+                .map(|l| l.member),
         }
     }
 
@@ -739,9 +781,19 @@ impl EtcdModel {
                 })
         };
         let data = match &me.data {
-            None => LocalData {
-                archives: u32::from(me.archives),
-                ..LocalData::default()
+            None => match me.lost {
+                None => LocalData {
+                    archives: u32::from(me.archives),
+                    ..LocalData::default()
+                },
+                Some(l) => LocalData {
+                    formed: l.formed,
+                    epoch: u64::from(l.epoch),
+                    cluster_id: Some(CLUSTER_ID),
+                    member_id: Some(ID_BASE + u64::from(l.member)),
+                    archives: u32::from(me.archives),
+                    ..LocalData::default()
+                },
             },
             Some(d) => LocalData {
                 exists: true,
@@ -761,6 +813,9 @@ impl EtcdModel {
                 }),
                 departed: d.departed,
                 archives: u32::from(me.archives),
+                member_dir: String::new(),
+                bootstrap_token: None,
+                joining: false,
             },
         };
         Facts {
@@ -892,6 +947,7 @@ impl EtcdModel {
                                 learner: false,
                             })
                             .collect();
+                        s.nodes[x].lost = None;
                         s.nodes[x].data = Some(Data {
                             epoch: 0,
                             member: x as u8 + 1,
@@ -937,6 +993,7 @@ impl EtcdModel {
                                 format!("{} joined over its data without archiving it", name(x)),
                             ));
                         }
+                        s.nodes[x].lost = None;
                         s.nodes[x].data = Some(Data {
                             epoch: dl.epoch,
                             member: entry.id,
@@ -1131,11 +1188,13 @@ impl EtcdModel {
         let boot = s.nodes[y].boot;
         let data = s.nodes[y].data.take();
         let archives = s.nodes[y].archives;
+        let lost = s.nodes[y].lost;
         let mut node = self.fresh_node(boot);
         node.power = false;
         node.pcmk = false;
         node.data = data;
         node.archives = archives;
+        node.lost = lost;
         s.nodes[y] = node;
         // Pacemaker purges the transient attributes of a node that is gone.
         for other in s.nodes.iter_mut() {
@@ -1203,9 +1262,11 @@ impl EtcdModel {
                 let boot = s.nodes[y].boot.saturating_add(1);
                 let data = s.nodes[y].data.take();
                 let archives = s.nodes[y].archives;
+                let lost = s.nodes[y].lost;
                 let mut node = self.fresh_node(boot);
                 node.data = data;
                 node.archives = archives;
+                node.lost = lost;
                 s.nodes[y] = node;
                 for x in 0..n {
                     if x != y && s.nodes[x].pcmk && connected(&s, x, y) {
@@ -1241,6 +1302,18 @@ impl EtcdModel {
                 if node.data.take().is_some() {
                     node.archives = node.archives.saturating_add(1);
                 }
+            }
+            Event::CrashLosingMemberDir(y) => {
+                s.faults += 1;
+                self.lose(&mut s, y);
+                self.power_off(&mut s, y);
+                let node = &mut s.nodes[y];
+                let d = node.data.take()?;
+                node.lost = Some(Lost {
+                    epoch: d.epoch,
+                    member: d.member,
+                    formed: d.formed,
+                });
             }
             Event::DaemonRestart(y) => {
                 s.faults += 1;
@@ -1346,6 +1419,13 @@ impl EtcdModel {
                 }
                 if !node.target && node.stopped_at.is_some() && !node.etcd {
                     out.push(Event::Shutdown(x));
+                }
+                if can_fault
+                    && self.config.lose_member_dir
+                    && self.config.topology == Topology::TwoNode
+                    && node.data.is_some()
+                {
+                    out.push(Event::CrashLosingMemberDir(x));
                 }
                 if can_fault {
                     out.push(Event::Crash(x));
@@ -1482,7 +1562,11 @@ impl EtcdModel {
                 .as_ref()
                 .is_some_and(|d| !d.removed && is_voter(d, x))
         });
-        if ever && !voter {
+        // A member directory that went missing (a fault, not a decision)
+        // still exists for this rule: its volume or a snapshot holds it,
+        // and only an operator can bring it back.
+        let missing = s.nodes.iter().any(|n| n.lost.is_some());
+        if ever && !voter && !missing {
             out.push(Violation {
                 rule: "rule 5",
                 detail: "no node holds a voting member any more".into(),
@@ -1796,9 +1880,11 @@ fn to_record(y: usize, r: &Rec) -> DataRecord {
         has_data: r.has_data,
         formed: r.formed,
         epoch: u64::from(r.epoch),
-        cluster_id: r.has_data.then_some(CLUSTER_ID),
+        cluster_id: (r.has_data || r.lost).then_some(CLUSTER_ID),
         departed: r.departed,
         archives: u32::from(r.archives),
+        bootstrap_token: None,
+        lost_member: r.lost_member.map(|m| ID_BASE + u64::from(m)),
     }
 }
 

@@ -6,6 +6,7 @@
 //!   `fence_warden_testns`; with helpers to run commands in a node, crash,
 //!   fence and power on nodes, cut the network, and wait on crm_mon.
 //! - [`crm`]: the harness's own crm_mon XML view and predicates.
+//! - [`progress`]: what the harness waits for right now, for progress output.
 //!
 //! Everything is tracked by PID and torn down on drop (also on panic); see
 //! `docs/harness.md`.
@@ -16,6 +17,7 @@ pub mod fence_agent;
 pub mod pcmk;
 pub mod ports;
 pub mod process;
+pub mod progress;
 mod teardown;
 
 pub use crm::{CrmMon, Expect};

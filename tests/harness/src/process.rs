@@ -116,11 +116,13 @@ pub fn poll<T>(
     mut probe: impl FnMut() -> std::result::Result<T, String>,
 ) -> Result<T> {
     let start = Instant::now();
+    let _stage = crate::progress::waiting_for(what);
     loop {
         let last = match probe() {
             Ok(v) => return Ok(v),
             Err(observed) => observed,
         };
+        crate::progress::observed(&last);
         if start.elapsed() >= timeout {
             bail!("timed out after {timeout:?} waiting for {what}; last observed: {last}");
         }

@@ -66,11 +66,15 @@ pub fn poll<T>(
 ) -> Result<T> {
     let deadline = Instant::now() + timeout;
     let mut last = String::from("nothing observed yet");
+    let _stage = warden_harness::progress::waiting_for(what);
     loop {
         match f() {
             Ok(Some(v)) => return Ok(v),
             Ok(None) => {}
-            Err(e) => last = format!("{e:#}"),
+            Err(e) => {
+                last = format!("{e:#}");
+                warden_harness::progress::observed(&last);
+            }
         }
         if Instant::now() > deadline {
             bail!("timed out after {timeout:?} waiting for {what}; last: {last}");
@@ -239,6 +243,26 @@ impl WardenCluster {
             .log_dir(node)
             .map(|d| std::fs::read_to_string(d.join("etcd-warden.log")).unwrap_or_default())
             .unwrap_or_default()
+    }
+
+    /// `etcd-warden ARGS… --config <node's config>` inside the node, as an
+    /// operator runs it there; fails unless it exits 0.
+    pub fn warden_cli(&self, node: &str, args: &[&str]) -> Result<String> {
+        let w = self.warden.to_str().context("warden path")?;
+        let cfg = self.config_path(node)?;
+        let cfg = cfg.to_str().context("config path")?;
+        let mut argv = vec![w];
+        argv.extend_from_slice(args);
+        argv.extend_from_slice(&["--config", cfg, "--socket", SOCKET]);
+        let out = self.c.exec(node, &argv)?;
+        ensure!(
+            out.status.success(),
+            "etcd-warden {} on {node}: {}{}",
+            args.join(" "),
+            out.stdout,
+            out.stderr
+        );
+        Ok(out.stdout)
     }
 
     /// `etcd-warden status --json` inside the node.

@@ -142,6 +142,17 @@ fn validate_all_and_notify_reach_the_daemon() {
     );
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
     assert_eq!(code(&ocf(&d, "reload", &[])), 0);
+    // A drop-in etcd itself would refuse: validate-all answers 6
+    // (not configured) naming file, line and key.
+    let dropins = d.socket().parent().unwrap().join("config.d");
+    std::fs::create_dir_all(&dropins).unwrap();
+    let bad = dropins.join("50-timing.toml");
+    std::fs::write(&bad, "[etcd]\nheartbeat_interval_ms = 500\n").unwrap();
+    let out = ocf(&d, "validate-all", &[]);
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(code(&out), 6, "{said}");
+    let want = format!("{}:2: key `etcd.heartbeat_interval_ms`", bad.display());
+    assert!(said.contains(&want), "{said}");
 }
 
 #[test]

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use nix::sys::signal::{Signal, kill};
@@ -27,32 +27,54 @@ fn profile_dir() -> Result<PathBuf> {
         .context("warden-demo has no directory")
 }
 
-fn build_demo(dir: &Path) -> Result<PathBuf> {
+/// One `cargo build` in the workspace, in the profile of `dir`, with cargo's
+/// own progress on the terminal (a first run compiles for minutes).
+fn cargo_build(dir: &Path, args: &[&str]) -> Result<()> {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(&workspace).args([
-        "build",
-        "--quiet",
-        "-p",
-        "warden-integration",
-        "--bin",
-        "failover-demo",
-        "-p",
-        "etcd-warden",
-        "-p",
-        "etcd-warden-agent",
-    ]);
+    cmd.current_dir(&workspace).arg("build").args(args);
     if dir.file_name().is_some_and(|n| n == "release") {
         cmd.arg("--release");
     }
-    let status = cmd
-        .status()
-        .context("running cargo build for failover-demo")?;
-    ensure!(status.success(), "building failover-demo failed ({status})");
-    let bin = dir.join("failover-demo");
-    ensure!(bin.exists(), "{} missing after the build", bin.display());
-    Ok(bin)
+    let t = Instant::now();
+    println!("warden-demo: cargo build {} …", args.join(" "));
+    let status = cmd.status().context("running cargo build")?;
+    ensure!(
+        status.success(),
+        "cargo build {} failed ({status})",
+        args.join(" ")
+    );
+    println!("warden-demo:   built in {:.1}s", t.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Builds the demo and the two binaries it runs, and returns the demo's
+/// path and the environment that points it at those binaries.
+///
+/// The daemon and the agent are built one package each, exactly as the
+/// integration crate's `bins` module builds them: a build of several
+/// packages at once unifies their dependencies' features differently, so
+/// the demo's own build of them would compile them again, silently, inside
+/// its first step (about a minute on a fresh machine, the bulk of a first
+/// run's cluster boot). Built here, with cargo's progress shown, and handed
+/// to the demo by path, the demo runs no cargo at all.
+fn build_demo(dir: &Path) -> Result<(PathBuf, Vec<(String, PathBuf)>)> {
+    cargo_build(dir, &["-p", "warden-integration", "--bin", "failover-demo"])?;
+    let mut env = Vec::new();
+    for (package, bin) in [
+        ("etcd-warden", "etcd-warden"),
+        ("etcd-warden-agent", "etcd-warden-agent"),
+    ] {
+        cargo_build(dir, &["-p", package, "--bin", bin])?;
+        let path = dir.join(bin);
+        ensure!(path.exists(), "{} missing after the build", path.display());
+        let var = format!("WARDEN_BIN_{}", bin.to_uppercase().replace('-', "_"));
+        env.push((var, path));
+    }
+    let demo = dir.join("failover-demo");
+    ensure!(demo.exists(), "{} missing after the build", demo.display());
+    Ok((demo, env))
 }
 
 fn run() -> Result<ExitCode> {
@@ -60,8 +82,9 @@ fn run() -> Result<ExitCode> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("signal handler")?;
     }
-    let bin = build_demo(&profile_dir()?)?;
+    let (bin, env) = build_demo(&profile_dir()?)?;
     let mut child = Command::new(&bin)
+        .envs(env)
         .spawn()
         .with_context(|| format!("starting {}", bin.display()))?;
     let pid = Pid::from_raw(i32::try_from(child.id()).context("child PID")?);

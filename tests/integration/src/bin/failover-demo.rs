@@ -6,24 +6,62 @@
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use warden_harness::{crm, process};
+use warden_harness::{crm, process, progress};
 use warden_integration::twonode::{Topology, WardenCluster};
+
+/// How often a step that is still running says what it waits for.
+const TICK: Duration = Duration::from_secs(5);
 
 struct Progress {
     t0: Instant,
     step: Instant,
+    /// The running step's label and start, for the ticker thread.
+    current: Arc<Mutex<Option<(String, Instant)>>>,
+    _ticker: progress::Ticker,
 }
 
 impl Progress {
+    fn new() -> Self {
+        let now = Instant::now();
+        let current: Arc<Mutex<Option<(String, Instant)>>> = Arc::new(Mutex::new(None));
+        let shared = current.clone();
+        // A step that takes long (the first cluster boot, a fence) prints
+        // every TICK what it is waiting for, so the demo never looks hung.
+        let ticker = progress::Ticker::start(TICK, move || {
+            let step = shared.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let (label, since) = step?;
+            let waiting = progress::current().unwrap_or_else(|| "working".into());
+            Some(format!(
+                "[{:6.1}s]   … {:.1}s into \"{label}\": {waiting}",
+                now.elapsed().as_secs_f64(),
+                since.elapsed().as_secs_f64(),
+            ))
+        });
+        Self {
+            t0: now,
+            step: now,
+            current,
+            _ticker: ticker,
+        }
+    }
+
+    fn set(&self, step: Option<(String, Instant)>) {
+        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = step;
+    }
+
     fn start(&mut self, what: &str) {
         self.step = Instant::now();
         println!("[{:6.1}s] {what} …", self.t0.elapsed().as_secs_f64());
+        let short: String = what.chars().take(60).collect();
+        self.set(Some((short, self.step)));
     }
 
     fn done(&mut self, what: &str) {
+        self.set(None);
         println!(
             "[{:6.1}s]   {what} (took {:.1}s)",
             self.t0.elapsed().as_secs_f64(),
@@ -164,8 +202,7 @@ fn main() -> ExitCode {
         eprintln!("failover-demo: {e:#}");
         return ExitCode::FAILURE;
     }
-    let now = Instant::now();
-    let mut p = Progress { t0: now, step: now };
+    let mut p = Progress::new();
     match demo(&mut p) {
         Ok(()) => {
             println!("demo finished in {:.1}s", p.t0.elapsed().as_secs_f64());

@@ -1,0 +1,291 @@
+//! The validated, typed settings the rest of the daemon reads.
+//!
+//! Nothing here parses or checks: [`super::validate`] builds a [`Settings`]
+//! only from a configuration that passed every check.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::Layout;
+
+/// The cluster's shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Topology {
+    /// Two nodes with fencing: the survivor may force a new cluster once
+    /// Pacemaker confirms the peer is fenced.
+    TwoNode,
+    /// Three or more nodes (or a single one): plain etcd quorum.
+    Ha,
+}
+
+impl Topology {
+    /// The name used in configuration and in the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Topology::TwoNode => "two-node",
+            Topology::Ha => "ha",
+        }
+    }
+}
+
+/// How etcd is supervised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    /// etcd is the daemon's child process.
+    Process,
+    /// etcd is a transient systemd unit (survives daemon restarts).
+    Systemd,
+}
+
+/// etcd's auto-compaction mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompactionMode {
+    /// Retention is a duration (`1h`, `30m`).
+    Periodic,
+    /// Retention is a number of revisions.
+    Revision,
+}
+
+/// One node of the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSettings {
+    /// The node's name (also its etcd member name).
+    pub name: String,
+    /// etcd peer URLs.
+    pub peer_urls: Vec<String>,
+    /// etcd client URLs.
+    pub client_urls: Vec<String>,
+}
+
+/// TLS files for one side (clients or peers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// Certificate.
+    pub cert_file: PathBuf,
+    /// Private key.
+    pub key_file: PathBuf,
+    /// CA bundle to verify the other side.
+    pub trusted_ca_file: PathBuf,
+    /// Whether the other side must present a certificate.
+    pub client_cert_auth: bool,
+}
+
+/// The closed set of etcd settings an operator may tune. Deliberately not a
+/// free-form flag map: flags such as `--initial-cluster-state` or
+/// `--force-new-cluster` belong to the failover logic alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdTuning {
+    /// `quota-backend-bytes`.
+    pub quota_backend_bytes: Option<u64>,
+    /// `auto-compaction-mode` and `auto-compaction-retention`.
+    pub auto_compaction: Option<(CompactionMode, String)>,
+    /// `snapshot-count`.
+    pub snapshot_count: Option<u64>,
+    /// `heartbeat-interval` in ms.
+    pub heartbeat_interval_ms: Option<u64>,
+    /// `election-timeout` in ms.
+    pub election_timeout_ms: Option<u64>,
+}
+
+/// etcd settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdSettings {
+    /// The etcd binary.
+    pub binary: PathBuf,
+    /// The data directory.
+    pub data_dir: PathBuf,
+    /// How etcd is supervised.
+    pub backend: BackendKind,
+    /// systemd unit name (systemd backend).
+    pub unit_name: String,
+    /// `initial-cluster-token`.
+    pub initial_cluster_token: String,
+    /// The tunable extras.
+    pub tuning: EtcdTuning,
+    /// TLS for clients.
+    pub client_tls: Option<TlsFiles>,
+    /// TLS for peers.
+    pub peer_tls: Option<TlsFiles>,
+}
+
+/// The local API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiSettings {
+    /// The Unix socket.
+    pub socket: PathBuf,
+    /// Group owning the socket (mode 0660).
+    pub socket_group: String,
+    /// User names allowed to talk to the socket (checked with SO_PEERCRED).
+    pub allowed_users: Vec<String>,
+    /// Localhost TCP listener for /healthz, /readyz, /metrics, /status.
+    pub http_addr: Option<SocketAddr>,
+}
+
+/// Timeouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// How often the daemon probes etcd.
+    pub probe_interval: Duration,
+    /// Deadline of one live etcd call.
+    pub probe_timeout: Duration,
+    /// How long a start may take until etcd answers.
+    pub start_timeout: Duration,
+    /// How long a graceful stop may take before SIGKILL.
+    pub stop_grace: Duration,
+    /// Delay before the daemon restarts an etcd that died (autostart only).
+    pub restart_delay: Duration,
+}
+
+/// `failover.reconcile_interval_ms` of the shipped defaults, for the
+/// reconciler's tests and fallbacks (a test checks it equals the file).
+pub const DEFAULT_RECONCILE_INTERVAL: Duration = Duration::from_secs(5);
+/// `failover.reconcile_pending_interval_ms` of the shipped defaults (a test
+/// checks it equals the file).
+pub const DEFAULT_RECONCILE_PENDING_INTERVAL: Duration = Duration::from_secs(1);
+/// etcd's own defaults, which apply when `[etcd]` does not set them.
+pub const ETCD_DEFAULT_HEARTBEAT_MS: u64 = 100;
+/// See [`ETCD_DEFAULT_HEARTBEAT_MS`].
+pub const ETCD_DEFAULT_ELECTION_MS: u64 = 1000;
+/// The longest election timeout etcd accepts (it refuses to start above
+/// it: "--election-timeout[…] is too long").
+pub const ETCD_MAX_ELECTION_MS: u64 = 50_000;
+/// The largest `quota-backend-bytes` accepted: 8 GiB, the maximum etcd 3.4
+/// and 3.5 document for normal environments (etcd warns beyond it, and
+/// snapshots and restores of a larger database take minutes).
+pub const ETCD_MAX_QUOTA_BACKEND_BYTES: u64 = 8 * 1024 * 1024 * 1024;
+/// The shortest pending interval accepted: below it the loop would spend
+/// its time asking crm_mon.
+pub(crate) const MIN_PENDING_INTERVAL_MS: u64 = 100;
+/// The longest stable interval accepted: the timer is the fallback of every
+/// pushed event, so it must come round within minutes.
+pub(crate) const MAX_RECONCILE_INTERVAL_MS: u64 = 300_000;
+
+/// The failover loop's settings (`[failover]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailoverSettings {
+    /// Where replaced member directories are archived (default
+    /// `<data_dir>.archive`). On the data directory's filesystem: archiving
+    /// is a rename, never a copy followed by a delete.
+    pub archive_dir: PathBuf,
+    /// Keep at most this many archives made by etcd-warden, removing the
+    /// oldest beyond it; 0 (the default) keeps every archive.
+    pub archive_keep: u32,
+    /// How often the loop decides while nothing is pending.
+    pub reconcile_interval: Duration,
+    /// How often it decides while a step is pending.
+    pub reconcile_pending_interval: Duration,
+    /// etcd's `election-timeout` (ms) for a start with
+    /// `--force-new-cluster` only; `None` keeps the normal value.
+    pub force_election_timeout_ms: Option<u64>,
+}
+
+impl EtcdTuning {
+    /// The heartbeat interval etcd runs with (ms): the configured one or
+    /// etcd's default.
+    pub fn heartbeat_ms(&self) -> u64 {
+        self.heartbeat_interval_ms
+            .unwrap_or(ETCD_DEFAULT_HEARTBEAT_MS)
+    }
+
+    /// The election timeout etcd runs with (ms): the configured one or
+    /// etcd's default.
+    pub fn election_ms(&self) -> u64 {
+        self.election_timeout_ms.unwrap_or(ETCD_DEFAULT_ELECTION_MS)
+    }
+}
+
+/// Shortest `report.interval_ms`: each cycle runs crm_mon, and a status
+/// that changes within a second is read from `/v1/report` instead.
+pub const MIN_REPORT_INTERVAL_MS: u64 = 1000;
+
+/// Longest `report.interval_ms` (an hour: a report older than that is
+/// stale for every reader).
+pub const MAX_REPORT_INTERVAL_MS: u64 = 3_600_000;
+
+/// The range `report.crm_mon_timeout_ms` accepts: crm_mon needs tens of
+/// milliseconds on a healthy node, and the cycle holds its slot that long.
+pub const REPORT_CRM_MON_TIMEOUT_RANGE_MS: std::ops::RangeInclusive<u64> = 100..=600_000;
+
+/// The daemon's own report writer (`[report]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportSettings {
+    /// Where the daemon writes the PacemakerCluster report; `None` (the
+    /// default) writes none. `/v1/report` still answers either way.
+    pub path: Option<PathBuf>,
+    /// How often a cycle runs.
+    pub interval: Duration,
+    /// Deadline of each command of a cycle (crm_mon, cibadmin,
+    /// corosync-cmapctl).
+    pub crm_mon_timeout: Duration,
+    /// The CIB file fence targets are read from (cibadmin is the fallback).
+    pub cib_file: PathBuf,
+    /// The Corosync configuration node addresses are read from
+    /// (corosync-cmapctl is the fallback).
+    pub corosync_conf: PathBuf,
+    /// Resource agents of etcd (`*` at the end matches a prefix).
+    pub etcd_agents: Vec<String>,
+    /// Resource agents of kubelet.
+    pub kubelet_agents: Vec<String>,
+    /// Resource agents of fence devices.
+    pub fence_agents: Vec<String>,
+    /// Member nodes the cluster should have (default: `[[nodes]]` count).
+    pub expected_nodes: usize,
+}
+
+/// Validated settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// This node's name.
+    pub node_name: String,
+    /// The topology.
+    pub topology: Topology,
+    /// Start etcd without waiting for Pacemaker (standalone, development).
+    pub autostart: bool,
+    /// All nodes, this one included.
+    pub nodes: Vec<NodeSettings>,
+    /// etcd.
+    pub etcd: EtcdSettings,
+    /// The local API.
+    pub api: ApiSettings,
+    /// Daemon state (generated etcd config, PID files).
+    pub state_dir: PathBuf,
+    /// Timeouts.
+    pub timeouts: Timeouts,
+    /// The failover loop: archives, intervals, the forced start.
+    pub failover: FailoverSettings,
+    /// The daemon's report writer.
+    pub report: ReportSettings,
+    /// The files that were read, in order (the built-in defaults are not
+    /// a file and are not listed).
+    pub sources: Vec<PathBuf>,
+    /// Where the configuration was read from, to read it again the same
+    /// way (`validate-all`).
+    pub layout: Layout,
+}
+
+impl Settings {
+    /// This node's entry in [`Settings::nodes`].
+    pub fn local_node(&self) -> &NodeSettings {
+        // Validation guarantees the entry exists; fall back to the first
+        // node rather than panicking should that ever be broken.
+        self.nodes
+            .iter()
+            .find(|n| n.name == self.node_name)
+            .unwrap_or(&self.nodes[0])
+    }
+
+    /// The URL the daemon uses to reach its local etcd.
+    pub fn local_client_url(&self) -> &str {
+        self.local_node()
+            .client_urls
+            .first()
+            .map(String::as_str)
+            .unwrap_or("http://127.0.0.1:2379")
+    }
+
+    /// Where the generated etcd configuration is written.
+    pub fn etcd_config_path(&self) -> PathBuf {
+        self.state_dir.join("etcd.conf.json")
+    }
+}

@@ -1,0 +1,132 @@
+#!/bin/bash
+# Builds a minimal Debian root file system for tests, once, and prints its path.
+#
+#   tests/images/build-image.sh SUITE [PACKAGE...]
+#
+# The root is `debootstrap --variant=minbase SUITE` plus PACKAGE... (with their
+# dependencies), cached under
+#   ${WARDEN_IMAGE_CACHE:-/var/cache/etcd-warden-test/images}/<key>
+# where <key> is a hash of the suite, the sorted package list and this
+# script's layout version. Callers treat the printed directory as read-only
+# (use an overlay or a copy of it): every test starts from the same root.
+#
+# A missing cache, a half-built one (no `.image-complete` marker) or one older
+# than WARDEN_IMAGE_MAX_AGE_DAYS (default 30: the suite's package lists and
+# security fixes move on) is rebuilt, never an error. The build happens in a
+# temporary directory beside the cache and is renamed into place when complete,
+# so an interrupted build never leaves a root that looks usable. Concurrent
+# callers for the same key wait on a lock instead of building twice.
+#
+# Packages come from the Debian mirror the host's apt uses (its first `deb`
+# line or `URIs:` field), or from DEBIAN_MIRROR when set. Inside the root,
+# /usr/sbin/policy-rc.d forbids starting services: packages installed into it
+# later (pacemaker, etcd-server) must not start daemons in a chroot.
+#
+# Progress goes to stderr; stdout carries only the path.
+set -euo pipefail
+
+# Bump when the layout of the built root changes, so old caches are rebuilt.
+LAYOUT_VERSION=1
+
+usage() {
+    echo "usage: $0 SUITE [PACKAGE...]   (e.g. $0 bookworm man-db)" >&2
+    exit 2
+}
+[ $# -ge 1 ] || usage
+suite=$1
+shift
+case $suite in
+    ''|*/*|-*) echo "build-image.sh: bad suite name '$suite'" >&2; exit 2 ;;
+esac
+
+if [ "$(id -u)" != 0 ]; then
+    echo "build-image.sh: needs root (debootstrap and chroot)" >&2
+    exit 1
+fi
+if ! command -v debootstrap >/dev/null; then
+    echo "build-image.sh: debootstrap is missing; run 'apt-get install debootstrap' (or 'make deps')" >&2
+    exit 1
+fi
+
+cache=${WARDEN_IMAGE_CACHE:-/var/cache/etcd-warden-test/images}
+max_age_days=${WARDEN_IMAGE_MAX_AGE_DAYS:-30}
+packages=$(printf '%s\n' "$@" | sed '/^$/d' | LC_ALL=C sort -u | paste -sd, -)
+key=$(printf 'layout=%s\nsuite=%s\nvariant=minbase\npackages=%s\n' \
+    "$LAYOUT_VERSION" "$suite" "$packages" | sha256sum | cut -c1-16)
+image="$cache/$key"
+marker="$image/.image-complete"
+
+log() { echo "build-image.sh: $*" >&2; }
+
+fresh() {
+    [ -f "$marker" ] || return 1
+    [ -z "$(find "$marker" -mtime "+$max_age_days" 2>/dev/null)" ]
+}
+
+host_mirror() {
+    # The first Debian (non-security) archive the host's apt is configured with.
+    local m
+    m=$(cat /etc/apt/sources.list 2>/dev/null | sed -n 's/^deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([a-z]\+:[^[:space:]]*\).*/\2/p' \
+        | grep -v security | head -1 || true)
+    if [ -z "$m" ]; then
+        m=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\).*/\1/p' \
+            | grep -v security | head -1 || true)
+    fi
+    printf '%s' "$m"
+}
+
+mkdir -p "$cache"
+exec 9>"$cache/.lock-$key"
+flock 9
+
+if fresh; then
+    log "cached: $image (suite $suite, packages: ${packages:-none})"
+    echo "$image"
+    exit 0
+fi
+
+mirror=${DEBIAN_MIRROR:-$(host_mirror)}
+if [ -z "$mirror" ]; then
+    echo "build-image.sh: no Debian mirror found in the host's apt sources; set DEBIAN_MIRROR" >&2
+    exit 1
+fi
+
+tmp=$(mktemp -d "$cache/.build-$key.XXXXXX")
+# Removed on every exit path; after the final rename it is empty.
+trap 'rm -rf --one-file-system "$tmp"' EXIT
+trap 'exit 143' TERM INT
+root="$tmp/root"
+
+start=$(date +%s)
+log "building $suite (minbase${packages:+ + $packages}) into $image; this takes a few minutes once"
+include=()
+[ -n "$packages" ] && include=(--include="$packages")
+# debootstrap's own log is long; keep it for a failure, show one line a stage.
+if ! debootstrap --variant=minbase "${include[@]}" "$suite" "$root" "$mirror" >"$tmp/debootstrap.log" 2>&1; then
+    tail -n 30 "$tmp/debootstrap.log" >&2
+    [ -f "$root/debootstrap/debootstrap.log" ] && tail -n 30 "$root/debootstrap/debootstrap.log" >&2
+    echo "build-image.sh: debootstrap $suite failed (log above)" >&2
+    exit 1
+fi
+log "debootstrap done after $(( $(date +%s) - start )) s"
+
+# No service may start inside the chroot (invoke-rc.d and deb-systemd-invoke
+# both honour policy-rc.d).
+cat > "$root/usr/sbin/policy-rc.d" <<'EOF'
+#!/bin/sh
+# Test image: never start services in a chroot.
+exit 101
+EOF
+chmod 0755 "$root/usr/sbin/policy-rc.d"
+# Downloaded packages are not kept in the image (callers may bind a cache).
+rm -f "$root"/var/cache/apt/archives/*.deb
+printf 'suite=%s\npackages=%s\nmirror=%s\nbuilt=%s\n' "$suite" "$packages" "$mirror" \
+    "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$root/.image-complete"
+
+# Replace a stale image atomically: move it aside first, then rename.
+if [ -e "$image" ]; then
+    mv "$image" "$tmp/stale"
+fi
+mv "$root" "$image"
+log "built $image in $(( $(date +%s) - start )) s"
+echo "$image"
