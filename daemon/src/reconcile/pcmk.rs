@@ -98,8 +98,8 @@ pub trait Pacemaker: Send + Sync {
 pub struct CrmTools;
 
 /// crm_attribute's "no such attribute" exit codes: CRM_EX_NOSUCH (105), and
-/// 6 from older releases. Not an error: the attribute is absent, and
-/// treating it as a failure would hide every absent marker.
+/// 6 from older releases. Not an error: the attribute is absent, an ordinary
+/// answer (most transient attributes are absent most of the time).
 const NOT_FOUND: [i32; 2] = [105, 6];
 
 async fn run(
