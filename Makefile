@@ -84,7 +84,7 @@ failover-bench: deps
 	  WARDEN_BIN_ETCD_WARDEN_AGENT=$(CURDIR)/target/release/etcd-warden-agent \
 	  $(CARGO) run --release -p warden-integration --bin failover-bench
 
-# The collect cycle against the crm_mon call alone (issue 3: at most 1.1x):
+# The collect cycle against the crm_mon call alone (the goal: at most 1.1x):
 # `etcd-warden collect` as a process and the daemon's [report] cycle in-process,
 # alternating runs, medians and ratios; COLLECT_ROUNDS / COLLECT_RUNS size it.
 # Prints its figures and the load average; docs/benchmarks.md records them by hand.

@@ -1,7 +1,7 @@
 //! What the report needs from the cluster configuration (CIB) that crm_mon
-//! does not print: which nodes each fence device can fence. The incumbent
-//! guessed the target from the device's id (`<node>_redfish`); the CIB's
-//! `pcmk_host_list` / `pcmk_host_map` say it.
+//! does not print: which nodes each fence device can fence. Guessing the
+//! target from the device's id (`<node>_redfish`) breaks on any other naming;
+//! the CIB's `pcmk_host_list` / `pcmk_host_map` say it.
 
 use std::collections::BTreeMap;
 

@@ -1,7 +1,8 @@
 //! The operator-side health check of a report: Healthy, Warning or Degraded
-//! with one finding per problem. It finds what the incumbent operator
-//! degrades on and what it misses (quorum, fencing disabled, recent failed
-//! fences and actions, a learner never promoted). Staleness is computed from
+//! with one finding per problem. It finds what OpenShift's
+//! cluster-etcd-operator degrades on and also what that check misses (quorum,
+//! fencing disabled, recent failed fences and actions, a learner never
+//! promoted). Staleness is computed from
 //! the report's own `lastUpdated`, so restarting the checker cannot hide it.
 
 use std::time::Duration;
@@ -52,7 +53,7 @@ pub struct Finding {
     /// How bad.
     pub severity: Severity,
     /// Stable machine-readable code, e.g. `NodeOffline` (never derived from
-    /// the message text, unlike the incumbent's event reasons).
+    /// the message text, so rewording a message cannot change it).
     pub code: &'static str,
     /// What is wrong, for humans.
     pub message: String,
@@ -176,7 +177,7 @@ pub fn evaluate(report: &Report, now: OffsetDateTime, th: &Thresholds) -> Evalua
         Some(_) => {}
     }
 
-    // What the incumbent checks.
+    // The conditions, the node count, the nodes and their resources.
     if status.conditions.is_empty() {
         push(
             Degraded,
@@ -281,7 +282,8 @@ pub fn evaluate(report: &Report, now: OffsetDateTime, th: &Thresholds) -> Evalua
         }
     }
 
-    // What the incumbent misses.
+    // Beyond the conditions: quorum, fencing, recent failures and learners,
+    // which a check of the conditions alone never sees.
     let pm = &report.pacemaker;
     if !pm.quorate {
         push(

@@ -1258,7 +1258,7 @@ fn format_rfc3339_micro(t: OffsetDateTime) -> String {
 
 /// Keep each condition's `lastTransitionTime` from the previous report when
 /// its status did not change: that time says how long a node has been
-/// offline, which the incumbent lost on every run.
+/// offline, which is lost if every run writes a fresh time.
 pub fn carry_transition_times(new: &mut ClusterStatus, old: &ClusterStatus) {
     carry(&mut new.conditions, &old.conditions);
     for n in &mut new.nodes {

@@ -252,7 +252,7 @@ fn without_cib_fencing_is_unknown_not_guessed() {
 }
 
 #[test]
-fn what_the_incumbent_misses() {
+fn quorum_fencing_failures_and_learners_are_findings() {
     let now = T0;
     let failures = r#"
 <failures><failure op_key="etcd_monitor_30000" node="master-1" exitstatus="not running" exitreason="gone" exitcode="7" call="9" status="complete" last-rc-change="2026-11-30 09:58:00Z" task="monitor" interval="30000"/></failures>

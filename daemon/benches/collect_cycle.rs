@@ -1,5 +1,5 @@
 //! The whole `etcd-warden collect` cycle against the crm_mon call alone
-//! (issue 3: the cycle may cost at most 1.1× the crm_mon call).
+//! (the goal: the cycle may cost at most 1.1× the crm_mon call).
 //!
 //! Both run against the same two-node CIB (`CIB_file`, so no cluster is
 //! needed) and the same Corosync configuration; the report goes to tmpfs, as

@@ -1,24 +1,31 @@
 //! The decision function: facts in, steps out. No I/O, no clock.
 //!
-//! The rules it encodes, with the lesson or issue rule each comes from:
+//! The rules it encodes (the numbered rules are those of docs/failover.md
+//! §5), each with its reason:
 //! - A new cluster is forced only with Pacemaker's proof that the peer is
-//!   down ([`peer_down_proof`]), never on "no leader" alone (rule 1, lesson 3).
+//!   down ([`peer_down_proof`]), never on "no leader" alone (rule 1): in a
+//!   symmetric partition both nodes see no leader, and both would force.
 //! - …and only from data known to hold every acknowledged write: the member
 //!   was a voter with quorum during this boot and etcd has not been stopped
 //!   since (the in-sync marker). Otherwise a lone node refuses and names the
 //!   recover command (rules 2 and 6, scenario S8).
-//! - A node that left the member list gracefully never forces (lesson 18).
+//! - A node that left the member list gracefully never forces: its WAL
+//!   holds its own removal, and etcd panics forcing from it.
 //! - The claim is written and read back before forcing; a valid peer claim
 //!   makes this node yield. The loser path is a wait, never a hard error
-//!   (rule 4, lesson 1).
+//!   (rule 4): a fatal code on both nodes after a race stops etcd for good.
 //! - Stale data is archived, never deleted, before a node joins as a learner
 //!   (rule 3).
 //! - Membership changes are made by the leader's daemon only, one at a time;
 //!   a learner is promoted only when etcd reports it in sync; only the
-//!   holder of the leave lock leaves; the last voter never leaves (rule 5,
-//!   lessons 11, 16, 17).
-//! - Roles come from the live member list whenever etcd answers (lesson 11);
-//!   notify data only hints (lesson 14).
+//!   holder of the leave lock leaves; the last voter never leaves (rule 5):
+//!   two nodes removing members at once can remove every voter, and an etcd
+//!   call can report failure yet have taken effect, so every change is read
+//!   back from the member list.
+//! - Roles come from the live member list whenever etcd answers: a restarting
+//!   sole voter that inferred its role otherwise could demote itself. Notify
+//!   data only hints: during a crash-restart an instance can be listed both
+//!   active and stopping, so the CIB status is the truth.
 
 use warden_api::Outcome;
 
@@ -34,7 +41,8 @@ use crate::facts::{
 #[cfg(feature = "model")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mutation {
-    /// Treat "no leader" as proof the peer is down (the incumbent's bug):
+    /// Treat "no leader" as proof the peer is down (the bug of the shell
+    /// agent podman-etcd):
     /// breaks rule 1 in a partition.
     ForceOnNoLeader,
     /// Write the claim on "no leader", without proof: breaks rule 4.
@@ -425,12 +433,14 @@ impl<'a> Decider<'a> {
         let running = matches!(self.f.etcd, EtcdView::Running(_));
         match self.f.trigger {
             // A start that is still waiting when its deadline passes failed,
-            // transiently (1, never 6: lesson 1). A running etcd is started.
+            // transiently (1, never 6: 6 would stop the resource on every
+            // node after a mere race). A running etcd is started.
             Trigger::Start if running => Outcome::Success,
             Trigger::Start => Outcome::Failed,
             // Running but not serving: degraded (190), not failed, so that
             // Pacemaker does not restart it (a stop would end the in-sync
-            // marker) and not success either (lesson 20).
+            // marker) and not success either (a monitor that says healthy
+            // while etcd does not serve hides the outage).
             _ if running => Outcome::Degraded,
             _ => self.down_outcome(),
         }

@@ -4,7 +4,8 @@
 //! The daemon carries out the actions in order and stops at the first that
 //! fails; it then observes again and decides again. Every action is
 //! idempotent, and its effect is checked against fresh facts rather than
-//! against the call's result (lesson 16): a daemon killed between two
+//! against the call's result (an etcd call can report failure yet have
+//! taken effect): a daemon killed between two
 //! actions simply decides again.
 
 use serde::{Deserialize, Serialize};

@@ -3,7 +3,8 @@
 //! Every field is something the daemon reads live just before it calls
 //! `decide` (crm_mon XML, node attributes, etcd Status/MemberList, the local
 //! data directory and state file, alert events). Nothing here is a cached
-//! decision: a quorum answer is a fact about *now* (lesson 2).
+//! decision: a quorum answer is a fact about *now* (a cached answer can still
+//! say "healthy" just after the peer died).
 //! Time enters only as [`Stamp`] values that the daemon took from Pacemaker's
 //! own records, never as a clock read inside `decide`.
 
@@ -38,14 +39,17 @@ pub enum Trigger {
     Stop,
     /// Pacemaker runs `monitor` (a probe too).
     Monitor,
-    /// A clone notification (a hint only: the CIB status is the truth, lesson 14).
+    /// A clone notification (a hint only: the CIB status is the truth; during
+    /// a crash-restart an instance can be in both the active and stop lists).
     Notify(Notification),
     /// Pacemaker runs `promote` (not used: the clone is not promotable).
     Promote,
     /// Pacemaker runs `demote` (not used: the clone is not promotable).
     Demote,
     /// The daemon's own loop: a timer, an alert event or a change it watches.
-    /// Recovery is driven from here, not only from monitor (lessons 15, 20).
+    /// Recovery is driven from here, not only from monitor: Pacemaker does
+    /// not run a peer's recurring monitor during a transition, so recovery
+    /// that waits for a monitor can wait for ever.
     Reconcile,
 }
 
@@ -278,7 +282,8 @@ pub struct LiveEtcd {
     /// membership, so that changes are made one at a time.
     pub is_leader: bool,
     /// A linearizable read succeeded just now. Together with `has_leader`
-    /// this is the quorum test; MemberList answering is not (lesson 27).
+    /// this is the quorum test; MemberList answering is not (etcd 3.4
+    /// answers it from the local member without a leader).
     pub linearizable_ok: bool,
     /// The member list.
     pub members: Vec<MemberInfo>,
@@ -362,7 +367,7 @@ pub struct LocalData {
     pub position: Option<RaftPosition>,
     /// The node left the member list gracefully (written before the
     /// removal is proposed; its WAL then contains its own removal, so it must
-    /// never force a new cluster, lesson 18).
+    /// never force a new cluster: etcd panics forcing from it).
     pub departed: bool,
     /// How many archived data directories are kept.
     pub archives: u32,

@@ -197,12 +197,12 @@ fn ha_disk_swap_holds() {
     );
 }
 
-/// Lesson 26: with the power-loss window modelled (a follower learns of a
+/// With the power-loss window modelled (a follower learns of a
 /// commit only from the leader's next message), forcing from the survivor
 /// can lose an acknowledged write. The checker must find that trace; the
 /// default model assumes the window closed, as docs/failover.md explains.
 #[test]
-fn the_power_loss_window_of_lesson_26_is_found_when_modelled() {
+fn the_power_loss_window_is_found_when_modelled() {
     let config = Config {
         power_loss_window: true,
         check_liveness: false,
@@ -211,7 +211,7 @@ fn the_power_loss_window_of_lesson_26_is_found_when_modelled() {
     let report = run("power-loss window", config, 20);
     let cx = report
         .violation
-        .expect("the checker must find the lesson 26 window");
+        .expect("the checker must find the power-loss window");
     eprintln!("{}", cx.render());
     assert_eq!(cx.violation.rule, "rule 2", "{}", cx.render());
     assert!(

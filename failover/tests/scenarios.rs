@@ -1,4 +1,4 @@
-//! Scenarios S1–S11 of issue 6 as sequences of facts, each step checked
+//! The scenarios S1–S11 (docs/failover.md) as sequences of facts, each step checked
 //! against what `decide` must (and must not) do.
 
 use warden_api::Outcome;
@@ -10,7 +10,7 @@ use warden_failover::{
 
 const A: &str = "n1";
 const B: &str = "n2";
-// Real etcd member ids are above 2^53 (lesson 29).
+// Real etcd member ids are above 2^53, beyond what a float holds exactly.
 const ID_A: u64 = 0x8e9e_05c5_2164_694d;
 const ID_B: u64 = 0xa1b2_c3d4_e5f6_0718;
 const ID_B2: u64 = 0xfedc_ba98_7654_3210;
@@ -672,7 +672,8 @@ fn s9_graceful_reboot_leaves_and_the_other_goes_on_without_forcing() {
             .iter()
             .any(|s| matches!(s, Step::ArchiveDataDir { .. }))
     );
-    // Lesson 18: even with the peer fenced, a departed node never forces.
+    // Even with the peer fenced, a departed node never forces: its WAL holds
+    // its own removal, and etcd panics forcing from it.
     let mut d = peer_lost();
     d.data.departed = true;
     d.pacemaker.fence_history.push(fenced(B, 150));
@@ -722,11 +723,11 @@ fn s10_both_stopped_at_once_neither_leaves_then_a_clean_start() {
     }
 }
 
-// ---- rules and lessons not tied to one scenario ---------------------------
+// ---- rules not tied to one scenario ---------------------------------------
 
 #[test]
 fn a_member_list_without_a_linearizable_read_is_not_quorum() {
-    // Lesson 27: etcd 3.4 answers MemberList without a leader.
+    // etcd 3.4 answers MemberList from the local member without a leader.
     let mut f = healthy(A);
     live_mut(&mut f).linearizable_ok = false;
     assert_ne!(decide(&f).outcome, Outcome::Success);

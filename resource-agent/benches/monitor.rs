@@ -1,7 +1,7 @@
 //! Monitor latency as Pacemaker pays it: a fresh agent process per check,
 //! against a standalone daemon with a running etcd, beside the cost of the
-//! incumbent's style of check (one `etcdctl` or `crm_attribute` process per
-//! check), all measured in the same run.
+//! shell agent podman-etcd's style of check (one `etcdctl` or `crm_attribute`
+//! process per check), all measured in the same run.
 //!
 //!     cargo build --release -p etcd-warden
 //!     cargo bench -p etcd-warden-agent --bench monitor [-- N]
@@ -92,7 +92,7 @@ fn main() {
     etcdctl
         .env("ETCDCTL_API", "3")
         .args(["--endpoints", &client_url, "endpoint", "health"]);
-    report("incumbent style: etcdctl endpoint health", n, etcdctl, 0);
+    report("podman-etcd style: etcdctl endpoint health", n, etcdctl, 0);
     if have_crm {
         let mut attr = Command::new("crm_attribute");
         attr.env("CIB_file", &cib).args([
@@ -107,7 +107,7 @@ fn main() {
         // A missing attribute exits 105 (CRM_EX_NOSUCH): that is the
         // answer, not an error.
         report(
-            "incumbent style: crm_attribute --query (CIB file)",
+            "podman-etcd style: crm_attribute --query (CIB file)",
             n,
             attr,
             105,

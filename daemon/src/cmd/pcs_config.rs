@@ -11,8 +11,9 @@
 //!   one etcd member; notifications let the daemons react to a peer's stop or
 //!   start in the same transition. Not promotable: etcd cannot demote a voter
 //!   to a learner, and learner promotion is gated by etcd ("in sync"), not by
-//!   Pacemaker's scheduler; a second owner of membership is what lesson 6
-//!   warns about. See docs/agent.md.
+//!   Pacemaker's scheduler; Pacemaker deciding promotion would be a second
+//!   owner of membership beside the daemon, and two owners undo each other's
+//!   changes. See docs/agent.md.
 //! - One fence device per node (`pcmk_host_list=<node>`). In a two-node
 //!   cluster the device that fences the favoured node (the first `--node`, or
 //!   `--survivor`) waits `pcmk_delay_base` (10 s by default) and the other

@@ -1,7 +1,7 @@
 //! Carrying out a [`Decision`]'s steps, in order, stopping at the first that
 //! fails. The caller observes again and decides again afterwards: a step's
-//! effect is read back from fresh facts, never from the call's result
-//! (lesson 16).
+//! effect is read back from fresh facts, never from the call's result (an
+//! etcd call can report failure yet have taken effect).
 //!
 //! Rules 1 and 3 are checked here again, against the facts the decision was
 //! made from, so that a wrong decision cannot force a new cluster without

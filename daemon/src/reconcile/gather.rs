@@ -312,7 +312,8 @@ pub async fn gather<P: Pacemaker>(
     };
 
     // What the live view says about the data is written down for when etcd
-    // does not run (the data's last membership, lesson 11).
+    // does not run (the data's last membership: a restarting sole voter
+    // reads its role from it instead of guessing from notify counts).
     if let EtcdView::Running(l) = &etcd
         && l.quorate()
         && !l.is_learner

@@ -5,7 +5,8 @@
 //!
 //! Every write goes to a temporary file that is fsynced and renamed, and the
 //! directory is fsynced after, so that a crash leaves either the old or the
-//! new content (the epoch must be on disk before a force, lesson 16).
+//! new content (the epoch must be on disk before a force, so that a daemon
+//! killed right after the force still finds the new history's epoch).
 
 use std::collections::BTreeMap;
 use std::io::Read;

@@ -98,7 +98,8 @@ pub trait Pacemaker: Send + Sync {
 pub struct CrmTools;
 
 /// crm_attribute's "no such attribute" exit codes: CRM_EX_NOSUCH (105), and
-/// 6 from older releases (lesson 13). Not an error: the attribute is absent.
+/// 6 from older releases. Not an error: the attribute is absent, an ordinary
+/// answer (most transient attributes are absent most of the time).
 const NOT_FOUND: [i32; 2] = [105, 6];
 
 async fn run(
@@ -205,7 +206,7 @@ impl Pacemaker for CrmTools {
 
 /// Runs `crm_attribute` on a reboot-lifetime (transient) node attribute.
 /// `Some(stdout)` on success, `None` when Pacemaker says the attribute does
-/// not exist (rc 105, or 6 on older versions: lesson 13), an error otherwise.
+/// not exist (rc 105, or 6 on older versions), an error otherwise.
 async fn transient_attr(
     node: &str,
     name: &str,

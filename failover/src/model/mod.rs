@@ -24,7 +24,7 @@
 //! etcd is modelled by its externally visible rules: a member with quorum
 //! accepts writes; membership changes need quorum and reach every connected
 //! member; `--force-new-cluster` keeps the member's log (up to its known
-//! commit index when the power-loss window of lesson 26 is modelled) and
+//! commit index when the power-loss window is modelled) and
 //! drops every other member; a removed member stops.
 
 pub mod explore;
@@ -43,7 +43,8 @@ use crate::facts::{
 use explore::{Model, Violation};
 
 /// Member ids as etcd makes them: above 2^53, so that any float on the way
-/// would corrupt them (lesson 29).
+/// would corrupt them (a rounded id names no member, so a learner would
+/// never be promoted).
 const ID_BASE: u64 = 0x8e9e_05c5_2164_0000;
 /// The cluster id of the model's (single) bootstrap.
 const CLUSTER_ID: u64 = 0x7d3a_11c0_9b20_0001;
@@ -84,9 +85,10 @@ pub struct Config {
     pub max_faults: u8,
     /// At most this many client writes per run.
     pub max_writes: u8,
-    /// Model lesson 26's window: a follower learns that an entry is
+    /// Model the power-loss window: a follower learns that an entry is
     /// committed only from the leader's next message, and a forced member
-    /// keeps only what it knows is committed.
+    /// keeps only what it knows is committed, so a leader that loses power
+    /// right after acknowledging a write can take that write with it.
     pub power_loss_window: bool,
     /// Check that every state reached with at most one fault settles to a
     /// healthy cluster (all voters, one quorate group) when the faults stop.

@@ -104,8 +104,8 @@ fn xml_fragment_passes_crm_verify_and_puts_meta_where_it_belongs() {
     let (rc, out) = crm_verify(&cib);
     assert_eq!(rc, 0, "crm_verify: {out}");
 
-    // The clone carries notify/interleave; the primitive does not (the
-    // incumbent's pcs call once put them on the primitive).
+    // The clone carries notify/interleave; the primitive does not (a
+    // misplaced `meta` in a pcs call puts them on the primitive).
     assert!(
         xpath(
             &cib,
