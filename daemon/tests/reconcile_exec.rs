@@ -29,8 +29,9 @@ use etcd_warden::reconcile::pcmk::{Pacemaker, PcmkError};
 use etcd_warden::supervise::AnySupervisor;
 use etcd_warden::supervise::process::ProcessSupervisor;
 use warden_failover::{
-    ClusterView, EtcdView, Facts, FenceAction, FenceEvent, FenceStatus, LocalData, LocalMarkers,
-    MemberInfo, NodeView, PacemakerView, ResourceState, Stamp, StartMode, Step, Topology, Trigger,
+    ClusterView, DataRecord, EtcdView, Facts, FenceAction, FenceEvent, FenceStatus, LocalData,
+    LocalMarkers, MemberInfo, NodeView, PacemakerView, ResourceState, Stamp, StartMode, Step,
+    Topology, Trigger,
 };
 
 #[derive(Default)]
@@ -213,11 +214,51 @@ fn force_archive_rejoin_promote_on_real_etcd() {
         let start = [Step::StartEtcd {
             mode: StartMode::New,
         }];
-        let (fa, fb) = (facts("a", true, &a), facts("b", true, &b));
+        // Each daemon has published its record (a bootstrap is decided
+        // only then): both derive the same fresh cluster token from them.
+        let (mut fa, mut fb) = (facts("a", true, &a), facts("b", true, &b));
+        let records = [("a", &a), ("b", &b)].map(|(name, n)| {
+            (
+                name,
+                DataRecord {
+                    boot_id: n.paths.boot_id().unwrap(),
+                    has_data: false,
+                    formed: false,
+                    epoch: 0,
+                    cluster_id: None,
+                    departed: false,
+                    archives: 0,
+                    bootstrap_token: None,
+                    lost_member: None,
+                },
+            )
+        });
+        for f in [&mut fa, &mut fb] {
+            for v in &mut f.pacemaker.nodes {
+                v.record = records
+                    .iter()
+                    .find(|(name, _)| *name == v.name)
+                    .map(|(_, r)| r.clone());
+            }
+        }
+        assert_eq!(
+            warden_failover::decide::bootstrap_token(&fa),
+            warden_failover::decide::bootstrap_token(&fb)
+        );
         let (ra, rb) = tokio::join!(exec(&a, &fa, &start), exec(&b, &fb, &start));
         ra.unwrap();
         rb.unwrap();
         wait_quorum(&a, Duration::from_secs(20)).await;
+        // What the daemon's gathering writes from the live view before it
+        // decides MarkInSync: the marker names the data it describes.
+        let st = a.core.etcd.status(Duration::from_secs(5)).await.unwrap();
+        a.paths
+            .update_state(|s| {
+                s.cluster_id = Some(st.cluster_id);
+                s.member_id = Some(st.member_id);
+                s.formed = true;
+            })
+            .unwrap();
         exec(&a, &facts("a", true, &a), &[Step::MarkInSync])
             .await
             .unwrap();
@@ -250,7 +291,10 @@ fn force_archive_rejoin_promote_on_real_etcd() {
             .unwrap();
         wait_quorum(&a, Duration::from_secs(20)).await;
         eprintln!("force-new-cluster -> quorum: {:?}", t.elapsed());
-        assert_eq!(a.paths.read_state().unwrap().epoch, 1);
+        // The new epoch is an intent until the daemon's next look sees this
+        // member alone (then it becomes the epoch).
+        let st = a.paths.read_state().unwrap();
+        assert_eq!((st.epoch, st.pending_epoch), (0, Some(1)));
         assert_eq!(put_get(&a, "/k", None).await.as_deref(), Some("before"));
         let ms = a
             .core
