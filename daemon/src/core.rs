@@ -250,9 +250,17 @@ impl Core {
             raft_index: None,
             revision: None,
             cluster_id: None,
-            // The process's own trouble first; otherwise why the failover
-            // logic holds back (e.g. a refusal and its command).
-            reason: reason_of(&p).or_else(|| self.decision_reason().0),
+            // A refusal first: it names what only an operator can resolve
+            // and the command (etcd may run without answering meanwhile);
+            // then the process's own trouble; then why the failover logic
+            // holds back.
+            reason: {
+                let (decided, refused) = self.decision_reason();
+                match refused {
+                    Some(_) => decided,
+                    None => reason_of(&p).or(decided),
+                }
+            },
         };
         if let Some(Ok(s)) = &p.status {
             st.member_id = Some(s.member_id);
