@@ -266,6 +266,16 @@ pub mod resolve {
     pub fn restore_snapshot(node: &str) -> String {
         format!("etcd-warden recover restore-snapshot --node {node} --snapshot <FILE>")
     }
+
+    /// Bring a node's lost data back: its newest archive where it keeps
+    /// one, otherwise a snapshot.
+    pub fn restore_data(node: &str, archives: u32) -> String {
+        if archives > 0 {
+            restore_archive(node)
+        } else {
+            restore_snapshot(node)
+        }
+    }
 }
 
 /// Decide.
@@ -631,11 +641,7 @@ impl<'a> Decider<'a> {
         reason.push_str(&format!(
             ": a new cluster would replace that data with an empty one; the newest data known was on {newest}"
         ));
-        let command = if archives > 0 {
-            resolve::restore_archive(newest)
-        } else {
-            resolve::restore_snapshot(newest)
-        };
+        let command = resolve::restore_data(newest, archives);
         let outcome = self.held_outcome();
         Some(self.refuse_as(reason, command, outcome))
     }
@@ -831,11 +837,7 @@ impl<'a> Decider<'a> {
             // cluster existed (its own daemon refuses and says where): a
             // bootstrap here would replace that data with an empty cluster.
             Some(r) if r.had_cluster() && !broken!(self, BootstrapOverHistory) => {
-                let command = if r.archives > 0 {
-                    resolve::restore_archive(&peer.name)
-                } else {
-                    resolve::restore_snapshot(&peer.name)
-                };
+                let command = resolve::restore_data(&peer.name, r.archives);
                 let outcome = self.held_outcome();
                 self.refuse_as(
                     format!(

@@ -314,37 +314,38 @@ pub async fn gather<P: Pacemaker>(
     // What the live view says about the data is written down for when etcd
     // does not run (the data's last membership: a restarting sole voter
     // reads its role from it instead of guessing from notify counts).
-    if let EtcdView::Running(l) = &etcd
-        && l.quorate()
-        && !l.is_learner
-    {
-        let voters: Vec<String> = l.voters().map(|m| m.node.clone()).collect();
-        let alone = voters.len() == 1 && voters[0] == s.node_name;
-        paths.update_state(|st| {
-            st.formed = true;
-            st.bootstrap_token = None;
-            st.cluster_id = Some(l.cluster_id);
-            st.member_id = Some(l.member_id);
-            // A forced restart is done once this member is the only voter:
-            // its epoch becomes the data's lineage. A quorate membership
-            // with the peer still in it means the force never happened.
-            if let Some(e) = st.pending_epoch.take()
-                && alone
-            {
-                st.epoch = st.epoch.max(e);
+    let state = match &etcd {
+        EtcdView::Running(l) => paths.update_state(|st| {
+            // The joined member runs: its data is there from now on.
+            st.joining = false;
+            if l.quorate() && !l.is_learner {
+                let voters: Vec<String> = l.voters().map(|m| m.node.clone()).collect();
+                st.formed = true;
+                st.bootstrap_token = None;
+                st.cluster_id = Some(l.cluster_id);
+                st.member_id = Some(l.member_id);
+                // A forced restart is done once this member is the only
+                // voter: its epoch becomes the data's lineage. A quorate
+                // membership with the peer still in it means the force never
+                // happened.
+                if let Some(e) = st.pending_epoch.take()
+                    && voters == [s.node_name.as_str()]
+                {
+                    st.epoch = st.epoch.max(e);
+                }
+                st.voters = voters;
             }
-            st.voters = voters;
-        })?;
-    }
-    if matches!(etcd, EtcdView::Running(_)) {
-        // The joined member runs: its data is there from now on.
-        paths.update_state(|st| st.joining = false)?;
-    } else if paths.in_sync_marker().is_some_and(|m| !m.operator) {
-        // etcd exited: from then on the peer may have gone on without this
-        // member, so its data is no longer known complete.
-        paths.clear_in_sync()?;
-    }
-    let state = paths.read_state()?;
+        })?,
+        EtcdView::NotRunning => {
+            if paths.in_sync_marker().is_some_and(|m| !m.operator) {
+                // etcd exited: from then on the peer may have gone on
+                // without this member, so its data is no longer known
+                // complete.
+                paths.clear_in_sync()?;
+            }
+            paths.read_state()?
+        }
+    };
     let data = LocalData {
         joining: state.joining,
         member_dir: paths.member_dir().display().to_string(),

@@ -247,28 +247,8 @@ impl Reconciler {
             if left.is_zero() {
                 break;
             }
-            let notify = self
-                .notify_hint
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone();
-            let alerts = self
-                .alerts
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone();
             let gathering = Instant::now();
-            let facts = match gather::gather(
-                core,
-                &self.pcmk,
-                &self.paths,
-                trigger.clone(),
-                notify.clone(),
-                alerts,
-                left.min(probe),
-            )
-            .await
-            {
+            let facts = match self.observe(core, &trigger, left.min(probe)).await {
                 Ok(f) => f,
                 Err(e) => return last.ok_or_else(|| e.to_string()),
             };
@@ -286,22 +266,7 @@ impl Reconciler {
                 None => (facts, d),
                 Some(epoch) => {
                     let left = deadline.saturating_sub(started.elapsed());
-                    let alerts = self
-                        .alerts
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .clone();
-                    let fresh = match gather::gather(
-                        core,
-                        &self.pcmk,
-                        &self.paths,
-                        trigger.clone(),
-                        notify,
-                        alerts,
-                        left.min(probe),
-                    )
-                    .await
-                    {
+                    let fresh = match self.observe(core, &trigger, left.min(probe)).await {
                         Ok(f) => f,
                         Err(e) => return last.ok_or_else(|| e.to_string()),
                     };
@@ -335,6 +300,36 @@ impl Reconciler {
             }
         }
         last.ok_or_else(|| "no time left to decide".into())
+    }
+
+    /// Gather the facts for `trigger` now, with the notify hint and the
+    /// fence alerts received so far.
+    async fn observe(
+        &self,
+        core: &Arc<Core>,
+        trigger: &Trigger,
+        deadline: Duration,
+    ) -> Result<Facts, gather::GatherError> {
+        let notify = self
+            .notify_hint
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let alerts = self
+            .alerts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        gather::gather(
+            core,
+            &self.pcmk,
+            &self.paths,
+            trigger.clone(),
+            notify,
+            alerts,
+            deadline,
+        )
+        .await
     }
 
     /// The loop's own pass (timer, alert, leader change). Returns whether
