@@ -172,7 +172,10 @@ fn power_losses_in_a_row_recover_by_themselves() {
         let victim = all[rng.below(2) as usize].clone();
         let other = w.peer(&victim);
         lose_power(&w, &victim, &other);
-        eprintln!("loss {i}: {victim} ({})", w.reason(&other).unwrap_or_default());
+        eprintln!(
+            "loss {i}: {victim} ({})",
+            w.reason(&other).unwrap_or_default()
+        );
         w.boot(&victim, SETTLE).or_fail(&w);
         let delay = Duration::from_millis(rng.below(5000));
         eprintln!("loss {i}: {victim} back; next loss in {delay:?}");
