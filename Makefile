@@ -84,6 +84,13 @@ failover-bench: deps
 	  WARDEN_BIN_ETCD_WARDEN_AGENT=$(CURDIR)/target/release/etcd-warden-agent \
 	  $(CARGO) run --release -p warden-integration --bin failover-bench
 
+# Randomised compound-fault rounds on the two-node harness: one line per
+# round, then `campaign: R rounds, P passed, L lost, O order, S stuck, U unsafe`.
+# SEED replays a campaign (default: the time, printed first).
+.PHONY: campaign
+campaign: deps
+	ROUNDS=$(ROUNDS) SEED=$(SEED) $(CARGO) run -p warden-integration --bin campaign
+
 # The collect cycle against the crm_mon call alone (the goal: at most 1.1x):
 # `etcd-warden collect` as a process and the daemon's [report] cycle in-process,
 # alternating runs, medians and ratios; COLLECT_ROUNDS / COLLECT_RUNS size it.

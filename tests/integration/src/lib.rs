@@ -8,12 +8,15 @@
 //!   namespace.
 //! - [`writer`]: clients writing throughout a fault, recording every
 //!   acknowledged write, and the checks run on those records afterwards.
+//! - [`campaign`]: randomised rounds of compound faults, each judged for
+//!   lost writes, broken order, split brain and a pair that stays stuck.
 //! - [`twonode`]: a Pacemaker cluster with an etcd-warden daemon in every node,
 //!   configured as the docs say, and its observations (members, daemon status,
 //!   archives).
 
 pub mod bench;
 pub mod bins;
+pub mod campaign;
 pub mod gateway;
 pub mod monitor;
 pub mod twonode;

@@ -238,6 +238,44 @@ pub fn check_unique_revisions(acks: &[Ack]) -> Result<()> {
     Ok(())
 }
 
+/// Real-time order (linearizability of the acknowledged writes): a write
+/// acknowledged before another was sent must have the lower revision. A
+/// forced cluster that dropped a tail of the log and handed its revisions
+/// out again breaks this even when the revisions stay unique.
+pub fn check_real_time_order(acks: &[Ack]) -> Result<()> {
+    let mut by_ack: Vec<&Ack> = acks.iter().collect();
+    by_ack.sort_by_key(|a| a.at);
+    let mut by_send: Vec<&Ack> = acks.iter().collect();
+    by_send.sort_by_key(|a| a.sent);
+    // Sweep the writes in the order they were sent; `before` holds the
+    // acknowledged write with the highest revision among those answered
+    // before the current one was sent.
+    let mut i = 0;
+    let mut before: Option<&Ack> = None;
+    for b in by_send {
+        while i < by_ack.len() && by_ack[i].at < b.sent {
+            if before.is_none_or(|x| by_ack[i].revision > x.revision) {
+                before = Some(by_ack[i]);
+            }
+            i += 1;
+        }
+        if let Some(a) = before
+            && a.revision >= b.revision
+        {
+            bail!(
+                "real-time order broken: {} (revision {}, acknowledged by {}) was answered before {} was sent, which got revision {} from {}",
+                a.key,
+                a.revision,
+                a.node,
+                b.key,
+                b.revision,
+                b.node
+            );
+        }
+    }
+    Ok(())
+}
+
 /// No acknowledged write lost: every ack is in `kvs` (read back under the
 /// writer's prefix) with its value and its revision.
 pub fn check_all_present(acks: &[Ack], kvs: &[gateway::Kv]) -> Result<()> {
@@ -264,4 +302,42 @@ pub fn check_all_present(acks: &[Ack], kvs: &[gateway::Kv]) -> Result<()> {
         &missing[..missing.len().min(5)]
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ack(key: &str, revision: u64, sent: Instant, at: Instant) -> Ack {
+        Ack {
+            node: "n".into(),
+            key: key.into(),
+            value: "v".into(),
+            revision,
+            cluster_id: 1,
+            sent,
+            at,
+            wall: SystemTime::now(),
+        }
+    }
+
+    #[test]
+    fn real_time_order_accepts_overlaps_and_refuses_a_later_write_with_a_lower_revision() {
+        let t = Instant::now();
+        let ms = |n| t + Duration::from_millis(n);
+        // Overlapping writes may take revisions in either order.
+        let ok = [
+            ack("a", 5, ms(0), ms(10)),
+            ack("b", 4, ms(5), ms(12)),
+            ack("c", 6, ms(20), ms(30)),
+        ];
+        check_real_time_order(&ok).unwrap();
+        // "d" was sent after "a" was answered, yet got a lower revision.
+        let bad = [ack("a", 5, ms(0), ms(10)), ack("d", 3, ms(11), ms(15))];
+        let e = check_real_time_order(&bad).unwrap_err().to_string();
+        assert!(
+            e.contains("real-time order broken") && e.contains("d"),
+            "{e}"
+        );
+    }
 }

@@ -1,0 +1,718 @@
+//! `make campaign`: randomised rounds of compound faults on the two-node
+//! namespace harness, each checked for lost writes, broken real-time order,
+//! split brain and a pair that does not recover by itself.
+//!
+//! A round draws 1–3 faults from the kinds below, applies them with random
+//! delays (a fault may land in the middle of the recovery from the one
+//! before), then heals everything an operator would (powers nodes on, heals
+//! the network, ends maintenance and standby) and waits, up to a deadline,
+//! for two voters and etcd started on both. Independent clients write to
+//! each node throughout; afterwards every acknowledged write must be read
+//! back, no revision may be acknowledged twice, and a write acknowledged
+//! before another was sent must have the lower revision.
+//!
+//! The round's faults are drawn from its seed, so `SEED` replays a
+//! campaign; the delays are wall-clock sleeps on purpose: the point is that
+//! any moment is survivable, not a moment chosen by an observed state.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use crate::gateway;
+use crate::twonode::{Topology, WardenCluster, poll};
+use crate::writer::{self, Writer};
+
+/// How long a round's pair may take to recover once every fault is healed.
+pub const RECOVERY: Duration = Duration::from_secs(180);
+/// Deadline of the harness's own steps (a boot, a fence).
+const STEP: Duration = Duration::from_secs(120);
+
+/// A small deterministic generator (xorshift64*): a seed replays a campaign.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from `seed` (0 is mapped to 1: xorshift stays at 0).
+    pub fn new(seed: u64) -> Self {
+        Self(seed.max(1))
+    }
+
+    /// The next number.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+
+    /// A delay in `0..max_ms` milliseconds.
+    pub fn delay(&mut self, max_ms: u64) -> Duration {
+        Duration::from_millis(self.below(max_ms))
+    }
+
+    /// One of the two nodes.
+    pub fn node(&mut self) -> &'static str {
+        if self.below(2) == 0 { "node1" } else { "node2" }
+    }
+}
+
+/// One fault of a round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// The node loses power; the other fences it. It is powered on again
+    /// after `back_after` (a later fault may hit the return).
+    PowerLoss {
+        node: &'static str,
+        back_after: Duration,
+    },
+    /// The network between the nodes is cut; one node is fenced (the fence
+    /// race); the cut heals and the fenced node boots.
+    Partition,
+    /// The leader is moved by hand to node2, which loses fence races, and
+    /// four clients write through node2; 1–3 s later the network is cut
+    /// at a random moment. The window in which the leader acknowledged a
+    /// write its follower has not yet learned is committed.
+    LeaderOnLoserThenPartition { after: Duration },
+    /// The node's daemon is killed (SIGKILL) and restarted after a delay,
+    /// as systemd would.
+    DaemonKill {
+        node: &'static str,
+        restart_after: Duration,
+    },
+    /// The node's etcd is killed (SIGKILL); its daemon restarts it.
+    EtcdKill { node: &'static str },
+    /// The cluster is put in maintenance mode for a while.
+    Maintenance { lasts: Duration },
+    /// The node is put in standby (Pacemaker stops etcd there), then back.
+    Standby { node: &'static str, lasts: Duration },
+    /// Pacemaker on the node stops gracefully, as a reboot does, and the
+    /// node boots again.
+    GracefulReboot { node: &'static str },
+    /// Both nodes lose power; they boot in the given order, the second
+    /// `gap` after the first.
+    TotalOutage { first: &'static str, gap: Duration },
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = |d: &Duration| format!("{:.1}s", d.as_secs_f64());
+        match self {
+            Fault::PowerLoss { node, back_after } => {
+                write!(f, "power-loss {node} (on after {})", s(back_after))
+            }
+            Fault::Partition => write!(f, "partition"),
+            Fault::LeaderOnLoserThenPartition { after } => {
+                write!(f, "leader-to-node2+partition ({})", s(after))
+            }
+            Fault::DaemonKill {
+                node,
+                restart_after,
+            } => write!(f, "daemon-kill {node} (restart {})", s(restart_after)),
+            Fault::EtcdKill { node } => write!(f, "etcd-kill {node}"),
+            Fault::Maintenance { lasts } => write!(f, "maintenance ({})", s(lasts)),
+            Fault::Standby { node, lasts } => write!(f, "standby {node} ({})", s(lasts)),
+            Fault::GracefulReboot { node } => write!(f, "graceful-reboot {node}"),
+            Fault::TotalOutage { first, gap } => {
+                write!(f, "total-outage ({first} first, gap {})", s(gap))
+            }
+        }
+    }
+}
+
+/// Draws one fault.
+pub fn draw(rng: &mut Rng) -> Fault {
+    match rng.below(9) {
+        0 | 1 => Fault::PowerLoss {
+            node: rng.node(),
+            back_after: rng.delay(8000),
+        },
+        2 => Fault::Partition,
+        3 => Fault::LeaderOnLoserThenPartition {
+            after: Duration::from_millis(1000 + rng.below(2000)),
+        },
+        4 => Fault::DaemonKill {
+            node: rng.node(),
+            restart_after: rng.delay(3000),
+        },
+        5 => Fault::EtcdKill { node: rng.node() },
+        6 => match rng.below(2) {
+            0 => Fault::Maintenance {
+                lasts: Duration::from_millis(2000 + rng.below(6000)),
+            },
+            _ => Fault::Standby {
+                node: rng.node(),
+                lasts: Duration::from_millis(2000 + rng.below(6000)),
+            },
+        },
+        7 => Fault::GracefulReboot { node: rng.node() },
+        _ => Fault::TotalOutage {
+            first: rng.node(),
+            gap: rng.delay(10_000),
+        },
+    }
+}
+
+/// How a round ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Two voters, every write there, in order.
+    Passed,
+    /// An acknowledged write is missing.
+    Lost(String),
+    /// Real-time order broken.
+    Order(String),
+    /// The pair did not recover by the deadline; the daemons' reasons.
+    Stuck(String),
+    /// A revision acknowledged twice (two clusters took writes), or a
+    /// harness step failed in a way that leaves the round unjudged.
+    Unsafe(String),
+}
+
+impl Verdict {
+    /// The word on the round's line.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Verdict::Passed => "passed",
+            Verdict::Lost(_) => "LOST",
+            Verdict::Order(_) => "ORDER",
+            Verdict::Stuck(_) => "STUCK",
+            Verdict::Unsafe(_) => "UNSAFE",
+        }
+    }
+}
+
+/// Tallies of a campaign.
+#[derive(Debug, Default, Clone)]
+pub struct Tally {
+    /// Rounds run.
+    pub rounds: usize,
+    /// Passed.
+    pub passed: usize,
+    /// Lost writes.
+    pub lost: usize,
+    /// Order violations.
+    pub order: usize,
+    /// Stuck.
+    pub stuck: usize,
+    /// Stuck, but the reason names a node and an `etcd-warden recover`
+    /// command (the state the daemons explain instead of fixing).
+    pub stuck_explained: usize,
+    /// Unsafe.
+    pub unsafe_: usize,
+}
+
+impl Tally {
+    /// Adds a round's verdict.
+    pub fn add(&mut self, v: &Verdict) {
+        self.rounds += 1;
+        match v {
+            Verdict::Passed => self.passed += 1,
+            Verdict::Lost(_) => self.lost += 1,
+            Verdict::Order(_) => self.order += 1,
+            Verdict::Stuck(r) => {
+                self.stuck += 1;
+                if r.contains("etcd-warden recover") {
+                    self.stuck_explained += 1;
+                }
+            }
+            Verdict::Unsafe(_) => self.unsafe_ += 1,
+        }
+    }
+
+    /// Whether the campaign passes: nothing lost, no order broken, nothing
+    /// unsafe, and every stuck round explained by the daemons.
+    pub fn ok(&self) -> bool {
+        self.lost == 0 && self.order == 0 && self.unsafe_ == 0 && self.stuck == self.stuck_explained
+    }
+}
+
+impl fmt::Display for Tally {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "campaign: {} rounds, {} passed, {} lost, {} order, {} stuck, {} unsafe",
+            self.rounds, self.passed, self.lost, self.order, self.stuck, self.unsafe_
+        )?;
+        if self.stuck > 0 {
+            write!(f, " ({} stuck explained)", self.stuck_explained)?;
+        }
+        Ok(())
+    }
+}
+
+/// A fresh two-node cluster with both members voters.
+pub fn fresh_cluster() -> Result<WardenCluster> {
+    let w = WardenCluster::start(2, Topology::TwoNode)?;
+    let all = w.nodes();
+    w.wait_voters("node1", &all, STEP)?;
+    for n in &all {
+        poll(&format!("{n}'s etcd to answer"), STEP, || {
+            Ok(w.read(n, "/campaign-probe").ok().map(|_| ()))
+        })?;
+    }
+    Ok(w)
+}
+
+fn other(node: &str) -> &'static str {
+    if node == "node1" { "node2" } else { "node1" }
+}
+
+/// Successful fences of `node` seen from `from` (0 if `from` cannot say).
+fn fences(w: &WardenCluster, from: &str, node: &str) -> usize {
+    w.fence_count(from, node).unwrap_or(0)
+}
+
+/// Whether `node` is powered on (its Corosync runs).
+fn up(w: &WardenCluster, node: &str) -> bool {
+    w.c.is_running(node).unwrap_or(false)
+}
+
+/// Powers `node` off and waits for its peer, if up, to fence it.
+fn power_off(w: &WardenCluster, node: &str) -> Result<()> {
+    let peer = other(node);
+    let peer_up = up(w, peer);
+    let before = if peer_up { fences(w, peer, node) } else { 0 };
+    w.c.crash(node)?;
+    if peer_up {
+        poll(&format!("{peer} to fence {node}"), STEP, || {
+            Ok((fences(w, peer, node) > before).then_some(()))
+        })?;
+    }
+    Ok(())
+}
+
+/// Boots `node` if it is off.
+fn power_on(w: &WardenCluster, node: &str) -> Result<()> {
+    if !up(w, node) {
+        w.boot(node, STEP)?;
+    }
+    Ok(())
+}
+
+/// Cuts the network and waits until the fence race has a winner; heals the
+/// network; returns the fenced node.
+fn partition_until_fenced(w: &WardenCluster) -> Result<&'static str> {
+    w.c.cut("node1", "node2")?;
+    let loser = poll("the fence race to end", STEP, || {
+        Ok(match (up(w, "node1"), up(w, "node2")) {
+            (true, false) => Some("node2"),
+            (false, true) => Some("node1"),
+            (false, false) => bail!("both nodes were fenced"),
+            (true, true) => None,
+        })
+    });
+    w.c.heal("node1", "node2")?;
+    loser
+}
+
+/// Moves etcd's leadership to `to` (asked of the current leader).
+fn move_leader(w: &WardenCluster, to: &str) -> Result<()> {
+    let (_, members) = w.members(to)?;
+    let target = members
+        .iter()
+        .find(|m| m.name == to)
+        .with_context(|| format!("{to} is not a member: {members:?}"))?
+        .id;
+    for n in w.nodes() {
+        let addr = w.client_addr(&n)?;
+        let status = w
+            .netns(&n)?
+            .run(move || gateway::etcdctl(addr, &["endpoint", "status"], Duration::from_secs(3)));
+        let Ok(status) = status else { continue };
+        let s = status
+            .get(0)
+            .and_then(|e| e.get("Status"))
+            .cloned()
+            .unwrap_or_default();
+        let leader = s.get("leader").and_then(gateway::num);
+        let me = s
+            .get("header")
+            .and_then(|h| h.get("member_id"))
+            .and_then(gateway::num);
+        if leader.is_some() && leader == me {
+            if me == Some(target) {
+                return Ok(());
+            }
+            let id = format!("{target:x}");
+            w.netns(&n)?.run(move || {
+                gateway::etcdctl(addr, &["move-leader", &id], Duration::from_secs(5)).map(|_| ())
+            })?;
+            return Ok(());
+        }
+    }
+    bail!("no node answered as the leader")
+}
+
+/// Kills `pid` inside `node`.
+fn kill9(w: &WardenCluster, node: &str, pid: i64) -> Result<()> {
+    w.c.exec_ok(node, &["kill", "-KILL", &pid.to_string()])?;
+    Ok(())
+}
+
+/// Runs `crm_attribute ARGS` on a node that is up.
+fn crm_attribute(w: &WardenCluster, args: &[&str]) -> Result<()> {
+    let on = ["node1", "node2"]
+        .into_iter()
+        .find(|n| up(w, n))
+        .context("no node is up to run crm_attribute")?;
+    let mut argv = vec!["crm_attribute"];
+    argv.extend_from_slice(args);
+    w.c.exec_ok(on, &argv)?;
+    Ok(())
+}
+
+/// Stops Pacemaker on `node` as a graceful reboot does (SIGTERM to
+/// pacemakerd: it stops its resources, then leaves), then Corosync.
+fn graceful_stop(w: &WardenCluster, node: &str) -> Result<()> {
+    let (corosync, pacemakerd) = w.c.daemon_pids(node)?;
+    if let Some(p) = pacemakerd {
+        w.c.exec_ok(node, &["kill", "-TERM", &p.to_string()])?;
+        poll(&format!("pacemakerd on {node} to stop"), STEP, || {
+            Ok((!warden_harness::process::alive(p)).then_some(()))
+        })?;
+    }
+    if let Some(c) = corosync {
+        w.c.exec_ok(node, &["kill", "-TERM", &c.to_string()])?;
+        poll(&format!("corosync on {node} to stop"), STEP, || {
+            Ok((!warden_harness::process::alive(c)).then_some(()))
+        })?;
+    }
+    // What the reboot ends: every other process of the node, the daemon
+    // and its etcd among them (stopped by Pacemaker already).
+    w.c.crash(node)?;
+    Ok(())
+}
+
+/// Applies one fault. Faults that power a node off power it on again
+/// themselves (after their delay), so the next fault may hit the return.
+/// Returns the acks of the fault's own clients (the window fault's).
+pub fn apply(w: &WardenCluster, f: &Fault, rng: &mut Rng) -> Result<Vec<writer::Ack>> {
+    let mut own = Vec::new();
+    match f {
+        Fault::PowerLoss { node, back_after } => {
+            if !up(w, other(node)) {
+                // Two nodes down at once is the total outage, drawn apart.
+                return Ok(own);
+            }
+            power_off(w, node)?;
+            std::thread::sleep(*back_after);
+            power_on(w, node)?;
+        }
+        Fault::Partition => {
+            if !(up(w, "node1") && up(w, "node2")) {
+                return Ok(own);
+            }
+            let loser = partition_until_fenced(w)?;
+            std::thread::sleep(rng.delay(3000));
+            power_on(w, loser)?;
+        }
+        Fault::LeaderOnLoserThenPartition { after } => {
+            if !(up(w, "node1") && up(w, "node2")) {
+                return Ok(own);
+            }
+            // Best effort: while a member is rejoining there may be no
+            // leader to move; the partition still happens.
+            if let Err(e) = move_leader(w, "node2") {
+                eprintln!("  (leader not moved: {e:#})");
+            }
+            let mut targets = Vec::new();
+            for i in 1..=4 {
+                targets.push((
+                    format!("node2c{i}"),
+                    w.netns("node2")?,
+                    w.client_addr("node2")?,
+                ));
+            }
+            let extra = Writer::start("/campaign-window", targets)?;
+            std::thread::sleep(*after);
+            let loser = partition_until_fenced(w);
+            own = extra.finish();
+            let loser = loser?;
+            std::thread::sleep(rng.delay(2000));
+            power_on(w, loser)?;
+        }
+        Fault::DaemonKill {
+            node,
+            restart_after,
+        } => {
+            if !up(w, node) {
+                return Ok(own);
+            }
+            if let Some(pid) = w.daemon_pid(node) {
+                kill9(w, node, i64::from(pid))?;
+            }
+            std::thread::sleep(*restart_after);
+            if up(w, node) {
+                w.spawn_daemon(node)?;
+            }
+        }
+        Fault::EtcdKill { node } => {
+            if up(w, node)
+                && let Ok(Some(pid)) = w.etcd_pid(node)
+            {
+                kill9(w, node, pid)?;
+            }
+        }
+        Fault::Maintenance { lasts } => {
+            crm_attribute(
+                w,
+                &[
+                    "--type",
+                    "crm_config",
+                    "--name",
+                    "maintenance-mode",
+                    "--update",
+                    "true",
+                ],
+            )?;
+            std::thread::sleep(*lasts);
+            crm_attribute(
+                w,
+                &[
+                    "--type",
+                    "crm_config",
+                    "--name",
+                    "maintenance-mode",
+                    "--update",
+                    "false",
+                ],
+            )?;
+        }
+        Fault::Standby { node, lasts } => {
+            if !up(w, node) {
+                return Ok(own);
+            }
+            crm_attribute(w, &["--node", node, "--name", "standby", "--update", "on"])?;
+            std::thread::sleep(*lasts);
+            crm_attribute(w, &["--node", node, "--name", "standby", "--update", "off"])?;
+        }
+        Fault::GracefulReboot { node } => {
+            if !up(w, node) {
+                return Ok(own);
+            }
+            graceful_stop(w, node)?;
+            power_on(w, node)?;
+        }
+        Fault::TotalOutage { first, gap } => {
+            for n in ["node1", "node2"] {
+                if up(w, n) {
+                    w.c.crash(n)?;
+                }
+            }
+            power_on(w, first)?;
+            std::thread::sleep(*gap);
+            power_on(w, other(first))?;
+        }
+    }
+    Ok(own)
+}
+
+/// Heals what a round may have left: network, maintenance, standby, nodes
+/// that are off.
+pub fn heal(w: &WardenCluster) -> Result<()> {
+    w.c.heal("node1", "node2")?;
+    for n in ["node1", "node2"] {
+        power_on(w, n)?;
+    }
+    crm_attribute(
+        w,
+        &[
+            "--type",
+            "crm_config",
+            "--name",
+            "maintenance-mode",
+            "--update",
+            "false",
+        ],
+    )?;
+    for n in ["node1", "node2"] {
+        crm_attribute(w, &["--node", n, "--name", "standby", "--update", "off"])?;
+    }
+    Ok(())
+}
+
+/// The daemons' own words, for a stuck round.
+fn reasons(w: &WardenCluster) -> String {
+    ["node1", "node2"]
+        .iter()
+        .map(|n| {
+            format!(
+                "{n}: {}",
+                w.reason(n).unwrap_or_else(|e| format!("({e:#})"))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+/// Runs one round on `w`: faults, heal, recovery, checks.
+pub fn round(w: &WardenCluster, n: usize, rng: &mut Rng) -> (Vec<Fault>, Verdict) {
+    let faults: Vec<Fault> = (0..1 + rng.below(3)).map(|_| draw(rng)).collect();
+    let all = w.nodes();
+    let prefix = format!("/campaign/r{n:04}");
+    let writer = match w.writer(&prefix, &all) {
+        Ok(wr) => wr,
+        Err(e) => return (faults, Verdict::Unsafe(format!("writer: {e:#}"))),
+    };
+    let mut window = Vec::new();
+    for f in &faults {
+        match apply(w, f, rng) {
+            Ok(own) => window.extend(own),
+            Err(e) => {
+                drop(writer);
+                return (
+                    faults.clone(),
+                    Verdict::Stuck(format!("{f}: {e:#}; {}", reasons(w))),
+                );
+            }
+        }
+        std::thread::sleep(rng.delay(5000));
+    }
+    if let Err(e) = heal(w) {
+        return (
+            faults,
+            Verdict::Stuck(format!("heal: {e:#}; {}", reasons(w))),
+        );
+    }
+    let recovered = w
+        .wait_voters("node1", &all, RECOVERY)
+        .and_then(|_| w.wait_started(&all, RECOVERY).map(|_| ()));
+    if let Err(e) = recovered {
+        return (faults, Verdict::Stuck(format!("{e:#}; {}", reasons(w))));
+    }
+    // A write or two once recovered, so the check covers the whole round.
+    let t = Instant::now();
+    let _ = writer.wait_ack_after(None, t, Duration::from_secs(30));
+    let mut acks = writer.finish();
+    (faults, judge(w, &mut acks, &prefix, window, &all))
+}
+
+fn judge(
+    w: &WardenCluster,
+    acks: &mut Vec<writer::Ack>,
+    prefix: &str,
+    window: Vec<writer::Ack>,
+    all: &[String],
+) -> Verdict {
+    if let Err(e) = writer::check_unique_revisions(&[acks.as_slice(), window.as_slice()].concat()) {
+        return Verdict::Unsafe(format!("{e:#}"));
+    }
+    for (what, set, pfx) in [
+        ("writes", &*acks, prefix),
+        ("window writes", &window, "/campaign-window"),
+    ] {
+        if set.is_empty() {
+            continue;
+        }
+        for r in all {
+            match w.read(r, pfx) {
+                Ok(kvs) => {
+                    if let Err(e) = writer::check_all_present(set, &kvs) {
+                        return Verdict::Lost(format!("{what} through {r}: {e:#}"));
+                    }
+                }
+                Err(e) => return Verdict::Stuck(format!("reading back through {r}: {e:#}")),
+            }
+        }
+    }
+    let mut everything = std::mem::take(acks);
+    everything.extend(window);
+    if let Err(e) = writer::check_real_time_order(&everything) {
+        return Verdict::Order(format!("{e:#}"));
+    }
+    Verdict::Passed
+}
+
+/// Runs `rounds` rounds from `seed`, calling `line` with one line per
+/// round; a round that ends stuck or unsafe leaves its cluster behind for
+/// a fresh one (its evidence is in the line). Returns the tally.
+pub fn run(rounds: usize, seed: u64, mut line: impl FnMut(String)) -> Result<Tally> {
+    let mut seeds = Rng::new(seed);
+    let mut tally = Tally::default();
+    let mut cluster: Option<WardenCluster> = None;
+    for n in 1..=rounds {
+        let w = match cluster.take() {
+            Some(w) => w,
+            None => fresh_cluster().context("starting a fresh two-node cluster")?,
+        };
+        let round_seed = seeds.next_u64();
+        let mut rng = Rng::new(round_seed);
+        let t = Instant::now();
+        let (faults, verdict) = round(&w, n, &mut rng);
+        let faults: Vec<String> = faults.iter().map(ToString::to_string).collect();
+        let detail = match &verdict {
+            Verdict::Passed => String::new(),
+            Verdict::Lost(d) | Verdict::Order(d) | Verdict::Stuck(d) | Verdict::Unsafe(d) => {
+                format!(": {d}")
+            }
+        };
+        line(format!(
+            "round {n}/{rounds} (seed {round_seed}) [{}] {} in {:.0}s{detail}",
+            faults.join(", "),
+            verdict.word(),
+            t.elapsed().as_secs_f64()
+        ));
+        tally.add(&verdict);
+        if verdict == Verdict::Passed {
+            cluster = Some(w);
+        } else {
+            // Its state is unknown: the next round starts from a fresh pair.
+            w.c.stop();
+        }
+    }
+    if let Some(w) = cluster {
+        w.c.stop();
+    }
+    Ok(tally)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seed_replays_the_same_faults() {
+        let draw_all = |seed| {
+            let mut r = Rng::new(seed);
+            (0..50).map(|_| draw(&mut r)).collect::<Vec<_>>()
+        };
+        assert_eq!(draw_all(7), draw_all(7));
+        assert_ne!(draw_all(7), draw_all(8));
+        // Every kind of fault is drawn.
+        let kinds: std::collections::BTreeSet<_> = draw_all(7)
+            .iter()
+            .map(|f| {
+                f.to_string()
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .collect();
+        assert!(kinds.len() >= 8, "{kinds:?}");
+    }
+
+    #[test]
+    fn the_tally_fails_on_anything_but_explained_stuck_rounds() {
+        let mut t = Tally::default();
+        t.add(&Verdict::Passed);
+        t.add(&Verdict::Stuck(
+            "node1 holds the newest data: etcd-warden recover force-new-cluster --node node1"
+                .into(),
+        ));
+        assert!(t.ok(), "{t}");
+        t.add(&Verdict::Stuck("waiting".into()));
+        assert!(!t.ok());
+        assert_eq!(
+            t.to_string(),
+            "campaign: 3 rounds, 1 passed, 0 lost, 0 order, 2 stuck, 0 unsafe (1 stuck explained)"
+        );
+    }
+}
