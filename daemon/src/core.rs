@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{broadcast, watch};
-use warden_api::{ActionReply, ActionRequest, NodeStatus, Outcome};
+use warden_api::{ActionReply, ActionRequest, NodeStatus, Outcome, RecoverReply, RecoverRequest};
 
 use crm_xml::report::{EtcdMember, EtcdRole, EtcdSection, WardenNodeState, WardenState};
 
@@ -542,6 +542,58 @@ impl Core {
         self.metrics.action(action, started.elapsed());
         tracing::info!(?action, outcome = ?reply.outcome, reason = ?reply.reason, took = ?started.elapsed(), "action done");
         reply
+    }
+
+    /// `POST /v1/recover`: plan an operator's resolution and, confirmed,
+    /// carry it out, under the failover reconciler's one-pass-at-a-time lock
+    /// (no pass or agent action acts on the files meanwhile). A plan that
+    /// needs etcd stopped is refused while it runs.
+    pub async fn recover(&self, req: RecoverRequest) -> Result<RecoverReply, String> {
+        let why = |e: anyhow::Error| format!("{e:#}");
+        crate::recover::check_node(&self.settings, &req.node).map_err(why)?;
+        let _one = match self.failover.get() {
+            Some(f) => Some(f.exclusive().await),
+            None => None,
+        };
+        let paths = self.local_paths();
+        let me = self.settings.node_name.clone();
+        let etcd = crate::recover::local_etcd(&self.settings);
+        let (r, p, m) = (req.clone(), paths.clone(), me.clone());
+        // Reading the data directory and verifying a snapshot are file work:
+        // off the async workers.
+        let plan = tokio::task::spawn_blocking(move || crate::recover::plan(&r, &m, &p, &etcd))
+            .await
+            .map_err(|e| format!("planning failed internally: {e}"))?
+            .map_err(why)?;
+        let mut reply = RecoverReply {
+            node: me.clone(),
+            plan: plan.describe.clone(),
+            done: Vec::new(),
+        };
+        if !req.confirm {
+            return Ok(reply);
+        }
+        if plan.needs_etcd_stopped
+            && let Some(pid) = self.supervisor.state().await.pid()
+        {
+            return Err(format!(
+                "etcd runs on {me} (pid {pid}): stop it first (e.g. `crm resource ban <etcd clone> {me}`), then run this again"
+            ));
+        }
+        tracing::warn!(what = ?req.what, node = %req.node, plan = ?plan.describe, "recover: carrying out an operator's resolution");
+        let done = tokio::task::spawn_blocking(move || {
+            crate::recover::apply(&plan.action, &paths, &mut |p| {
+                tracing::info!(progress = p, "recover")
+            })
+        })
+        .await
+        .map_err(|e| format!("the resolution failed internally: {e}"))?
+        .map_err(why)?;
+        for d in &done {
+            tracing::warn!(done = %d, "recover");
+        }
+        reply.done = done;
+        Ok(reply)
     }
 
     async fn do_action(&self, req: ActionRequest, deadline: Duration) -> ActionReply {

@@ -155,6 +155,13 @@ impl Reconciler {
         }
     }
 
+    /// Hold the one-pass-at-a-time lock: no pass (the loop's or an agent
+    /// action's) runs while the guard lives. An operator's resolution
+    /// (`etcd-warden recover`) changes this node's files under it.
+    pub async fn exclusive(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.serial.lock().await
+    }
+
     /// Wake the loop now.
     pub fn kick(&self) {
         self.kick.notify_one();
