@@ -68,7 +68,7 @@ async fn members_info<P, E: EtcdOps, S>(
         .map(|(m, st)| MemberInfo {
             id: m.id,
             name: m.name.clone(),
-            node: node_of(&core.settings, &m),
+            node: node_of(core.settings, &m),
             is_learner: m.is_learner,
             in_sync: match st {
                 Ok(st) if m.is_learner => st.raft_index >= leader_index,
@@ -86,7 +86,7 @@ fn unasked_members<P, E, S>(core: &Ports<'_, P, E, S>, members: &[Member]) -> Ve
         .map(|m| MemberInfo {
             id: m.id,
             name: m.name.clone(),
-            node: node_of(&core.settings, m),
+            node: node_of(core.settings, m),
             is_learner: m.is_learner,
             in_sync: false,
         })
