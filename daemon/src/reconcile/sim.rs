@@ -168,17 +168,10 @@ fn now_unix() -> u64 {
         .unwrap_or_default()
 }
 
+/// A time as crm_mon prints fence events (`YYYY-MM-DD HH:MM:SSZ`).
 fn iso(t: u64) -> String {
     let t = time::OffsetDateTime::from_unix_timestamp(i64::try_from(t).unwrap()).unwrap();
-    format!(
-        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    )
+    crm_xml::timefmt::format_k8s(t).replacen('T', " ", 1)
 }
 
 impl Sim {
