@@ -1,8 +1,13 @@
 //! The daemon side of failover: gather the facts ([`gather`]), call
 //! `warden_failover::decide`, carry out the steps ([`exec`]), observe again
-//! and decide again. Driven from the daemon's one `select!` (a timer, fence
-//! alerts, leader changes) and from the OCF agent's actions, all through the
-//! same `decide`. One pass runs at a time.
+//! and decide again. Driven by the daemon's failover loop (a timer, fence
+//! alerts, leader changes) and by the OCF agent's actions ([`agent`]), all
+//! through the same `decide`. One pass runs at a time.
+//!
+//! Everything outside this node's files is reached through the traits of
+//! [`ports`] (Pacemaker, the etcd client calls, the local etcd's
+//! supervision), handed in with each call: the reconciler does not know the
+//! daemon's core, and tests drive it against a simulated cluster.
 //!
 //! Enabled when Pacemaker manages etcd (no `autostart`) and two or more
 //! nodes are configured; a standalone daemon keeps its plain behaviour.
