@@ -221,8 +221,9 @@ async fn s4_partition_neither_side_claims_without_a_fence_and_a_newer_claim_wins
     sim.lose(B);
     r.tick(&sim.ports()).await;
     assert!(!has(&sim.take_log(), &format!("set {A} {CLAIM_ATTR}")));
-    // The peer fenced us... no: we fenced it, but it claimed after the fence
-    // (a new boot of it): yield, never force beside it.
+    // Pacemaker fenced the peer, but the peer's claim was written after that
+    // fence (a new boot of it): the claim stands, so this node yields and
+    // never forces beside it.
     sim.fence(B, 2_000_000_000 - 100);
     let claim = warden_failover::Claim {
         owner: B.into(),
