@@ -42,6 +42,54 @@ pub mod paths {
     /// Leader changes as server-sent events (`event: leader`, data
     /// [`super::LeaderEvent`]).
     pub const EVENTS: &str = "/v1/events";
+    /// Resolve what the failover logic refused (`etcd-warden recover`),
+    /// under the daemon's one-pass-at-a-time lock.
+    pub const RECOVER: &str = "/v1/recover";
+}
+
+/// What `etcd-warden recover` resolves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecoverWhat {
+    /// Let the node force a new cluster from its data (sets the in-sync
+    /// marker of this boot on the operator's word).
+    ForceNewCluster,
+    /// Keep the named node's data: raise its epoch there, archive the local
+    /// data on the other node.
+    KeepDataOf,
+    /// Move an archive back in place.
+    RestoreArchive,
+    /// Restore a snapshot as a new one-member cluster.
+    RestoreSnapshot,
+}
+
+/// `POST /v1/recover`: a resolution, planned and (with `confirm`) done.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoverRequest {
+    /// The resolution.
+    pub what: RecoverWhat,
+    /// The node named on the command line.
+    pub node: String,
+    /// The archive to restore (`restore-archive`; default: the newest).
+    #[serde(default)]
+    pub archive: Option<std::path::PathBuf>,
+    /// The snapshot file (`restore-snapshot`), an absolute path.
+    #[serde(default)]
+    pub snapshot: Option<std::path::PathBuf>,
+    /// Do it; without, only the plan is returned.
+    #[serde(default)]
+    pub confirm: bool,
+}
+
+/// The answer to a [`RecoverRequest`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoverReply {
+    /// The node that answered.
+    pub node: String,
+    /// What the resolution does, one line each.
+    pub plan: Vec<String>,
+    /// What was done (empty without `confirm`).
+    pub done: Vec<String>,
 }
 
 /// A leader change observed by the daemon's probes, as sent on

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::cmd;
 
@@ -65,7 +65,7 @@ pub fn main() -> ExitCode {
         Command::CrmConfig(a) => cmd::pcs_config::run_crmconfig(a),
         Command::Alert(a) => cmd::alert::run_alert(a),
         Command::Recover(a) => cmd::recover::run_recover(a),
-        Command::Generate(a) => cmd::generate::run_generate(a),
+        Command::Generate(a) => cmd::generate::run_generate(a, &Cli::command()),
     };
     match result {
         Ok(code) => code,
@@ -84,7 +84,6 @@ pub fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     #[test]
     fn cli_definition_is_consistent() {

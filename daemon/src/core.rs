@@ -11,16 +11,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{broadcast, watch};
-use warden_api::{Action, ActionReply, ActionRequest, NodeStatus, Outcome};
+use warden_api::{ActionReply, ActionRequest, NodeStatus, Outcome, RecoverReply, RecoverRequest};
 
 use crm_xml::report::{EtcdMember, EtcdRole, EtcdSection, WardenNodeState, WardenState};
 
 use crate::config::Settings;
-use crate::etcd::{Connector, EtcdError, LiveEtcd, MemberStatus, status_of_members};
+use crate::etcd::{Connector, EtcdError, LiveEtcd, status_of_members};
 use crate::etcd_conf::StartMode;
 use crate::metrics::{Metrics, Role};
+use crate::reconcile::agent::live_reason;
 use crate::reconcile::local::{ArchiveInfo, LocalPaths};
+use crate::reconcile::pcmk::CrmTools;
+use crate::reconcile::ports::{Ports, SharedPacemaker};
 use crate::supervise::{AnySupervisor, ProcState, SuperviseError, Supervisor};
+
+pub use crate::reconcile::ports::Probe;
 
 /// A leader change, as sent on the event stream.
 pub use warden_api::LeaderEvent;
@@ -36,6 +41,8 @@ pub struct Core {
     pub etcd: LiveEtcd,
     /// For connections to other members.
     pub connector: Connector,
+    /// Pacemaker's tools (a fake in tests).
+    pub pacemaker: SharedPacemaker,
     /// Metrics.
     pub metrics: Metrics,
     /// The owner of every task the daemon starts (see [`crate::tasks`]).
@@ -83,17 +90,6 @@ pub struct LastArchive {
     pub reason: Option<String>,
 }
 
-/// Result of one probe.
-#[derive(Debug)]
-pub struct Probe {
-    /// Process state.
-    pub proc: ProcState,
-    /// Local Status, or why it failed.
-    pub status: Option<Result<MemberStatus, EtcdError>>,
-    /// Linearizable read, when asked for.
-    pub read: Option<Result<i64, EtcdError>>,
-}
-
 impl Core {
     /// A core for `settings` with `supervisor`.
     pub fn new(settings: Arc<Settings>, supervisor: AnySupervisor) -> Self {
@@ -106,6 +102,7 @@ impl Core {
             supervisor,
             etcd,
             connector,
+            pacemaker: SharedPacemaker::new(CrmTools),
             metrics: Metrics::default(),
             work: crate::tasks::Work::default(),
             failover: std::sync::OnceLock::new(),
@@ -258,7 +255,7 @@ impl Core {
                 let (decided, refused) = self.decision_reason();
                 match refused {
                     Some(_) => decided,
-                    None => reason_of(&p).or(decided),
+                    None => live_reason(&p).or(decided),
                 }
             },
         };
@@ -547,128 +544,74 @@ impl Core {
         reply
     }
 
-    async fn do_action(self: &Arc<Self>, req: ActionRequest, deadline: Duration) -> ActionReply {
+    /// `POST /v1/recover`: plan an operator's resolution and, confirmed,
+    /// carry it out, under the failover reconciler's one-pass-at-a-time lock
+    /// (no pass or agent action acts on the files meanwhile). A plan that
+    /// needs etcd stopped is refused while it runs.
+    pub async fn recover(&self, req: RecoverRequest) -> Result<RecoverReply, String> {
+        let why = |e: anyhow::Error| format!("{e:#}");
+        crate::recover::check_node(&self.settings, &req.node).map_err(why)?;
+        let _one = match self.failover.get() {
+            Some(f) => Some(f.exclusive().await),
+            None => None,
+        };
+        let paths = self.local_paths();
+        let me = self.settings.node_name.clone();
+        let etcd = crate::recover::local_etcd(&self.settings);
+        let (r, p, m) = (req.clone(), paths.clone(), me.clone());
+        // Reading the data directory and verifying a snapshot are file work:
+        // off the async workers.
+        let plan = tokio::task::spawn_blocking(move || crate::recover::plan(&r, &m, &p, &etcd))
+            .await
+            .map_err(|e| format!("planning failed internally: {e}"))?
+            .map_err(why)?;
+        let mut reply = RecoverReply {
+            node: me.clone(),
+            plan: plan.describe.clone(),
+            done: Vec::new(),
+        };
+        if !req.confirm {
+            return Ok(reply);
+        }
+        if plan.needs_etcd_stopped
+            && let Some(pid) = self.supervisor.state().await.pid()
+        {
+            return Err(format!(
+                "etcd runs on {me} (pid {pid}): stop it first (e.g. `crm resource ban <etcd clone> {me}`), then run this again"
+            ));
+        }
+        tracing::warn!(what = ?req.what, node = %req.node, plan = ?plan.describe, "recover: carrying out an operator's resolution");
+        let done = tokio::task::spawn_blocking(move || {
+            crate::recover::apply(&plan.action, &paths, &mut |p| {
+                tracing::info!(progress = p, "recover")
+            })
+        })
+        .await
+        .map_err(|e| format!("the resolution failed internally: {e}"))?
+        .map_err(why)?;
+        for d in &done {
+            tracing::warn!(done = %d, "recover");
+        }
+        reply.done = done;
+        Ok(reply)
+    }
+
+    async fn do_action(&self, req: ActionRequest, deadline: Duration) -> ActionReply {
         // Leave a margin so that the reply itself fits in the deadline.
         let budget = deadline.saturating_sub(Duration::from_millis(200).min(deadline / 4));
-        // With failover enabled, start/stop/monitor/notify go through the
-        // same `decide` as the daemon's own loop.
-        if let Some(f) = self.failover.get()
-            && let Some(r) = f.action(self, &req, budget).await
-        {
-            return r;
-        }
-        match req.action {
-            Action::Start => match self.start_etcd(StartMode::Normal, budget).await {
-                Ok(_) => reply(Outcome::Success, None),
-                Err(e) => reply(Outcome::Failed, Some(e)),
-            },
-            Action::Stop => {
-                let grace = self.settings.timeouts.stop_grace.min(budget.mul_f32(0.7));
-                match self.stop_etcd(grace).await {
-                    Ok(_) => reply(Outcome::Success, None),
-                    Err(e) => reply(Outcome::Failed, Some(e.to_string())),
-                }
-            }
-            Action::Monitor => self.monitor(req.depth, budget).await,
-            Action::ValidateAll => self.validate(&req),
-            Action::Promote | Action::Demote | Action::Notify | Action::Reload => {
-                // The failover state machine (a later issue) gives these
-                // meaning; until then they are accepted and logged.
-                tracing::info!(action = ?req.action, notify = ?req.notify, "accepted");
-                reply(Outcome::Success, None)
-            }
-        }
+        let failover = self.failover.get().map(|f| &**f);
+        crate::reconcile::agent::action(failover, &self.ports(), &req, budget).await
     }
 
-    async fn monitor(&self, depth: u32, budget: Duration) -> ActionReply {
-        let limit = budget.min(
-            self.settings
-                .timeouts
-                .probe_timeout
-                .max(Duration::from_millis(500)),
-        );
-        let p = self.probe(limit, depth >= 10).await;
-        self.record(&p);
-        match (&p.proc, &p.status, &p.read) {
-            (ProcState::Stopped, _, _) => reply(Outcome::NotRunning, None),
-            (ProcState::Running { .. }, Some(Ok(s)), read) => {
-                if let Some(Err(e)) = read {
-                    return reply(
-                        Outcome::Failed,
-                        Some(format!("linearizable read failed: {e}")),
-                    );
-                }
-                if s.is_learner {
-                    reply(
-                        Outcome::Degraded,
-                        Some("the local member is a learner catching up".into()),
-                    )
-                } else if !s.has_leader() {
-                    reply(Outcome::Failed, Some("etcd has no leader".into()))
-                } else {
-                    reply(Outcome::Success, None)
-                }
-            }
-            _ => reply(Outcome::Failed, reason_of(&p)),
+    /// What the reconciler acts through: this core's etcd client and
+    /// supervision, and its Pacemaker.
+    pub fn ports(&self) -> Ports<'_, SharedPacemaker, Core, Core> {
+        Ports {
+            pacemaker: &self.pacemaker,
+            etcd: self,
+            supervisor: self,
+            settings: &self.settings,
         }
-    }
-
-    fn validate(&self, req: &ActionRequest) -> ActionReply {
-        if let Some(name) = req.params.get("node_name")
-            && name != &self.settings.node_name
-        {
-            return reply(
-                Outcome::NotConfigured,
-                Some(format!(
-                    "parameter node_name={name:?} does not match this node's configured name {:?}",
-                    self.settings.node_name
-                )),
-            );
-        }
-        // Re-read the configuration from disk: validate-all runs after an
-        // operator edited it, before a restart would pick it up.
-        if let Err(e) = crate::config::reload(&self.settings) {
-            return reply(Outcome::NotConfigured, Some(e.to_string()));
-        }
-        if !self.settings.etcd.binary.exists() {
-            return reply(
-                Outcome::NotInstalled,
-                Some(format!(
-                    "the etcd binary {} does not exist",
-                    self.settings.etcd.binary.display()
-                )),
-            );
-        }
-        reply(Outcome::Success, None)
-    }
-}
-
-fn reply(outcome: Outcome, reason: Option<String>) -> ActionReply {
-    ActionReply { outcome, reason }
-}
-
-fn reason_of(p: &Probe) -> Option<String> {
-    match (&p.proc, &p.status, &p.read) {
-        (ProcState::Stopped, _, _) => None,
-        (ProcState::Died { pid, how }, _, _) => {
-            Some(format!("etcd (pid {pid}) exited unexpectedly: {how}"))
-        }
-        (ProcState::Frozen { pid }, _, _) => Some(format!(
-            "etcd (pid {pid}) is stopped by a signal and cannot answer"
-        )),
-        (ProcState::Running { pid }, Some(Err(e)), _) => {
-            Some(format!("etcd (pid {pid}) is running but unhealthy: {e}"))
-        }
-        (ProcState::Running { .. }, Some(Ok(s)), _) if s.is_learner => {
-            Some("the local member is a learner catching up".into())
-        }
-        (ProcState::Running { .. }, Some(Ok(s)), _) if !s.has_leader() => {
-            Some("etcd has no leader".into())
-        }
-        (ProcState::Running { .. }, _, Some(Err(e))) => {
-            Some(format!("linearizable read failed: {e}"))
-        }
-        _ => None,
     }
 }
 

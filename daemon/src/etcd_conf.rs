@@ -44,7 +44,7 @@ pub enum StartMode {
     },
     /// Restart as a one-member cluster from the existing data. Only the
     /// failover logic asks for it, and only with Pacemaker's confirmation
-    /// that the peer is down (see [`crate::ops::PeerDown`]).
+    /// that the peer is down (see [`crate::reconcile::ports::PeerDown`]).
     ForceNewCluster,
 }
 

@@ -64,9 +64,8 @@ fn notify(states: &[NotifyState<'_>]) {
 /// A boxed future, for the [`Pass`] trait's methods.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// What the failover loop runs: the failover reconciler in the daemon; a
-/// test puts a pass of its own here (e.g. one that takes longer than
-/// systemd's watchdog interval).
+/// What the failover loop runs: the failover reconciler's pass, through
+/// the core's ports.
 pub trait Pass: Send + Sync {
     /// One pass; returns whether something is pending, so that the next
     /// pass comes sooner.
@@ -88,7 +87,7 @@ struct Failover {
 impl Pass for Failover {
     fn run<'a>(&'a self, core: &'a Arc<Core>) -> BoxFuture<'a, bool> {
         Box::pin(async move {
-            let pending = self.reconciler.tick(core).await;
+            let pending = self.reconciler.tick(&core.ports()).await;
             prune_archives(&self.reconciler, core.settings.failover.archive_keep).await;
             pending
         })
@@ -108,9 +107,9 @@ impl Pass for Failover {
 pub struct Options {
     /// Print where everything is (the standalone setup's banner).
     pub print_paths: bool,
-    /// The failover loop's pass instead of the failover reconciler's (which
-    /// runs only when failover is enabled); a given pass always runs.
-    pub pass: Option<Arc<dyn Pass>>,
+    /// Pacemaker as the failover reconciler sees it, instead of its
+    /// command-line tools (a test's fake, e.g. one whose crm_mon is slow).
+    pub pacemaker: Option<crate::reconcile::ports::SharedPacemaker>,
 }
 
 /// Resolves on the first SIGTERM or SIGINT; the handlers are installed when
@@ -164,7 +163,11 @@ pub async fn run_with(
         }
         BackendKind::Systemd => AnySupervisor::Systemd(SystemdSupervisor::new(settings.clone())),
     };
-    let core = Arc::new(Core::new(settings.clone(), supervisor));
+    let mut core = Core::new(settings.clone(), supervisor);
+    if let Some(p) = options.pacemaker {
+        core.pacemaker = p;
+    }
+    let core = Arc::new(core);
     // The failover driver: only when Pacemaker manages a multi-node cluster.
     let failover = crate::reconcile::enabled(&settings)
         .then(|| Arc::new(crate::reconcile::Reconciler::new(&settings)));
@@ -177,13 +180,11 @@ pub async fn run_with(
             "failover enabled"
         );
     }
-    let pass: Option<Arc<dyn Pass>> = options.pass.or_else(|| {
-        failover.map(|reconciler| {
-            Arc::new(Failover {
-                reconciler,
-                limit: settings.timeouts.start_timeout,
-            }) as Arc<dyn Pass>
-        })
+    let pass: Option<Arc<dyn Pass>> = failover.map(|reconciler| {
+        Arc::new(Failover {
+            reconciler,
+            limit: settings.timeouts.start_timeout,
+        }) as Arc<dyn Pass>
     });
 
     let unix = server::bind_unix(&settings.api.socket, &settings.api.socket_group)

@@ -38,7 +38,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tower_service::Service;
-use warden_api::{Ack, ActionRequest, ApiError, ClusterEvent, paths};
+use warden_api::{Ack, ActionRequest, ApiError, ClusterEvent, RecoverRequest, paths};
 
 use crate::core::Core;
 
@@ -235,6 +235,21 @@ async fn action(State(core): State<Arc<Core>>, req: Request) -> Response {
     json(StatusCode::OK, &core.action(req).await)
 }
 
+/// `POST /v1/recover`: an operator's resolution, planned and (confirmed)
+/// carried out by the daemon under its one-pass-at-a-time lock. A plan the
+/// node refuses (wrong node, data in the way, etcd running) is a 409 with
+/// the reason.
+async fn recover(State(core): State<Arc<Core>>, req: Request) -> Response {
+    let req: RecoverRequest = match read_json(req).await {
+        Ok(r) => r,
+        Err(resp) => return resp,
+    };
+    match core.recover(req).await {
+        Ok(r) => json(StatusCode::OK, &r),
+        Err(e) => error(StatusCode::CONFLICT, e),
+    }
+}
+
 async fn event(State(core): State<Arc<Core>>, req: Request) -> Response {
     let ev: ClusterEvent = match read_json(req).await {
         Ok(r) => r,
@@ -303,6 +318,7 @@ pub fn router(core: Arc<Core>, on: Listener) -> Router {
         Listener::Unix => Router::new()
             .route(paths::ACTION, post(action))
             .route(paths::EVENT, post(event))
+            .route(paths::RECOVER, post(recover))
             .route(paths::STATUS, get(status))
             .route(paths::MEMBERS, get(members))
             .route(paths::REPORT, get(report)),

@@ -1,10 +1,13 @@
-//! The watchdog never waits on a pass: a failover pass held for several
-//! times systemd's watchdog interval (as a legitimate 60 s join is) keeps
-//! the WATCHDOG=1 pings coming at their pace, and a shutdown is answered
-//! within 5 s while the pass still runs.
+//! The watchdog never waits on a pass: the real failover reconciler, held
+//! in its gathering by a Pacemaker whose crm_mon hangs (a fake behind the
+//! reconciler's `Pacemaker` port, ignoring its deadline as a wedged tool
+//! would) for several times systemd's watchdog interval, keeps the
+//! WATCHDOG=1 pings coming at their pace, and a shutdown is answered within
+//! 5 s while the pass still hangs.
 //!
-//! The daemon runs in this test's process (real etcd, standalone setup) with
-//! a slow pass in the failover loop's place; the pings are read from a real
+//! The daemon runs in this test's process (a two-node configuration managed
+//! by Pacemaker, so that the failover loop runs) with the slow Pacemaker in
+//! place of the command-line tools; the pings are read from a real
 //! notification socket (a Unix datagram socket standing where systemd's
 //! would be), found through the environment as sd_notify finds systemd's.
 
@@ -18,54 +21,85 @@
 mod common;
 
 use std::os::unix::net::UnixDatagram;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use etcd_warden::core::Core;
-use etcd_warden::run::{BoxFuture, Options, Pass};
+use etcd_warden::reconcile::pcmk::{Pacemaker, PcmkError};
+use etcd_warden::reconcile::ports::SharedPacemaker;
+use etcd_warden::run::Options;
 
 /// systemd's `WatchdogSec=` for this test.
 const WATCHDOG: Duration = Duration::from_secs(1);
 
-/// A pass that takes `hold` (within its `limit`, like a join waiting for
-/// etcd), and says when it began and whether it ended.
-struct SlowPass {
+/// Pacemaker whose crm_mon takes `hold` whatever its deadline, saying when
+/// the reconciler first asked and whether an answer ever came.
+#[derive(Debug)]
+struct SlowPacemaker {
     hold: Duration,
-    limit: Duration,
-    entered: Mutex<Option<Instant>>,
-    ended: AtomicBool,
+    entered: Arc<Mutex<Option<Instant>>>,
+    ended: Arc<AtomicBool>,
 }
 
-impl Pass for SlowPass {
-    fn run<'a>(&'a self, _core: &'a Arc<Core>) -> BoxFuture<'a, bool> {
-        Box::pin(async move {
-            self.entered.lock().unwrap().get_or_insert(Instant::now());
-            tokio::time::sleep(self.hold).await;
-            self.ended.store(true, Ordering::SeqCst);
-            false
+impl Pacemaker for SlowPacemaker {
+    async fn crm_mon(&self, _deadline: Duration) -> Result<crm_xml::CrmMon, PcmkError> {
+        self.entered.lock().unwrap().get_or_insert(Instant::now());
+        tokio::time::sleep(self.hold).await;
+        self.ended.store(true, Ordering::SeqCst);
+        Err(PcmkError::Timeout {
+            tool: "crm_mon",
+            deadline: self.hold,
         })
     }
-
-    fn kicked(&self) -> BoxFuture<'_, ()> {
-        Box::pin(std::future::pending())
+    async fn get_attr(
+        &self,
+        _n: &str,
+        _a: &str,
+        _d: Duration,
+    ) -> Result<Option<String>, PcmkError> {
+        Ok(None)
     }
-
-    fn limit(&self) -> Duration {
-        self.limit
+    async fn set_attr(&self, _n: &str, _a: &str, _v: &str, _d: Duration) -> Result<(), PcmkError> {
+        Ok(())
+    }
+    async fn delete_attr(&self, _n: &str, _a: &str, _d: Duration) -> Result<(), PcmkError> {
+        Ok(())
     }
 }
 
-/// Kills etcd should the test fail before the daemon stopped it.
-struct EtcdGuard(u32);
-
-impl Drop for EtcdGuard {
-    fn drop(&mut self) {
-        if alive(self.0) {
-            kill(self.0, 9);
-        }
-    }
+/// Node a of a two-node pair managed by Pacemaker (no autostart).
+fn settings(dir: &std::path::Path) -> etcd_warden::config::Settings {
+    let text = format!(
+        r#"node_name = "a"
+topology = "two-node"
+[etcd]
+binary = "{etcd}"
+data_dir = "{d}/etcd"
+[api]
+socket = "{d}/api.sock"
+[paths]
+state_dir = "{d}/state"
+[failover]
+archive_dir = "{d}/archives"
+[[nodes]]
+name = "a"
+peer_urls = ["http://127.0.0.1:{ap}"]
+client_urls = ["http://127.0.0.1:{ac}"]
+[[nodes]]
+name = "b"
+peer_urls = ["http://127.0.0.1:{bp}"]
+client_urls = ["http://127.0.0.1:{bc}"]
+"#,
+        etcd = etcd_warden::standalone::find_etcd().display(),
+        d = dir.display(),
+        ap = free_port(),
+        ac = free_port(),
+        bp = free_port(),
+        bc = free_port(),
+    );
+    etcd_warden::config::from_texts(&[(PathBuf::from("test.toml"), text)]).unwrap()
 }
 
 #[test]
@@ -98,15 +132,16 @@ fn watchdog_pings_go_on_through_a_long_pass_and_shutdown_is_prompt() {
     };
 
     let dir = tempfile::tempdir().unwrap();
-    let settings = etcd_warden::standalone::prepare(dir.path(), None, true).unwrap();
-    let pass = Arc::new(SlowPass {
-        hold: Duration::from_secs(120),
-        limit: settings.timeouts.start_timeout,
-        entered: Mutex::new(None),
-        ended: AtomicBool::new(false),
-    });
+    let settings = settings(dir.path());
+    assert!(etcd_warden::reconcile::enabled(&settings));
+    let entered: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let ended = Arc::new(AtomicBool::new(false));
     let options = Options {
-        pass: Some(pass.clone()),
+        pacemaker: Some(SharedPacemaker::new(SlowPacemaker {
+            hold: Duration::from_secs(120),
+            entered: entered.clone(),
+            ended: ended.clone(),
+        })),
         ..Default::default()
     };
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -135,7 +170,7 @@ fn watchdog_pings_go_on_through_a_long_pass_and_shutdown_is_prompt() {
             .map(|(at, _)| *at)
             .collect()
     };
-    // READY=1 (etcd started), then the pass begins.
+    // READY=1, then the failover pass begins and hangs in crm_mon.
     wait_for("READY=1", Duration::from_secs(30), || {
         got.lock()
             .unwrap()
@@ -143,14 +178,11 @@ fn watchdog_pings_go_on_through_a_long_pass_and_shutdown_is_prompt() {
             .any(|(_, m)| m.contains("READY=1"))
             .then_some(())
     });
-    let etcd = EtcdGuard(wait_for("etcd's PID file", Duration::from_secs(5), || {
-        std::fs::read_to_string(dir.path().join("state/etcd.pid"))
-            .ok()
-            .and_then(|t| t.split_whitespace().next()?.parse().ok())
-    }));
-    let entered = wait_for("the slow pass to begin", Duration::from_secs(10), || {
-        *pass.entered.lock().unwrap()
-    });
+    let entered = wait_for(
+        "the reconciler to ask the slow crm_mon",
+        Duration::from_secs(10),
+        || *entered.lock().unwrap(),
+    );
     // Hold it for three watchdog intervals, observed through the pings.
     let held = WATCHDOG * 3;
     wait_for(
@@ -164,8 +196,8 @@ fn watchdog_pings_go_on_through_a_long_pass_and_shutdown_is_prompt() {
         },
     );
     assert!(
-        !pass.ended.load(Ordering::SeqCst),
-        "the pass ended early; nothing was held"
+        !ended.load(Ordering::SeqCst),
+        "crm_mon answered early; nothing was held"
     );
     // systemd kills a daemon whose pings are WatchdogSec apart; they came
     // at half of it all along.
@@ -192,7 +224,7 @@ fn watchdog_pings_go_on_through_a_long_pass_and_shutdown_is_prompt() {
     daemon.join().unwrap().unwrap();
     assert!(took < Duration::from_secs(5), "shutdown took {took:?}");
     assert!(
-        !pass.ended.load(Ordering::SeqCst),
+        !ended.load(Ordering::SeqCst),
         "the pass was waited for to its end"
     );
     let stopping = got
@@ -205,8 +237,6 @@ fn watchdog_pings_go_on_through_a_long_pass_and_shutdown_is_prompt() {
         stopping.is_some_and(|t| t.duration_since(asked) < Duration::from_secs(1)),
         "STOPPING=1 {stopping:?}"
     );
-    // etcd was stopped with the daemon.
-    assert!(!alive(etcd.0), "etcd (pid {}) outlived the daemon", etcd.0);
     done.store(true, Ordering::SeqCst);
     reader.join().unwrap();
 }

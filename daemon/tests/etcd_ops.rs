@@ -18,7 +18,7 @@ use etcd_warden::config::{self, Settings};
 use etcd_warden::core::Core;
 use etcd_warden::etcd::{Connector, EtcdError, LiveEtcd};
 use etcd_warden::etcd_conf::StartMode;
-use etcd_warden::ops::{EtcdOps, PeerDown};
+use etcd_warden::reconcile::ports::{EtcdOps, PeerDown, Supervisor};
 use etcd_warden::supervise::AnySupervisor;
 use etcd_warden::supervise::process::ProcessSupervisor;
 
@@ -223,7 +223,9 @@ fn quorum_loss_is_seen_by_the_linearizable_read_not_by_member_list_and_force_new
         assert!(list.iter().any(|m| m.id == added.id && m.is_learner));
         // A learner that has not started cannot be promoted: a typed error.
         match c.a.promote(added.id, d).await {
-            Err(etcd_warden::ops::OpsError::Etcd(EtcdError::FailedPrecondition(_))) => {}
+            Err(etcd_warden::reconcile::ports::OpsError::Etcd(EtcdError::FailedPrecondition(
+                _,
+            ))) => {}
             other => panic!("expected FailedPrecondition, got {other:?}"),
         }
         // A second learner is refused (one at a time on 3.4/3.5).
@@ -240,7 +242,9 @@ fn quorum_loss_is_seen_by_the_linearizable_read_not_by_member_list_and_force_new
                     assert!(list.iter().all(|m| !m.is_learner), "{list:?}");
                     break;
                 }
-                Err(etcd_warden::ops::OpsError::Etcd(EtcdError::FailedPrecondition(_))) => {}
+                Err(etcd_warden::reconcile::ports::OpsError::Etcd(
+                    EtcdError::FailedPrecondition(_),
+                )) => {}
                 Err(e) => panic!("{e}"),
             }
             assert!(Instant::now() < deadline, "learner never got in sync");
@@ -253,8 +257,8 @@ fn quorum_loss_is_seen_by_the_linearizable_read_not_by_member_list_and_force_new
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             match c.a.remove(12345, Duration::from_secs(3)).await {
-                Err(etcd_warden::ops::OpsError::Etcd(EtcdError::NotFound(_))) => break,
-                Err(etcd_warden::ops::OpsError::Etcd(EtcdError::Timeout(_)))
+                Err(etcd_warden::reconcile::ports::OpsError::Etcd(EtcdError::NotFound(_))) => break,
+                Err(etcd_warden::reconcile::ports::OpsError::Etcd(EtcdError::Timeout(_)))
                     if Instant::now() < deadline => {}
                 other => panic!("expected NotFound, got {other:?}"),
             }

@@ -23,9 +23,10 @@ use std::time::{Duration, Instant};
 use common::free_port;
 use etcd_warden::config::{self, Settings};
 use etcd_warden::core::Core;
-use etcd_warden::reconcile::exec::{Env, execute};
+use etcd_warden::reconcile::exec::execute;
 use etcd_warden::reconcile::local::LocalPaths;
 use etcd_warden::reconcile::pcmk::{Pacemaker, PcmkError};
+use etcd_warden::reconcile::ports::Ports;
 use etcd_warden::supervise::AnySupervisor;
 use etcd_warden::supervise::process::ProcessSupervisor;
 use warden_failover::{
@@ -159,14 +160,13 @@ fn facts(me: &str, peer_online: bool, n: &Node) -> Facts {
 
 async fn exec(n: &Node, f: &Facts, steps: &[Step]) -> Result<(), String> {
     let pcmk = Attrs::default();
-    let env = Env {
-        ops: &n.core,
-        pcmk: &pcmk,
-        lock: &n.core,
-        local: &n.paths,
+    let ports = Ports {
+        pacemaker: &pcmk,
+        etcd: &*n.core,
+        supervisor: &*n.core,
         settings: &n.core.settings,
     };
-    let r = execute(&env, f, steps, Duration::from_secs(30)).await;
+    let r = execute(&ports, &n.paths, f, steps, Duration::from_secs(30)).await;
     match r.failed {
         None => Ok(()),
         Some((s, e)) => Err(format!("{s:?}: {e}")),

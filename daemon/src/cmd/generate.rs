@@ -19,10 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use clap::CommandFactory;
 use clap_complete::Shell;
-
-use crate::cli::Cli;
 
 /// The binary's name, as installed.
 const BIN: &str = "etcd-warden";
@@ -67,10 +64,13 @@ pub enum GenerateWhat {
 }
 
 /// Runs `etcd-warden generate`; prints each file written.
-pub fn run_generate(args: GenerateArgs) -> anyhow::Result<ExitCode> {
+/// `cli` is the whole command line's definition (the pages and completions
+/// describe it); the caller owns it, so that this module does not depend on
+/// the module that dispatches to it.
+pub fn run_generate(args: GenerateArgs, cli: &clap::Command) -> anyhow::Result<ExitCode> {
     let written = match args.what {
-        GenerateWhat::Man { dir } => write_man_pages(&dir)?,
-        GenerateWhat::Completions { dir } => write_completions(&dir)?,
+        GenerateWhat::Man { dir } => write_man_pages(&dir, cli)?,
+        GenerateWhat::Completions { dir } => write_completions(&dir, cli)?,
         GenerateWhat::OcfMan {
             metadata,
             provider,
@@ -113,8 +113,8 @@ fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 
 /// The CLI with every subcommand's bin and display names filled in (clap
 /// does that in `build`), which the pages' NAME and SYNOPSIS use.
-fn built_cli() -> clap::Command {
-    let mut cmd = Cli::command();
+fn built_cli(cli: &clap::Command) -> clap::Command {
+    let mut cmd = cli.clone();
     cmd.build();
     cmd
 }
@@ -126,10 +126,10 @@ fn documented(cmd: &clap::Command) -> bool {
 }
 
 /// Writes the CLI's pages into `dir`, returning their paths.
-pub fn write_man_pages(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+pub fn write_man_pages(dir: &Path, cli: &clap::Command) -> anyhow::Result<Vec<PathBuf>> {
     create_dir(dir)?;
     let mut written = Vec::new();
-    write_page(&built_cli(), dir, &mut written)?;
+    write_page(&built_cli(cli), dir, &mut written)?;
     Ok(written)
 }
 
@@ -174,11 +174,11 @@ fn page_name(cmd: &clap::Command) -> String {
 }
 
 /// Writes the completions into `dir`, returning their paths.
-pub fn write_completions(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+pub fn write_completions(dir: &Path, cli: &clap::Command) -> anyhow::Result<Vec<PathBuf>> {
     create_dir(dir)?;
     let mut written = Vec::new();
     for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
-        let mut cmd = Cli::command();
+        let mut cmd = cli.clone();
         let path = clap_complete::generate_to(shell, &mut cmd, BIN, dir)
             .with_context(|| format!("writing the {shell} completion into {}", dir.display()))?;
         written.push(path);
@@ -391,6 +391,10 @@ fn quoted_arg(s: &str) -> String {
 mod tests {
     use super::*;
 
+    fn cli() -> clap::Command {
+        <crate::cli::Cli as clap::CommandFactory>::command()
+    }
+
     const METADATA: &str = r#"<?xml version="1.0"?>
 <!DOCTYPE resource-agent SYSTEM "ra-api-1.dtd">
 <resource-agent name="etcd" version="0.1.0">
@@ -468,13 +472,16 @@ mod tests {
     #[test]
     fn man_pages_cover_every_visible_subcommand_and_not_generate() {
         let dir = tempfile::tempdir().unwrap();
-        let written = write_man_pages(dir.path()).unwrap();
+        let written = write_man_pages(dir.path(), &cli()).unwrap();
         let names: Vec<String> = written
             .iter()
             .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
             .collect();
         assert!(names.contains(&"etcd-warden.8".to_string()), "{names:?}");
-        for sub in built_cli().get_subcommands().filter(|s| documented(s)) {
+        for sub in built_cli(&cli())
+            .get_subcommands()
+            .filter(|s| documented(s))
+        {
             let want = format!("etcd-warden-{}.8", sub.get_name());
             assert!(names.contains(&want), "{want} missing from {names:?}");
         }
@@ -511,7 +518,7 @@ mod tests {
     #[test]
     fn completions_for_three_shells_name_the_subcommands() {
         let dir = tempfile::tempdir().unwrap();
-        let written = write_completions(dir.path()).unwrap();
+        let written = write_completions(dir.path(), &cli()).unwrap();
         let names: Vec<String> = written
             .iter()
             .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())

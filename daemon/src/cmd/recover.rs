@@ -7,16 +7,25 @@
 //! stops there (exit code 2), so that the command as the refusal prints it is
 //! accepted and shows the plan; with `--confirm` it does it and prints what
 //! it did. Nothing is ever deleted: data is moved into the archive directory.
+//!
+//! The command is a client of the daemon (`POST /v1/recover`): the daemon
+//! plans and acts under its one-pass-at-a-time lock, so that no failover
+//! pass or agent action touches the files meanwhile. Only when the daemon is
+//! not running (its socket does not answer) does the command act on the
+//! files itself, and it says so.
 
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
+use warden_api::client::ClientError;
+use warden_api::{RecoverReply, RecoverRequest, RecoverWhat};
 
 use super::target::Target;
-use crate::reconcile::local::{LocalPaths, StateFile};
+use crate::config::Settings;
 use crate::reconcile::paths_for;
+use crate::recover::{apply, check_node, local_etcd, plan};
 
 /// Arguments of `etcd-warden recover`.
 #[derive(Debug, clap::Args)]
@@ -87,510 +96,119 @@ pub struct RestoreSnapshotArgs {
     pub snapshot: PathBuf,
 }
 
+/// How long the daemon may take for a resolution: a snapshot restore runs
+/// etcd's restore tool over the whole database.
+const RECOVER_DEADLINE: Duration = Duration::from_secs(600);
+
+/// The request for `what`, with file paths made absolute (the daemon does
+/// not run in this command's directory).
+fn request(what: &RecoverCommand) -> anyhow::Result<(RecoverRequest, &Target)> {
+    let absolute = |p: &PathBuf| -> anyhow::Result<PathBuf> {
+        std::path::absolute(p).with_context(|| format!("cannot resolve {}", p.display()))
+    };
+    let (kind, node, archive, snapshot) = match what {
+        RecoverCommand::ForceNewCluster(a) => (RecoverWhat::ForceNewCluster, a, None, None),
+        RecoverCommand::KeepDataOf(a) => (RecoverWhat::KeepDataOf, a, None, None),
+        RecoverCommand::RestoreArchive(r) => (
+            RecoverWhat::RestoreArchive,
+            &r.node,
+            r.archive.as_ref().map(absolute).transpose()?,
+            None,
+        ),
+        RecoverCommand::RestoreSnapshot(r) => (
+            RecoverWhat::RestoreSnapshot,
+            &r.node,
+            None,
+            Some(absolute(&r.snapshot)?),
+        ),
+    };
+    Ok((
+        RecoverRequest {
+            what: kind,
+            node: node.node.clone(),
+            archive,
+            snapshot,
+            confirm: node.confirm,
+        },
+        &node.target,
+    ))
+}
+
 /// Run `etcd-warden recover`.
 pub fn run_recover(args: RecoverArgs) -> anyhow::Result<ExitCode> {
-    let (node, confirm, target) = match &args.what {
-        RecoverCommand::ForceNewCluster(a) | RecoverCommand::KeepDataOf(a) => {
-            (&a.node, a.confirm, &a.target)
-        }
-        RecoverCommand::RestoreArchive(r) => (&r.node.node, r.node.confirm, &r.node.target),
-        RecoverCommand::RestoreSnapshot(r) => (&r.node.node, r.node.confirm, &r.node.target),
-    };
+    let (req, target) = request(&args.what)?;
     let settings = target.settings()?;
-    if !settings.nodes.iter().any(|n| &n.name == node) {
-        bail!(
-            "--node {node}: not a configured node (configured: {})",
-            settings
-                .nodes
-                .iter()
-                .map(|n| n.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+    check_node(&settings, &req.node)?;
+    let me = settings.node_name.as_str();
+    let client = target.client();
+    if req.confirm {
+        println!(
+            "etcd-warden recover on {me}: asking the daemon to do it (a snapshot restore takes a while) ..."
         );
     }
-    let paths = paths_for(&settings);
-    let me = settings.node_name.as_str();
-    let etcd = LocalEtcd {
-        binary: settings.etcd.binary.clone(),
-        peer_urls: settings.local_node().peer_urls.clone(),
+    let reply = match client.post::<_, RecoverReply>(
+        warden_api::paths::RECOVER,
+        &req,
+        RECOVER_DEADLINE,
+    ) {
+        Ok(r) => r,
+        Err(ClientError::Connect { path, error }) => {
+            println!(
+                "etcd-warden recover on {me}: the daemon is not running (no answer on {}: {error}); acting on its files directly",
+                path.display()
+            );
+            return offline(&req, &settings);
+        }
+        Err(ClientError::Status { message, .. }) => bail!("{message}"),
+        Err(e) => return Err(e).context("the daemon did not carry out the resolution"),
     };
-    let plan = plan(&args.what, node, me, &paths, &etcd)?;
-    println!("etcd-warden recover on {me}:");
-    for p in &plan.describe {
+    println!("etcd-warden recover on {}:", reply.node);
+    for p in &reply.plan {
         println!("  will: {p}");
     }
-    if !confirm {
+    if !req.confirm {
         println!("nothing done; run again with --confirm to do it");
         return Ok(ExitCode::from(2));
     }
-    if plan.needs_etcd_stopped {
-        let running = target
-            .client()
-            .get::<warden_api::NodeStatus>(warden_api::paths::STATUS, target.timeout())
-            .map(|s| s.etcd_running)
-            .context("cannot ask the daemon whether etcd runs (it must be stopped first)")?;
-        if running {
-            bail!(
-                "etcd runs on {me}: stop it first (e.g. `crm resource ban <etcd clone> {me}`), then run this again"
-            );
-        }
-    }
-    for done in apply(&plan.action, &paths)? {
+    for done in &reply.done {
         println!("  done: {done}");
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// What a resolution does on this node.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RecoverAction {
-    /// Set the in-sync marker for this boot.
-    MarkInSync,
-    /// Raise the data's epoch by one.
-    RaiseEpoch,
-    /// Move the local member directory into the archive directory.
-    Archive,
-    /// Move this archive back in place.
-    Restore(PathBuf),
-    /// Restore a snapshot as a new one-member cluster.
-    RestoreSnapshot(SnapshotRestore),
-}
-
-/// What this node's etcd is: the binary (the restore tools are looked for
-/// beside it) and its peer URLs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LocalEtcd {
-    /// The configured etcd binary.
-    pub binary: PathBuf,
-    /// This node's peer URLs.
-    pub peer_urls: Vec<String>,
-}
-
-/// The tool that restores a snapshot into a data directory.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RestoreTool {
-    /// `etcdutl snapshot restore` (etcd 3.5 and later).
-    Etcdutl(PathBuf),
-    /// `etcdctl snapshot restore` (etcd 3.4; deprecated in 3.5).
-    Etcdctl(PathBuf),
-}
-
-impl RestoreTool {
-    fn path(&self) -> &Path {
-        match self {
-            Self::Etcdutl(p) | Self::Etcdctl(p) => p,
-        }
+/// The resolution without the daemon: its files are acted on directly.
+/// etcd must not run where the plan needs it stopped; with the daemon gone,
+/// that is whether anything answers on etcd's client URL.
+fn offline(req: &RecoverRequest, settings: &Settings) -> anyhow::Result<ExitCode> {
+    let paths = paths_for(settings);
+    let me = settings.node_name.as_str();
+    let plan = plan(req, me, &paths, &local_etcd(settings))?;
+    for p in &plan.describe {
+        println!("  will: {p}");
     }
-}
-
-fn executable(p: &Path) -> bool {
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-/// The restore tool of the configured etcd: `etcdutl`, else `etcdctl`,
-/// beside the etcd binary (the same release, so the restored data is in a
-/// format that etcd reads), else on PATH.
-pub fn find_restore_tool(etcd_binary: &Path) -> anyhow::Result<RestoreTool> {
-    let beside = etcd_binary.parent().map(Path::to_path_buf);
-    let path_dirs: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default();
-    for dirs in [beside.into_iter().collect::<Vec<_>>(), path_dirs] {
-        for d in &dirs {
-            if executable(&d.join("etcdutl")) {
-                return Ok(RestoreTool::Etcdutl(d.join("etcdutl")));
-            }
-            if executable(&d.join("etcdctl")) {
-                return Ok(RestoreTool::Etcdctl(d.join("etcdctl")));
-            }
-        }
+    if !req.confirm {
+        println!("nothing done; run again with --confirm to do it");
+        return Ok(ExitCode::from(2));
     }
-    bail!(
-        "neither etcdutl nor etcdctl found beside {} or on PATH: install etcd's client tools (Debian: etcd-client)",
-        etcd_binary.display()
-    )
-}
-
-/// A planned snapshot restore.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SnapshotRestore {
-    /// The snapshot file.
-    pub snapshot: PathBuf,
-    /// The tool that restores it.
-    pub tool: RestoreTool,
-    /// This node's member name.
-    pub name: String,
-    /// This node's peer URLs.
-    pub peer_urls: Vec<String>,
-    /// The new cluster's `initial-cluster-token`: fresh, so that the new
-    /// cluster's and member's ids differ from the old ones.
-    pub token: String,
-    /// The epoch the restored data gets.
-    pub epoch: u64,
-}
-
-/// A fresh random cluster token.
-fn fresh_token() -> anyhow::Result<String> {
-    let uuid = std::fs::read_to_string("/proc/sys/kernel/random/uuid")
-        .context("cannot read /proc/sys/kernel/random/uuid for a fresh cluster token")?;
-    let hex: String = uuid.chars().filter(char::is_ascii_hexdigit).collect();
-    Ok(format!("etcd-warden-restore-{hex}"))
-}
-
-/// The highest epoch known on this node: the state file's and those of the
-/// archives' state files.
-fn highest_epoch(paths: &LocalPaths) -> anyhow::Result<u64> {
-    let mut top = paths.read_state()?.epoch;
-    for a in paths.archives() {
-        if let Ok(b) = std::fs::read(a.join("state.json"))
-            && let Ok(s) = serde_json::from_slice::<StateFile>(&b)
-        {
-            top = top.max(s.epoch);
-        }
-    }
-    Ok(top)
-}
-
-/// The plan: the action and its description.
-#[derive(Debug)]
-pub struct Plan {
-    /// The action.
-    pub action: RecoverAction,
-    /// Human-readable lines.
-    pub describe: Vec<String>,
-    /// The local etcd must not run.
-    pub needs_etcd_stopped: bool,
-}
-
-/// What `what` means on node `me`.
-pub fn plan(
-    what: &RecoverCommand,
-    node: &str,
-    me: &str,
-    paths: &LocalPaths,
-    etcd: &LocalEtcd,
-) -> anyhow::Result<Plan> {
-    let must_be_me = |verb: &str| -> anyhow::Result<()> {
-        if node != me {
-            bail!("{verb} acts on the node whose data is used: run it on {node}, not on {me}");
-        }
-        Ok(())
-    };
-    Ok(match what {
-        RecoverCommand::ForceNewCluster(_) => {
-            must_be_me("force-new-cluster")?;
-            if !paths.has_data() {
-                bail!(
-                    "{me} has no etcd data in {}: nothing to force a cluster from",
-                    paths.data_dir.display()
-                );
-            }
-            Plan {
-                action: RecoverAction::MarkInSync,
-                describe: vec![
-                    format!("mark {me}'s data as holding every acknowledged write for this boot ({})", paths.run_dir.join("in-sync").display()),
-                    "let the daemon force a new one-member cluster from it once Pacemaker shows the peer down".into(),
-                    "after a total outage Corosync holds quorum back until the peer was seen (wait_for_all): if the peer stays off, lift that yourself with `pcs quorum unblock`, so that Pacemaker fences the peer and starts etcd here".into(),
-                    "the peer, when it returns, archives its data and rejoins as a learner".into(),
-                ],
-                needs_etcd_stopped: false,
-            }
-        }
-        RecoverCommand::KeepDataOf(_) if node == me => {
-            let epoch = paths.read_state()?.epoch;
-            Plan {
-                action: RecoverAction::RaiseEpoch,
-                describe: vec![format!(
-                    "raise the epoch of {me}'s data from {epoch} to {} in {}, so that the other node's data is stale and is archived",
-                    epoch + 1,
-                    paths.state_file.display()
-                )],
-                needs_etcd_stopped: false,
-            }
-        }
-        RecoverCommand::KeepDataOf(_) => {
-            if !paths.has_data() {
-                bail!(
-                    "{me} has no etcd data in {}: nothing to archive",
-                    paths.data_dir.display()
-                );
-            }
-            Plan {
-                action: RecoverAction::Archive,
-                describe: vec![format!(
-                    "move {me}'s member directory {} into {} (with its SHA-256; nothing deleted), so that {me} rejoins {node}'s cluster as a learner",
-                    paths.member_dir().display(),
-                    paths.archive_dir.display()
-                )],
-                needs_etcd_stopped: true,
-            }
-        }
-        RecoverCommand::RestoreArchive(r) => {
-            must_be_me("restore-archive")?;
-            if paths.has_data() {
-                bail!(
-                    "{me} already has data in {}: archive it first (keep-data-of)",
-                    paths.member_dir().display()
-                );
-            }
-            let src = match &r.archive {
-                Some(a) => a.clone(),
-                None => paths
-                    .archives()
-                    .pop()
-                    .with_context(|| format!("no archive in {}", paths.archive_dir.display()))?,
-            };
-            if !src.join("member").is_dir() {
-                bail!("{} holds no member directory", src.display());
-            }
-            Plan {
-                describe: vec![format!(
-                    "move {} back to {} and restore its state file",
-                    src.join("member").display(),
-                    paths.member_dir().display()
-                )],
-                action: RecoverAction::Restore(src),
-                needs_etcd_stopped: true,
-            }
-        }
-        RecoverCommand::RestoreSnapshot(r) => {
-            must_be_me("restore-snapshot")?;
-            if paths.has_data() {
-                bail!(
-                    "{me} already has data in {}; archive it first (`etcd-warden recover keep-data-of --node <the other node>` on {me} moves it into {})",
-                    paths.member_dir().display(),
-                    paths.archive_dir.display()
-                );
-            }
-            let size = super::snapshot::verify_file(&r.snapshot)?;
-            if etcd.peer_urls.is_empty() {
-                bail!("{me} has no peer URLs in the configuration");
-            }
-            let tool = find_restore_tool(&etcd.binary)?;
-            let epoch = highest_epoch(paths)? + 1;
-            let restore = SnapshotRestore {
-                snapshot: r.snapshot.clone(),
-                tool,
-                name: me.to_owned(),
-                peer_urls: etcd.peer_urls.clone(),
-                token: fresh_token()?,
-                epoch,
-            };
-            Plan {
-                describe: vec![
-                    format!(
-                        "restore {} ({size} bytes, checksum verified) with {} into {} as a new one-member cluster of {me} (peer URLs {}, cluster token {})",
-                        r.snapshot.display(),
-                        restore.tool.path().display(),
-                        paths.member_dir().display(),
-                        restore.peer_urls.join(","),
-                        restore.token
-                    ),
-                    format!(
-                        "write {} with epoch {epoch} (above every epoch known here), so that the other node's data is stale: it is archived (not deleted) when that node rejoins, as a learner",
-                        paths.state_file.display()
-                    ),
-                    "every write made after the snapshot was taken is lost; start etcd afterwards (e.g. `crm resource clear <etcd clone> <node>`)".into(),
-                ],
-                action: RecoverAction::RestoreSnapshot(restore),
-                needs_etcd_stopped: true,
-            }
-        }
-    })
-}
-
-/// The hex value of `"key":"…"` in etcd's JSON log lines.
-fn logged_id(log: &str, key: &str) -> Option<u64> {
-    let pat = format!("\"{key}\":\"");
-    log.lines().find_map(|l| {
-        let rest = &l[l.find(&pat)? + pat.len()..];
-        let hex = &rest[..rest.find('"')?];
-        u64::from_str_radix(hex, 16).ok().filter(|id| *id != 0)
-    })
-}
-
-/// Give `p` and everything under it the owner of `like` (etcd may run as
-/// another user than the operator who restores).
-fn chown_like(p: &Path, like: &Path) -> anyhow::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(like).with_context(|| format!("cannot stat {}", like.display()))?;
-    let cur =
-        std::fs::symlink_metadata(p).with_context(|| format!("cannot stat {}", p.display()))?;
-    if cur.uid() == m.uid() && cur.gid() == m.gid() {
-        return Ok(());
-    }
-    let mut todo = vec![p.to_path_buf()];
-    while let Some(x) = todo.pop() {
-        std::os::unix::fs::lchown(&x, Some(m.uid()), Some(m.gid()))
-            .with_context(|| format!("cannot chown {}", x.display()))?;
-        if std::fs::symlink_metadata(&x).is_ok_and(|m| m.is_dir()) {
-            for e in
-                std::fs::read_dir(&x).with_context(|| format!("cannot list {}", x.display()))?
-            {
-                todo.push(e?.path());
-            }
-        }
-    }
-    Ok(())
-}
-
-fn restore_snapshot(r: &SnapshotRestore, paths: &LocalPaths) -> anyhow::Result<Vec<String>> {
-    // Checked again: the plan was made before the etcd check.
-    if paths.has_data() {
+    if plan.needs_etcd_stopped && etcd_answers(settings) {
         bail!(
-            "{} appeared meanwhile; archive it first",
-            paths.member_dir().display()
+            "etcd answers on {} on {me}: stop it first (e.g. `crm resource ban <etcd clone> {me}`), then run this again",
+            settings.local_client_url()
         );
     }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&paths.data_dir)
-        .with_context(|| format!("cannot create {}", paths.data_dir.display()))?;
-    // Restored inside the data directory, so that moving the result into
-    // place is a rename on one filesystem; the tools refuse an existing
-    // directory, and this one is new.
-    let unique = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    let tmp = paths
-        .data_dir
-        .join(format!(".restore-{}-{unique}", std::process::id()));
-    let initial_cluster = r
-        .peer_urls
-        .iter()
-        .map(|u| format!("{}={u}", r.name))
-        .collect::<Vec<_>>()
-        .join(",");
-    let mut cmd = std::process::Command::new(r.tool.path());
-    cmd.arg("snapshot")
-        .arg("restore")
-        .arg(&r.snapshot)
-        .arg("--name")
-        .arg(&r.name)
-        .arg("--initial-cluster")
-        .arg(&initial_cluster)
-        .arg("--initial-cluster-token")
-        .arg(&r.token)
-        .arg("--initial-advertise-peer-urls")
-        .arg(r.peer_urls.join(","))
-        .arg("--data-dir")
-        .arg(&tmp);
-    if let RestoreTool::Etcdctl(_) = r.tool {
-        cmd.env("ETCDCTL_API", "3");
+    for done in apply(&plan.action, &paths, &mut |p| println!("  {p}"))? {
+        println!("  done: {done}");
     }
-    println!(
-        "  restoring with {} (a large snapshot takes a while) ...",
-        r.tool.path().display()
-    );
-    let out = cmd
-        .output()
-        .with_context(|| format!("cannot run {}", r.tool.path().display()))?;
-    let log = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    if !out.status.success() {
-        bail!(
-            "{} snapshot restore failed ({}): {}; nothing was moved into {} (its output, if any, is in {})",
-            r.tool.path().display(),
-            out.status,
-            log.trim(),
-            paths.data_dir.display(),
-            tmp.display()
-        );
-    }
-    let restored = tmp.join("member");
-    if !restored.is_dir() {
-        bail!(
-            "{} reported success but left no member directory in {}",
-            r.tool.path().display(),
-            tmp.display()
-        );
-    }
-    // The tools log the new cluster's and member's ids as they add the
-    // member (etcd 3.4 to 3.6); without those lines the ids stay unknown
-    // and the daemon records them once etcd runs.
-    let cluster_id = logged_id(&log, "cluster-id");
-    let member_id = logged_id(&log, "added-peer-id");
-    // The epoch first: a crash before the data is in place leaves a raised
-    // epoch and no data (run the command again); the other order could leave
-    // restored data under the old epoch, which the other node's data would
-    // not be stale against.
-    paths.write_state(&StateFile {
-        epoch: r.epoch,
-        departed: false,
-        formed: true,
-        cluster_id,
-        member_id,
-        voters: vec![r.name.clone()],
-        ..StateFile::default()
-    })?;
-    chown_like(&restored, &paths.data_dir)?;
-    std::fs::rename(&restored, paths.member_dir()).with_context(|| {
-        format!(
-            "cannot move {} to {}",
-            restored.display(),
-            paths.member_dir().display()
-        )
-    })?;
-    std::fs::File::open(&paths.data_dir)
-        .and_then(|d| d.sync_all())
-        .with_context(|| format!("cannot fsync {}", paths.data_dir.display()))?;
-    // Empty now; a leftover would only be an empty directory.
-    let _ = std::fs::remove_dir(&tmp);
-    // The in-sync marker spoke of the data that was here before.
-    paths.clear_in_sync()?;
-    let id = |v: Option<u64>| v.map_or_else(|| "unknown".to_owned(), |v| format!("{v:x}"));
-    Ok(vec![
-        format!(
-            "restored {} into {} (cluster id {}, member id {})",
-            r.snapshot.display(),
-            paths.member_dir().display(),
-            id(cluster_id),
-            id(member_id)
-        ),
-        format!("epoch is now {}, formed, voters [{}]", r.epoch, r.name),
-    ])
+    Ok(ExitCode::SUCCESS)
 }
 
-/// Carry out `action`; returns what was done.
-pub fn apply(action: &RecoverAction, paths: &LocalPaths) -> anyhow::Result<Vec<String>> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default();
-    Ok(match action {
-        RecoverAction::MarkInSync => {
-            let boot = paths.boot_id()?;
-            paths.mark_in_sync_by_operator(&boot)?;
-            vec![format!("in-sync marker set for boot {boot}")]
-        }
-        RecoverAction::RaiseEpoch => {
-            let st = paths.update_state(|s| s.epoch += 1)?;
-            vec![format!("epoch is now {}", st.epoch)]
-        }
-        RecoverAction::Archive => {
-            let dest = paths.archive("operator: keep the peer's data", now)?;
-            vec![format!("archived to {}", dest.display())]
-        }
-        RecoverAction::Restore(src) => {
-            std::fs::create_dir_all(&paths.data_dir)
-                .with_context(|| format!("cannot create {}", paths.data_dir.display()))?;
-            std::fs::rename(src.join("member"), paths.member_dir())
-                .with_context(|| format!("cannot move {} back", src.join("member").display()))?;
-            if let Ok(state) = std::fs::read(src.join("state.json")) {
-                crate::reconcile::local::write_durably(&paths.state_file, &state)?;
-            }
-            vec![format!(
-                "restored {} (its checksum file stays in {})",
-                paths.member_dir().display(),
-                src.display()
-            )]
-        }
-        RecoverAction::RestoreSnapshot(r) => restore_snapshot(r, paths)?,
+/// Whether something accepts connections on the local etcd's client URL.
+fn etcd_answers(settings: &Settings) -> bool {
+    let url = settings.local_client_url();
+    let hostport = url.split("://").nth(1).unwrap_or(url).trim_end_matches('/');
+    use std::net::ToSocketAddrs;
+    hostport.to_socket_addrs().is_ok_and(|mut addrs| {
+        addrs.any(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_millis(500)).is_ok())
     })
 }
 
@@ -639,156 +257,5 @@ mod tests {
         assert_eq!(r.node.node, "nodeA");
         assert_eq!(r.snapshot, PathBuf::from("/x/y.db"));
         assert!(!r.node.confirm);
-    }
-
-    fn etcd() -> LocalEtcd {
-        LocalEtcd {
-            binary: "/nonexistent/etcd".into(),
-            peer_urls: vec!["http://127.0.0.1:2380".into()],
-        }
-    }
-
-    fn paths(t: &std::path::Path) -> LocalPaths {
-        LocalPaths {
-            data_dir: t.join("data"),
-            state_file: t.join("state/failover.json"),
-            run_dir: t.join("run"),
-            archive_dir: t.join("data.archive"),
-        }
-    }
-
-    fn node_args(node: &str) -> NodeArgs {
-        NodeArgs {
-            node: node.into(),
-            confirm: true,
-            target: Target {
-                socket: None,
-                config: "/nonexistent".into(),
-                standalone: None,
-                timeout: 1,
-            },
-        }
-    }
-
-    #[test]
-    fn plans_and_their_effects() {
-        let t = tempfile::tempdir().unwrap();
-        let p = paths(t.path());
-        // No data: nothing to force from.
-        let force = RecoverCommand::ForceNewCluster(node_args("a"));
-        assert!(plan(&force, "a", "a", &p, &etcd()).is_err());
-        // Only on the node whose data is kept.
-        assert!(plan(&force, "b", "a", &p, &etcd()).is_err());
-        std::fs::create_dir_all(p.member_dir().join("snap")).unwrap();
-        std::fs::write(p.member_dir().join("snap/db"), b"x").unwrap();
-        p.update_state(|s| {
-            s.cluster_id = Some(1);
-            s.member_id = Some(2);
-        })
-        .unwrap();
-        let pl = plan(&force, "a", "a", &p, &etcd()).unwrap();
-        apply(&pl.action, &p).unwrap();
-        assert_eq!(p.in_sync(), Some(p.boot_id().unwrap()));
-        // keep-data-of self raises the epoch.
-        let keep = RecoverCommand::KeepDataOf(node_args("a"));
-        let pl = plan(&keep, "a", "a", &p, &etcd()).unwrap();
-        apply(&pl.action, &p).unwrap();
-        assert_eq!(p.read_state().unwrap().epoch, 1);
-        // keep-data-of the peer archives ours (never deletes) ...
-        let pl = plan(&keep, "b", "a", &p, &etcd()).unwrap();
-        assert!(pl.needs_etcd_stopped);
-        apply(&pl.action, &p).unwrap();
-        assert!(!p.has_data());
-        assert_eq!(p.archives().len(), 1);
-        // ... and restore-archive brings it back with its epoch.
-        let restore = RecoverCommand::RestoreArchive(RestoreArgs {
-            node: node_args("a"),
-            archive: None,
-        });
-        let pl = plan(&restore, "a", "a", &p, &etcd()).unwrap();
-        apply(&pl.action, &p).unwrap();
-        assert_eq!(std::fs::read(p.member_dir().join("snap/db")).unwrap(), b"x");
-        assert_eq!(p.read_state().unwrap().epoch, 1);
-    }
-
-    /// A file that passes the snapshot check: a bbolt magic and the SHA-256
-    /// trailer etcd appends.
-    fn fake_snapshot(p: &Path) {
-        use sha2::Digest;
-        let mut db = vec![0u8; 4096];
-        db[16..20].copy_from_slice(&0xED0C_DAEDu32.to_le_bytes());
-        let sum = sha2::Sha256::digest(&db);
-        db.extend_from_slice(&sum);
-        std::fs::write(p, db).unwrap();
-    }
-
-    #[test]
-    fn restore_snapshot_plans_above_every_known_epoch_and_refuses_existing_data() {
-        let t = tempfile::tempdir().unwrap();
-        let p = paths(t.path());
-        let snap = t.path().join("s.db");
-        let bin = t.path().join("bin");
-        std::fs::create_dir_all(&bin).unwrap();
-        let tool = bin.join("etcdctl");
-        std::fs::write(&tool, "#!/bin/sh\nexit 1\n").unwrap();
-        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let local = LocalEtcd {
-            binary: bin.join("etcd"),
-            peer_urls: vec!["http://127.0.0.1:2380".into()],
-        };
-        let what = RecoverCommand::RestoreSnapshot(RestoreSnapshotArgs {
-            node: node_args("a"),
-            snapshot: snap.clone(),
-        });
-        // Only the node itself restores.
-        assert!(plan(&what, "b", "a", &p, &local).is_err());
-        // A file that is not a verified snapshot is refused before anything.
-        std::fs::write(&snap, b"not a snapshot").unwrap();
-        let e = plan(&what, "a", "a", &p, &local).unwrap_err();
-        assert!(
-            format!("{e:#}").contains("not a sound etcd snapshot"),
-            "{e:#}"
-        );
-        fake_snapshot(&snap);
-        // Existing data is never touched.
-        std::fs::create_dir_all(p.member_dir().join("snap")).unwrap();
-        std::fs::write(p.member_dir().join("snap/db"), b"x").unwrap();
-        p.update_state(|s| s.epoch = 4).unwrap();
-        let e = plan(&what, "a", "a", &p, &local).unwrap_err();
-        assert!(e.to_string().contains("already has data in"), "{e}");
-        assert!(e.to_string().contains("archive it first"), "{e}");
-        // Archived (its epoch 4 goes with it), then a state file at 2: the
-        // plan goes above both.
-        p.archive("test", 1).unwrap();
-        p.update_state(|s| s.epoch = 2).unwrap();
-        let pl = plan(&what, "a", "a", &p, &local).unwrap();
-        assert!(pl.needs_etcd_stopped);
-        let RecoverAction::RestoreSnapshot(r) = &pl.action else {
-            panic!("{:?}", pl.action)
-        };
-        assert_eq!(r.epoch, 5);
-        assert_eq!(r.tool, RestoreTool::Etcdctl(tool.clone()));
-        assert_eq!(r.name, "a");
-        let other = match plan(&what, "a", "a", &p, &local).unwrap().action {
-            RecoverAction::RestoreSnapshot(o) => o.token,
-            a => panic!("{a:?}"),
-        };
-        assert_ne!(r.token, other, "every restore gets a fresh token");
-        // A failing tool leaves the data directory without data and the
-        // state file as it was.
-        let e = apply(&pl.action, &p).unwrap_err();
-        assert!(e.to_string().contains("snapshot restore failed"), "{e}");
-        assert!(!p.has_data());
-        assert_eq!(p.read_state().unwrap().epoch, 2);
-    }
-
-    #[test]
-    fn ids_from_the_restore_log() {
-        let log = r#"{"level":"info","msg":"restoring snapshot","path":"s.db"}
-{"level":"info","msg":"added member","cluster-id":"7f2d1c7a3b3e9f10","local-member-id":"0","added-peer-id":"8e9e05c52164694d","added-peer-peer-urls":["http://127.0.0.1:2380"]}"#;
-        assert_eq!(logged_id(log, "cluster-id"), Some(0x7f2d_1c7a_3b3e_9f10));
-        assert_eq!(logged_id(log, "added-peer-id"), Some(0x8e9e_05c5_2164_694d));
-        assert_eq!(logged_id(log, "local-member-id"), None, "zero is no id");
-        assert_eq!(logged_id("no json here", "cluster-id"), None);
     }
 }

@@ -10,14 +10,13 @@
 //! renamed to the target. On any failure the `.part` file is removed, so a
 //! file under the target name is always a whole, verified snapshot.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use sha2::{Digest, Sha256};
 
 use super::target::Target;
 use crate::etcd::{Connector, EtcdError};
@@ -63,97 +62,7 @@ pub struct SaveArgs {
     pub endpoint: Option<String>,
 }
 
-/// Why a snapshot file is not trustworthy.
-#[derive(Debug, thiserror::Error)]
-pub enum VerifyError {
-    /// Too short to hold a database and its checksum.
-    #[error("the snapshot is too short ({0} bytes)")]
-    TooShort(u64),
-    /// The SHA-256 trailer does not match.
-    #[error("the snapshot's SHA-256 checksum does not match its contents")]
-    Checksum,
-    /// Not a bbolt database.
-    #[error("the snapshot is not a bbolt database (bad magic)")]
-    Magic,
-}
-
-/// Size of the SHA-256 trailer etcd appends.
-const SUM_LEN: usize = 32;
-/// One bbolt page at least.
-const MIN_DB_LEN: u64 = 4096;
-
-/// Checks a snapshot chunk by chunk, as it streams in or is read back: a
-/// bbolt database followed by the SHA-256 of that database. Memory use is
-/// constant, whatever the database size.
-#[derive(Default)]
-pub struct Verifier {
-    hasher: Sha256,
-    /// The last (up to) 32 bytes seen: the trailer, once the stream ends.
-    tail: Vec<u8>,
-    /// The first 20 bytes: the bbolt page header and the meta magic.
-    head: Vec<u8>,
-    len: u64,
-}
-
-impl Verifier {
-    /// Feed the next bytes.
-    pub fn update(&mut self, chunk: &[u8]) {
-        self.len += chunk.len() as u64;
-        if self.head.len() < 20 {
-            let n = (20 - self.head.len()).min(chunk.len());
-            self.head.extend_from_slice(&chunk[..n]);
-        }
-        self.tail.extend_from_slice(chunk);
-        if self.tail.len() > SUM_LEN {
-            let n = self.tail.len() - SUM_LEN;
-            self.hasher.update(&self.tail[..n]);
-            self.tail.drain(..n);
-        }
-    }
-
-    /// The verdict on everything fed; the total size when sound.
-    pub fn finish(self) -> Result<u64, VerifyError> {
-        if self.len < MIN_DB_LEN + SUM_LEN as u64 {
-            return Err(VerifyError::TooShort(self.len));
-        }
-        if self.hasher.finalize().as_slice() != self.tail.as_slice() {
-            return Err(VerifyError::Checksum);
-        }
-        // bbolt page header (16 bytes), then the meta page's magic, little endian.
-        let h = &self.head;
-        if u32::from_le_bytes([h[16], h[17], h[18], h[19]]) != 0xED0C_DAED {
-            return Err(VerifyError::Magic);
-        }
-        Ok(self.len)
-    }
-}
-
-/// Check a snapshot as etcd sends it: a bbolt database followed by the
-/// SHA-256 of that database.
-pub fn verify(bytes: &[u8]) -> Result<(), VerifyError> {
-    let mut v = Verifier::default();
-    v.update(bytes);
-    v.finish().map(|_| ())
-}
-
-/// Check a snapshot file on disk, reading it in chunks.
-pub fn verify_file(path: &Path) -> anyhow::Result<u64> {
-    let mut f =
-        std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut v = Verifier::default();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f
-            .read(&mut buf)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        if n == 0 {
-            break;
-        }
-        v.update(&buf[..n]);
-    }
-    v.finish()
-        .with_context(|| format!("{} is not a sound etcd snapshot", path.display()))
-}
+pub use crate::snapshot_file::{Verifier, VerifyError, verify, verify_file};
 
 /// The `.part` file beside `target`: removed when dropped unless kept, so
 /// that every failure (an error or a panic) leaves no partial snapshot.
@@ -255,7 +164,7 @@ async fn fetch(
         file.write_all(msg.blob())
             .with_context(|| format!("cannot write {}", part.path.display()))?;
         v.update(msg.blob());
-        let (got, left) = (v.len, msg.remaining_bytes());
+        let (got, left) = (v.received(), msg.remaining_bytes());
         progress.tick(|t| {
             let total = got + left;
             format!(
@@ -447,6 +356,7 @@ pub fn run_snapshot(args: SnapshotArgs) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sha2::{Digest, Sha256};
     use time::macros::datetime;
 
     fn sound(db_len: usize) -> Vec<u8> {

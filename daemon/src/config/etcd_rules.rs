@@ -13,12 +13,12 @@
 
 use std::net::IpAddr;
 
-use super::fragments::{Loc, NodeFragment};
+use super::ConfigError;
+use super::fragments::{Loc, NodeFragment, positive};
 use super::settings::{
     ETCD_DEFAULT_ELECTION_MS, ETCD_DEFAULT_HEARTBEAT_MS, ETCD_MAX_ELECTION_MS,
     ETCD_MAX_QUOTA_BACKEND_BYTES, EtcdTuning,
 };
-use super::{ConfigError, validate::positive};
 
 /// A URL's scheme, as etcd knows them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -368,3 +368,13 @@ fn line_at(text: &str, offset: usize) -> usize {
         .count()
         + 1
 }
+
+/// A count or duration that must not be 0 (validation and the etcd rules
+/// both check it).
+pub(super) fn positive(l: Loc<u64>) -> Result<u64, ConfigError> {
+    if l.value == 0 {
+        Err(l.invalid("must be greater than 0"))
+    } else {
+        Ok(l.value)
+    }
+}

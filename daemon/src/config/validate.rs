@@ -13,7 +13,7 @@ use std::time::Duration;
 use super::etcd_rules;
 use super::fragments::{
     ApiFragment, EtcdFragment, FailoverFragment, Fragment, Loc, NodeFragment, ReportFragment,
-    TimeoutsFragment, TlsFilesFragment,
+    TimeoutsFragment, TlsFilesFragment, positive,
 };
 use super::inputs::Inputs;
 use super::settings::{
@@ -490,14 +490,6 @@ fn absolute(l: Loc<PathBuf>) -> Result<PathBuf, ConfigError> {
         Ok(l.value)
     } else {
         Err(l.invalid("must be an absolute path"))
-    }
-}
-
-pub(super) fn positive(l: Loc<u64>) -> Result<u64, ConfigError> {
-    if l.value == 0 {
-        Err(l.invalid("must be greater than 0"))
-    } else {
-        Ok(l.value)
     }
 }
 

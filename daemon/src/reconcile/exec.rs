@@ -18,35 +18,10 @@ use warden_failover::{
 
 use super::local::LocalPaths;
 use super::pcmk::{CLAIM_ATTR, Pacemaker, RECORD_ATTR};
+use super::ports::{EtcdOps, OpsError, PeerDown, Ports, Supervisor};
 use crate::config::Settings;
 use crate::etcd::EtcdError;
 use crate::etcd_conf::StartMode;
-use crate::ops::{EtcdOps, OpsError, PeerDown};
-
-/// The leave lock in etcd.
-pub trait LeaveLock: Send + Sync {
-    /// Take the lock for `node`; returns the holder after the attempt.
-    fn acquire(
-        &self,
-        node: &str,
-        deadline: Duration,
-    ) -> impl Future<Output = Result<String, EtcdError>> + Send;
-    /// Release `node`'s lock (never another node's).
-    fn release(
-        &self,
-        node: &str,
-        deadline: Duration,
-    ) -> impl Future<Output = Result<(), EtcdError>> + Send;
-}
-
-impl LeaveLock for std::sync::Arc<crate::core::Core> {
-    async fn acquire(&self, node: &str, deadline: Duration) -> Result<String, EtcdError> {
-        self.etcd.acquire_leave_lock(node, deadline).await
-    }
-    async fn release(&self, node: &str, deadline: Duration) -> Result<(), EtcdError> {
-        self.etcd.release_leave_lock(node, deadline).await
-    }
-}
 
 /// A step that could not be carried out.
 #[derive(Debug, thiserror::Error)]
@@ -97,20 +72,6 @@ pub struct ExecReport {
     pub failed: Option<(Step, String)>,
     /// Archive directories created.
     pub archived: Vec<PathBuf>,
-}
-
-/// What the executor acts on.
-pub struct Env<'a, O, P, L> {
-    /// etcd operations.
-    pub ops: &'a O,
-    /// Pacemaker's tools.
-    pub pcmk: &'a P,
-    /// The leave lock.
-    pub lock: &'a L,
-    /// This node's files.
-    pub local: &'a LocalPaths,
-    /// Settings (node URLs, timeouts).
-    pub settings: &'a Settings,
 }
 
 fn name(s: &Step) -> String {
@@ -211,8 +172,9 @@ where
 }
 
 /// Carry out `steps` (decided from `facts`) in order within `deadline`.
-pub async fn execute<O: EtcdOps, P: Pacemaker, L: LeaveLock>(
-    env: &Env<'_, O, P, L>,
+pub async fn execute<P: Pacemaker, E: EtcdOps, S: Supervisor>(
+    ports: &Ports<'_, P, E, S>,
+    local: &LocalPaths,
     facts: &Facts,
     steps: &[Step],
     deadline: Duration,
@@ -225,7 +187,7 @@ pub async fn execute<O: EtcdOps, P: Pacemaker, L: LeaveLock>(
             report.failed = Some((step.clone(), "no time left before the deadline".into()));
             break;
         }
-        match one(env, facts, step, left, &mut report).await {
+        match one(ports, local, facts, step, left, &mut report).await {
             Ok(()) => report.done.push(step.clone()),
             Err(e) => {
                 tracing::warn!(step = %name(step), error = %e, "step failed; deciding again");
@@ -237,14 +199,15 @@ pub async fn execute<O: EtcdOps, P: Pacemaker, L: LeaveLock>(
     report
 }
 
-async fn one<O: EtcdOps, P: Pacemaker, L: LeaveLock>(
-    env: &Env<'_, O, P, L>,
+async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
+    ports: &Ports<'_, P, E, S>,
+    paths: &LocalPaths,
     facts: &Facts,
     step: &Step,
     left: Duration,
     report: &mut ExecReport,
 ) -> Result<(), StepError> {
-    let s = env.settings;
+    let s = ports.settings;
     let me = s.node_name.as_str();
     let sname = name(step);
     let ops = |source| StepError::Ops {
@@ -269,7 +232,8 @@ async fn one<O: EtcdOps, P: Pacemaker, L: LeaveLock>(
         Step::PublishRecord => {
             let rec = expected_record(facts);
             let v = serde_json::to_string(&rec).unwrap_or_default();
-            env.pcmk
+            ports
+                .pacemaker
                 .set_attr(me, RECORD_ATTR, &v, attr_deadline)
                 .await
                 .map_err(pcmk)
@@ -283,19 +247,20 @@ async fn one<O: EtcdOps, P: Pacemaker, L: LeaveLock>(
             };
             tracing::warn!(epoch, "claiming the right to force a new cluster");
             let v = serde_json::to_string(&claim).unwrap_or_default();
-            env.pcmk
+            ports
+                .pacemaker
                 .set_attr(me, CLAIM_ATTR, &v, attr_deadline)
                 .await
                 .map_err(pcmk)
         }
         // Only ever this node's own claim: the attribute of `me`.
-        Step::ClearClaim => env
-            .pcmk
+        Step::ClearClaim => ports
+            .pacemaker
             .delete_attr(me, CLAIM_ATTR, attr_deadline)
             .await
             .map_err(pcmk),
         Step::StartEtcd { mode } => {
-            let has = env.local.has_data();
+            let has = paths.has_data();
             let m = match mode {
                 Mode::New if has => {
                     return Err(unsafe_(
@@ -306,17 +271,17 @@ async fn one<O: EtcdOps, P: Pacemaker, L: LeaveLock>(
                     // Read again here, not from the facts: a bootstrap over a
                     // history replaces data that existed with an empty
                     // cluster.
-                    let st = env.local.read_state().map_err(local)?;
+                    let st = paths.read_state().map_err(local)?;
                     if st.had_cluster() {
                         return Err(unsafe_(&format!(
                             "the state file {} says this node's data was part of cluster {} (epoch {}): a bootstrap would replace it with an empty cluster",
-                            env.local.state_file.display(),
+                            paths.state_file.display(),
                             st.cluster_id.map_or("?".into(), |c| format!("{c:x}")),
                             st.epoch
                         )));
                     }
                     let token = bootstrap_token(facts);
-                    env.local
+                    paths
                         .update_state(|st| st.bootstrap_token = Some(token.clone()))
                         .map_err(local)?;
                     tracing::warn!(%token, "bootstrapping a new etcd cluster with a fresh cluster token");
@@ -344,7 +309,7 @@ async fn one<O: EtcdOps, P: Pacemaker, L: LeaveLock>(
                         .iter()
                         .find(|m| m.node == s.node_name && m.is_learner)
                         .map(|m| m.id);
-                    env.local
+                    paths
                         .update_state(|st| {
                             st.epoch = *epoch;
                             st.pending_epoch = None;
@@ -372,28 +337,34 @@ async fn one<O: EtcdOps, P: Pacemaker, L: LeaveLock>(
             } else {
                 left
             };
-            env.ops.start(m, wait).await.map(|_| ()).map_err(ops)
+            ports
+                .supervisor
+                .start(m, wait)
+                .await
+                .map(|_| ())
+                .map_err(ops)
         }
-        Step::StopEtcd => env
-            .ops
+        Step::StopEtcd => ports
+            .supervisor
             .stop(s.timeouts.stop_grace.min(left.mul_f32(0.7)))
             .await
             .map_err(ops),
         Step::ForceNewCluster { epoch } => {
             let proof = force_allowed(facts).map_err(|w| unsafe_(&format!("rule 1: {w}")))?;
-            if !env.local.has_data() {
+            if !paths.has_data() {
                 return Err(unsafe_("no local data to force a cluster from"));
             }
             // The epoch is an intent until the live member list shows this
             // node alone (see `StateFile::pending_epoch`): a power loss before
             // the restart leaves the old lineage, which is still the truth.
-            env.local
+            paths
                 .update_state(|st| {
                     st.pending_epoch = Some(*epoch);
                     st.departed = false;
                 })
                 .map_err(local)?;
-            env.ops
+            ports
+                .supervisor
                 .restart_force_new_cluster(proof, left)
                 .await
                 .map(|_| ())
@@ -403,10 +374,10 @@ async fn one<O: EtcdOps, P: Pacemaker, L: LeaveLock>(
             if matches!(facts.etcd, warden_failover::EtcdView::Running(_)) {
                 return Err(unsafe_("etcd still runs on that data"));
             }
-            if !env.local.has_data() {
+            if !paths.has_data() {
                 return Ok(());
             }
-            let dest = env.local.archive(reason, now_unix()).map_err(local)?;
+            let dest = paths.archive(reason, now_unix()).map_err(local)?;
             tracing::warn!(archive = %dest.display(), %reason, "archived the etcd member directory (nothing deleted)");
             report.archived.push(dest);
             Ok(())
@@ -419,28 +390,28 @@ async fn one<O: EtcdOps, P: Pacemaker, L: LeaveLock>(
                 .map(|n| n.peer_urls.clone())
                 .ok_or_else(|| unsafe_(&format!("{node} is not a configured node")))?;
             retrying(left.min(MEMBERSHIP_RETRY), |d| {
-                env.ops.add_learner(urls.clone(), d)
+                ports.etcd.add_learner(urls.clone(), d)
             })
             .await
             .map(|(m, _)| tracing::info!(node, id = m.id, "added as a learner"))
             .map_err(ops)
         }
         Step::PromoteLearner { id, node } => {
-            retrying(left.min(MEMBERSHIP_RETRY), |d| env.ops.promote(*id, d))
+            retrying(left.min(MEMBERSHIP_RETRY), |d| ports.etcd.promote(*id, d))
                 .await
                 .map(|_| tracing::info!(node, id, "promoted to voter"))
                 .map_err(ops)
         }
         Step::RemoveMember { id, node } => {
-            retrying(left.min(MEMBERSHIP_RETRY), |d| env.ops.remove(*id, d))
+            retrying(left.min(MEMBERSHIP_RETRY), |d| ports.etcd.remove(*id, d))
                 .await
                 .map(|_| tracing::info!(node, id, "removed from the member list"))
                 .map_err(ops)
         }
         Step::AcquireLeaveLock => {
-            let holder = env
-                .lock
-                .acquire(me, attr_deadline)
+            let holder = ports
+                .etcd
+                .acquire_leave_lock(me, attr_deadline)
                 .await
                 .map_err(|e| ops(OpsError::Etcd(e)))?;
             if holder == me {
@@ -449,23 +420,21 @@ async fn one<O: EtcdOps, P: Pacemaker, L: LeaveLock>(
                 Err(StepError::LockHeld(holder))
             }
         }
-        Step::ReleaseLeaveLock => env
-            .lock
-            .release(me, attr_deadline)
+        Step::ReleaseLeaveLock => ports
+            .etcd
+            .release_leave_lock(me, attr_deadline)
             .await
             .map_err(|e| ops(OpsError::Etcd(e))),
-        Step::RecordDeparture => env
-            .local
+        Step::RecordDeparture => paths
             .update_state(|st| st.departed = true)
             .map(|_| ())
             .map_err(local),
-        Step::ClearDeparture => env
-            .local
+        Step::ClearDeparture => paths
             .update_state(|st| st.departed = false)
             .map(|_| ())
             .map_err(local),
-        Step::MarkInSync => env.local.mark_in_sync(&facts.boot_id).map_err(local),
-        Step::ClearInSync => env.local.clear_in_sync().map_err(local),
+        Step::MarkInSync => paths.mark_in_sync(&facts.boot_id).map_err(local),
+        Step::ClearInSync => paths.clear_in_sync().map_err(local),
     }
 }
 
@@ -494,576 +463,5 @@ pub fn initial_cluster(s: &Settings, members: &[warden_failover::MemberInfo]) ->
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Mutex;
-
-    use warden_failover::{
-        EtcdView, FenceEvent, FenceStatus, LocalData, LocalMarkers, NodeView, PacemakerView,
-        ResourceState, Stamp, Trigger,
-    };
-
-    use super::*;
-    use crate::etcd::Member;
-    use crate::reconcile::pcmk::PcmkError;
-
-    const CONF: &str = r#"
-node_name = "a"
-topology = "two-node"
-
-[[nodes]]
-name = "a"
-peer_urls = ["http://127.0.0.1:12380"]
-client_urls = ["http://127.0.0.1:12379"]
-
-[[nodes]]
-name = "b"
-peer_urls = ["http://127.0.0.1:22380"]
-client_urls = ["http://127.0.0.1:22379"]
-"#;
-
-    fn settings() -> Settings {
-        crate::config::from_texts(&[("/c.toml".into(), CONF.to_string())]).unwrap()
-    }
-
-    /// Records every call; fails the ones told to.
-    #[derive(Default)]
-    struct Fake {
-        calls: Mutex<Vec<String>>,
-        /// Errors to return, in order, for membership calls.
-        etcd_errors: Mutex<Vec<EtcdError>>,
-        fail_attrs: bool,
-        /// The state file's epoch as seen at the force (must be written first).
-        state: Option<LocalPaths>,
-        epoch_at_force: Mutex<Option<u64>>,
-        /// The deadline each membership call was given.
-        deadlines: Mutex<Vec<Duration>>,
-    }
-
-    impl Fake {
-        fn log(&self, s: String) {
-            self.calls.lock().unwrap().push(s);
-        }
-        fn calls(&self) -> Vec<String> {
-            self.calls.lock().unwrap().clone()
-        }
-        fn next_err(&self) -> Result<(), OpsError> {
-            let mut e = self.etcd_errors.lock().unwrap();
-            if e.is_empty() {
-                Ok(())
-            } else {
-                Err(OpsError::Etcd(e.remove(0)))
-            }
-        }
-    }
-
-    fn member(id: u64) -> Member {
-        Member {
-            id,
-            name: String::new(),
-            peer_urls: vec![],
-            client_urls: vec![],
-            is_learner: true,
-        }
-    }
-
-    impl EtcdOps for Fake {
-        async fn start(&self, mode: StartMode, _d: Duration) -> Result<u32, OpsError> {
-            self.log(format!("start {mode:?}"));
-            Ok(1)
-        }
-        async fn stop(&self, _g: Duration) -> Result<(), OpsError> {
-            self.log("stop".into());
-            Ok(())
-        }
-        async fn restart_force_new_cluster(
-            &self,
-            p: PeerDown,
-            _d: Duration,
-        ) -> Result<u32, OpsError> {
-            if let Some(s) = &self.state {
-                *self.epoch_at_force.lock().unwrap() = s.read_state().unwrap().pending_epoch;
-            }
-            self.log(format!("force {}", p.node));
-            Ok(1)
-        }
-        async fn add_learner(
-            &self,
-            urls: Vec<String>,
-            _d: Duration,
-        ) -> Result<(Member, Vec<Member>), OpsError> {
-            self.log(format!("add {urls:?}"));
-            self.next_err()?;
-            Ok((member(7), vec![member(7)]))
-        }
-        async fn promote(&self, id: u64, d: Duration) -> Result<Vec<Member>, OpsError> {
-            self.log(format!("promote {id}"));
-            self.deadlines.lock().unwrap().push(d);
-            self.next_err()?;
-            Ok(vec![])
-        }
-        async fn remove(&self, id: u64, d: Duration) -> Result<Vec<Member>, OpsError> {
-            self.log(format!("remove {id}"));
-            self.deadlines.lock().unwrap().push(d);
-            self.next_err()?;
-            Ok(vec![])
-        }
-    }
-
-    impl Pacemaker for Fake {
-        async fn crm_mon(&self, _d: Duration) -> Result<crm_xml::CrmMon, PcmkError> {
-            unreachable!("the executor never reads crm_mon")
-        }
-        async fn get_attr(
-            &self,
-            _n: &str,
-            _a: &str,
-            _d: Duration,
-        ) -> Result<Option<String>, PcmkError> {
-            Ok(None)
-        }
-        async fn set_attr(&self, n: &str, a: &str, v: &str, _d: Duration) -> Result<(), PcmkError> {
-            self.log(format!("set {n} {a} {v}"));
-            if self.fail_attrs {
-                return Err(PcmkError::Failed {
-                    tool: "crm_attribute",
-                    code: Some(1),
-                    message: "cib not connected".into(),
-                });
-            }
-            Ok(())
-        }
-        async fn delete_attr(&self, n: &str, a: &str, _d: Duration) -> Result<(), PcmkError> {
-            self.log(format!("delete {n} {a}"));
-            Ok(())
-        }
-    }
-
-    impl LeaveLock for Fake {
-        async fn acquire(&self, node: &str, _d: Duration) -> Result<String, EtcdError> {
-            self.log(format!("lock {node}"));
-            Ok("b".into())
-        }
-        async fn release(&self, node: &str, _d: Duration) -> Result<(), EtcdError> {
-            self.log(format!("unlock {node}"));
-            Ok(())
-        }
-    }
-
-    fn node(name: &str, online: bool) -> NodeView {
-        NodeView {
-            name: name.into(),
-            online,
-            unclean: false,
-            expected_up: online,
-            shutdown: false,
-            standby: false,
-            last_seen: Some(Stamp(100)),
-            etcd: if online {
-                ResourceState::Started
-            } else {
-                ResourceState::Unknown
-            },
-            record: None,
-            claim: None,
-        }
-    }
-
-    /// Node a alone with its data and the in-sync marker; b lost.
-    fn facts(b_fenced: bool) -> Facts {
-        let mut b = node("b", false);
-        b.unclean = !b_fenced;
-        b.expected_up = true;
-        Facts {
-            node: "a".into(),
-            boot_id: "boot-a".into(),
-            topology: Topology::TwoNode,
-            trigger: Trigger::Reconcile,
-            notify: None,
-            pacemaker: PacemakerView {
-                quorate: true,
-                nodes: vec![node("a", true), b],
-                fence_history: vec![],
-            },
-            etcd: EtcdView::NotRunning,
-            cluster: None,
-            data: LocalData {
-                exists: true,
-                ..Default::default()
-            },
-            local: LocalMarkers {
-                in_sync_boot: Some("boot-a".into()),
-            },
-            alerts: if b_fenced {
-                vec![FenceEvent {
-                    target: "b".into(),
-                    action: warden_failover::FenceAction::Reboot,
-                    status: FenceStatus::Success,
-                    completed: Some(Stamp(200)),
-                }]
-            } else {
-                vec![]
-            },
-        }
-    }
-
-    fn paths(t: &std::path::Path) -> LocalPaths {
-        LocalPaths {
-            data_dir: t.join("data"),
-            state_file: t.join("state/failover.json"),
-            run_dir: t.join("run"),
-            archive_dir: t.join("data.archive"),
-        }
-    }
-
-    async fn run(fake: &Fake, p: &LocalPaths, f: &Facts, steps: &[Step]) -> ExecReport {
-        let s = settings();
-        let env = Env {
-            ops: fake,
-            pcmk: fake,
-            lock: fake,
-            local: p,
-            settings: &s,
-        };
-        execute(&env, f, steps, Duration::from_secs(10)).await
-    }
-
-    fn with_data(t: &std::path::Path) -> LocalPaths {
-        let p = paths(t);
-        std::fs::create_dir_all(p.member_dir().join("snap")).unwrap();
-        std::fs::write(p.member_dir().join("snap/db"), b"db").unwrap();
-        p
-    }
-
-    #[tokio::test]
-    async fn never_bootstraps_over_a_state_file_that_names_a_cluster() {
-        let t = tempfile::tempdir().unwrap();
-        let p = paths(t.path());
-        p.update_state(|s| {
-            s.formed = true;
-            s.cluster_id = Some(0x1c3e);
-            s.member_id = Some(7);
-        })
-        .unwrap();
-        let fake = Fake::default();
-        let mut f = facts(true);
-        f.data.exists = false;
-        let r = run(&fake, &p, &f, &[Step::StartEtcd { mode: Mode::New }]).await;
-        let why = r.failed.expect("refused").1;
-        assert!(
-            why.contains("1c3e") && why.contains("empty cluster"),
-            "{why}"
-        );
-        assert!(fake.calls().is_empty());
-        // Without a history, a bootstrap gets the fresh token, recorded first.
-        let t2 = tempfile::tempdir().unwrap();
-        let p2 = paths(t2.path());
-        let r = run(&fake, &p2, &f, &[Step::StartEtcd { mode: Mode::New }]).await;
-        assert!(r.failed.is_none(), "{:?}", r.failed);
-        let token = p2.read_state().unwrap().bootstrap_token.expect("recorded");
-        assert_eq!(token, warden_failover::decide::bootstrap_token(&f));
-        assert!(token.starts_with("etcd-warden:"), "{token}");
-    }
-
-    #[tokio::test]
-    async fn force_needs_pacemakers_proof_even_if_decided() {
-        let t = tempfile::tempdir().unwrap();
-        let p = with_data(t.path());
-        let fake = Fake::default();
-        // b is lost but not fenced: no proof, so no force, whatever was decided.
-        let r = run(
-            &fake,
-            &p,
-            &facts(false),
-            &[Step::ForceNewCluster { epoch: 1 }],
-        )
-        .await;
-        let (_, why) = r.failed.unwrap();
-        assert!(
-            why.contains("rule 1") && why.contains("not confirmed that b is down"),
-            "{why}"
-        );
-        assert!(fake.calls().is_empty());
-        // Without the in-sync marker of this boot: no force either.
-        let mut f = facts(true);
-        f.local.in_sync_boot = Some("an-earlier-boot".into());
-        let r = run(&fake, &p, &f, &[Step::ForceNewCluster { epoch: 1 }]).await;
-        assert!(r.failed.unwrap().1.contains("in-sync"));
-        // HA never forces.
-        let mut f = facts(true);
-        f.topology = Topology::Ha;
-        let r = run(&fake, &p, &f, &[Step::ForceNewCluster { epoch: 1 }]).await;
-        assert!(r.failed.is_some());
-        assert!(fake.calls().is_empty());
-    }
-
-    #[tokio::test]
-    async fn force_records_the_epoch_first() {
-        let t = tempfile::tempdir().unwrap();
-        let p = with_data(t.path());
-        let fake = Fake {
-            state: Some(p.clone()),
-            ..Default::default()
-        };
-        let r = run(
-            &fake,
-            &p,
-            &facts(true),
-            &[Step::ForceNewCluster { epoch: 4 }],
-        )
-        .await;
-        assert!(r.failed.is_none(), "{:?}", r.failed);
-        assert_eq!(fake.calls(), vec!["force b"]);
-        // On disk before the restart, as an intent: the epoch itself changes
-        // only once the live member list shows this node alone.
-        assert_eq!(*fake.epoch_at_force.lock().unwrap(), Some(4));
-        assert_eq!(p.read_state().unwrap().epoch, 0);
-    }
-
-    #[tokio::test]
-    async fn steps_stop_at_the_first_failure() {
-        let t = tempfile::tempdir().unwrap();
-        let p = with_data(t.path());
-        let fake = Fake {
-            fail_attrs: true,
-            ..Default::default()
-        };
-        let steps = [
-            Step::SetClaim { epoch: 1 },
-            Step::ClearInSync,
-            Step::StopEtcd,
-        ];
-        p.update_state(|s| {
-            s.cluster_id = Some(2);
-            s.member_id = Some(1);
-        })
-        .unwrap();
-        p.mark_in_sync("boot-a").unwrap();
-        let r = run(&fake, &p, &facts(true), &steps).await;
-        assert_eq!(r.done, vec![]);
-        assert_eq!(r.failed.as_ref().unwrap().0, Step::SetClaim { epoch: 1 });
-        assert_eq!(fake.calls().len(), 1);
-        // The marker was not touched: the step after the failure never ran.
-        assert_eq!(p.in_sync().as_deref(), Some("boot-a"));
-        let ok = Fake::default();
-        let r = run(&ok, &p, &facts(true), &steps).await;
-        assert_eq!(r.done.len(), 3);
-        assert!(p.in_sync().is_none());
-        assert_eq!(ok.calls()[1], "stop");
-    }
-
-    #[tokio::test]
-    async fn never_starts_over_existing_data_and_archives_instead_of_deleting() {
-        let t = tempfile::tempdir().unwrap();
-        let p = with_data(t.path());
-        let fake = Fake::default();
-        for mode in [Mode::New, Mode::Join { epoch: 2 }] {
-            let r = run(&fake, &p, &facts(true), &[Step::StartEtcd { mode }]).await;
-            assert!(r.failed.unwrap().1.contains("rule 3"));
-        }
-        assert!(fake.calls().is_empty());
-        // Archiving while etcd runs on the data is refused too.
-        let mut f = facts(true);
-        f.etcd = EtcdView::Running(warden_failover::LiveEtcd {
-            member_id: 1,
-            cluster_id: 2,
-            is_learner: false,
-            has_leader: false,
-            is_leader: false,
-            linearizable_ok: false,
-            members: vec![],
-            leave_lock: None,
-            position: Default::default(),
-        });
-        let archive = Step::ArchiveDataDir {
-            reason: "stale".into(),
-        };
-        let r = run(&fake, &p, &f, std::slice::from_ref(&archive)).await;
-        assert!(r.failed.is_some());
-        assert!(p.has_data());
-        let r = run(&fake, &p, &facts(true), &[archive]).await;
-        assert!(r.failed.is_none());
-        assert!(!p.has_data());
-        let dest = &r.archived[0];
-        assert_eq!(std::fs::read(dest.join("member/snap/db")).unwrap(), b"db");
-        assert!(dest.join("db.sha256").exists());
-    }
-
-    #[tokio::test]
-    async fn a_join_records_the_learner_it_starts_as_before_etcd_runs() {
-        // The state file still names the member this node was before its
-        // data was archived: the join must replace both ids, or a stop before
-        // the first live look makes the next start archive the new data.
-        let t = tempfile::tempdir().unwrap();
-        let p = paths(t.path());
-        p.write_state(&super::super::local::StateFile {
-            epoch: 1,
-            cluster_id: Some(5),
-            member_id: Some(99),
-            formed: true,
-            ..Default::default()
-        })
-        .unwrap();
-        let mut f = facts(true);
-        let member = |id: u64, node: &str, is_learner: bool| warden_failover::MemberInfo {
-            id,
-            name: if is_learner {
-                String::new()
-            } else {
-                node.into()
-            },
-            node: node.into(),
-            is_learner,
-            in_sync: !is_learner,
-        };
-        f.cluster = Some(warden_failover::ClusterView {
-            cluster_id: 6,
-            epoch: 3,
-            members: vec![member(11, "b", false), member(12, "a", true)],
-            leave_lock: None,
-        });
-        f.data.exists = false;
-        let fake = Fake::default();
-        let r = run(
-            &fake,
-            &p,
-            &f,
-            &[Step::StartEtcd {
-                mode: Mode::Join { epoch: 3 },
-            }],
-        )
-        .await;
-        assert!(r.failed.is_none(), "{:?}", r.failed);
-        assert_eq!(fake.calls().len(), 1, "{:?}", fake.calls());
-        let st = p.read_state().unwrap();
-        assert_eq!(
-            (st.epoch, st.cluster_id, st.member_id, st.formed),
-            (3, Some(6), Some(12), false)
-        );
-    }
-
-    #[tokio::test]
-    async fn membership_changes_retry_through_unhealthy_cluster() {
-        let t = tempfile::tempdir().unwrap();
-        let p = with_data(t.path());
-        let fake = Fake::default();
-        fake.etcd_errors.lock().unwrap().extend([
-            EtcdError::Unavailable("etcdserver: unhealthy cluster".into()),
-            EtcdError::FailedPrecondition(
-                "can only promote a learner member which is in sync with leader".into(),
-            ),
-        ]);
-        let r = run(
-            &fake,
-            &p,
-            &facts(true),
-            &[Step::PromoteLearner {
-                id: 7,
-                node: "b".into(),
-            }],
-        )
-        .await;
-        assert!(r.failed.is_none(), "{:?}", r.failed);
-        assert_eq!(fake.calls(), vec!["promote 7"; 3]);
-        // A permanent error is not retried.
-        fake.etcd_errors
-            .lock()
-            .unwrap()
-            .push(EtcdError::NotFound("member".into()));
-        let r = run(
-            &fake,
-            &p,
-            &facts(true),
-            &[Step::RemoveMember {
-                id: 9,
-                node: "b".into(),
-            }],
-        )
-        .await;
-        assert!(r.failed.is_some());
-        assert_eq!(fake.calls().len(), 4);
-    }
-
-    #[tokio::test]
-    async fn a_membership_call_that_times_out_is_asked_again_within_the_budget() {
-        // etcd 3.5: a removal while a promotion is pending may time out
-        // instead of answering; that is not an answer, so it is retried.
-        let t = tempfile::tempdir().unwrap();
-        let p = with_data(t.path());
-        let fake = Fake::default();
-        fake.etcd_errors.lock().unwrap().extend([
-            EtcdError::Timeout(Duration::from_secs(3)),
-            EtcdError::Timeout(Duration::from_secs(3)),
-        ]);
-        let r = run(
-            &fake,
-            &p,
-            &facts(true),
-            &[Step::RemoveMember {
-                id: 9,
-                node: "b".into(),
-            }],
-        )
-        .await;
-        assert!(r.failed.is_none(), "{:?}", r.failed);
-        assert_eq!(fake.calls(), vec!["remove 9"; 3]);
-        // Each attempt is short enough to leave room for the next one.
-        let d = fake.deadlines.lock().unwrap().clone();
-        assert!(
-            d.iter().all(|d| *d <= MEMBERSHIP_ATTEMPT),
-            "attempt deadlines {d:?}"
-        );
-    }
-
-    #[tokio::test]
-    async fn leave_lock_held_elsewhere_fails_the_step_and_adds_use_the_configured_url() {
-        let t = tempfile::tempdir().unwrap();
-        let p = with_data(t.path());
-        let fake = Fake::default();
-        let r = run(
-            &fake,
-            &p,
-            &facts(true),
-            &[Step::AcquireLeaveLock, Step::RecordDeparture],
-        )
-        .await;
-        assert!(r.failed.unwrap().1.contains("held by b"));
-        assert!(!p.read_state().unwrap().departed);
-        let r = run(
-            &fake,
-            &p,
-            &facts(true),
-            &[Step::AddLearner { node: "b".into() }],
-        )
-        .await;
-        assert!(r.failed.is_none());
-        assert!(
-            fake.calls()
-                .contains(&"add [\"http://127.0.0.1:22380\"]".to_string())
-        );
-    }
-
-    #[test]
-    fn join_lists_the_cluster_and_this_node() {
-        let s = settings();
-        let members = vec![
-            warden_failover::MemberInfo {
-                id: 1,
-                name: "b".into(),
-                node: "b".into(),
-                is_learner: false,
-                in_sync: true,
-            },
-            warden_failover::MemberInfo {
-                id: 2,
-                name: String::new(),
-                node: "a".into(),
-                is_learner: true,
-                in_sync: false,
-            },
-        ];
-        assert_eq!(
-            initial_cluster(&s, &members),
-            "b=http://127.0.0.1:22380,a=http://127.0.0.1:12380"
-        );
-    }
-}
+#[path = "exec_tests.rs"]
+mod tests;

@@ -13,10 +13,10 @@ use warden_failover::{
 
 use super::local::LocalPaths;
 use super::pcmk::{self, CLAIM_ATTR, Pacemaker, PcmkError, RECORD_ATTR};
+use super::ports::{EtcdOps, EtcdReads, Ports, Supervisor};
 use crate::config::Settings;
-use crate::core::Core;
-use crate::etcd::{EtcdError, LiveEtcd, Member, status_of_members};
-use crate::supervise::{ProcState, Supervisor};
+use crate::etcd::{EtcdError, Member};
+use crate::supervise::ProcState;
 
 /// Facts could not be gathered: no decision is made this round.
 #[derive(Debug, thiserror::Error)]
@@ -53,8 +53,8 @@ fn node_of(s: &Settings, m: &Member) -> String {
 
 /// The members with their node and whether each is in sync: a voter that
 /// answers Status, a learner whose raft index reached `leader_index`.
-async fn members_info(
-    core: &Core,
+async fn members_info<P, E: EtcdOps, S>(
+    core: &Ports<'_, P, E, S>,
     members: &[Member],
     leader_index: u64,
     deadline: Duration,
@@ -62,13 +62,13 @@ async fn members_info(
     // A member that does not answer within half a second is not in sync
     // for this decision; a lost peer must not hold the whole pass up.
     let limit = deadline.min(MEMBER_STATUS_LIMIT);
-    let statuses = status_of_members(&core.connector, members, limit).await;
+    let statuses = core.etcd.statuses(members, limit).await;
     statuses
         .into_iter()
         .map(|(m, st)| MemberInfo {
             id: m.id,
             name: m.name.clone(),
-            node: node_of(&core.settings, &m),
+            node: node_of(core.settings, &m),
             is_learner: m.is_learner,
             in_sync: match st {
                 Ok(st) if m.is_learner => st.raft_index >= leader_index,
@@ -80,13 +80,13 @@ async fn members_info(
 }
 
 /// The members with their node, none of them asked (so none in sync).
-fn unasked_members(core: &Core, members: &[Member]) -> Vec<MemberInfo> {
+fn unasked_members<P, E, S>(core: &Ports<'_, P, E, S>, members: &[Member]) -> Vec<MemberInfo> {
     members
         .iter()
         .map(|m| MemberInfo {
             id: m.id,
             name: m.name.clone(),
-            node: node_of(&core.settings, m),
+            node: node_of(core.settings, m),
             is_learner: m.is_learner,
             in_sync: false,
         })
@@ -94,7 +94,10 @@ fn unasked_members(core: &Core, members: &[Member]) -> Vec<MemberInfo> {
 }
 
 /// The local etcd, live.
-async fn local_etcd(core: &Core, deadline: Duration) -> Result<EtcdView, GatherError> {
+async fn local_etcd<P, E: EtcdOps, S: Supervisor>(
+    core: &Ports<'_, P, E, S>,
+    deadline: Duration,
+) -> Result<EtcdView, GatherError> {
     match core.supervisor.state().await {
         ProcState::Running { .. } => {}
         _ => return Ok(EtcdView::NotRunning),
@@ -148,8 +151,8 @@ async fn local_etcd(core: &Core, deadline: Duration) -> Result<EtcdView, GatherE
 }
 
 /// The cluster as another node's etcd answers it with quorum.
-async fn cluster_via_peers(
-    core: &Core,
+async fn cluster_via_peers<P, E: EtcdOps, S>(
+    core: &Ports<'_, P, E, S>,
     records: &BTreeMap<String, (Option<DataRecord>, Option<Claim>)>,
     online: &[String],
     deadline: Duration,
@@ -165,7 +168,7 @@ async fn cluster_via_peers(
         let Some(url) = n.client_urls.first() else {
             continue;
         };
-        let peer = LiveEtcd::new(url.clone(), core.connector.clone());
+        let peer = core.etcd.peer(url);
         let Ok(st) = peer.status(deadline).await else {
             continue;
         };
@@ -193,16 +196,16 @@ async fn cluster_via_peers(
 }
 
 /// Everything `decide` looks at, gathered now.
-pub async fn gather<P: Pacemaker>(
-    core: &Core,
-    pcmk: &P,
+pub async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
+    core: &Ports<'_, P, E, S>,
     paths: &LocalPaths,
     trigger: Trigger,
     notify: Option<Notification>,
     alerts: Vec<FenceEvent>,
     deadline: Duration,
 ) -> Result<Facts, GatherError> {
-    let s = &core.settings;
+    let s = core.settings;
+    let pcmk = core.pacemaker;
     let names: Vec<String> = s.nodes.iter().map(|n| n.name.clone()).collect();
     // Every node's two attributes at once: each read is a crm_attribute
     // process, and run one after another they cost more than crm_mon itself

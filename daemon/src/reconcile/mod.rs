@@ -1,19 +1,30 @@
 //! The daemon side of failover: gather the facts ([`gather`]), call
 //! `warden_failover::decide`, carry out the steps ([`exec`]), observe again
-//! and decide again. Driven from the daemon's one `select!` (a timer, fence
-//! alerts, leader changes) and from the OCF agent's actions, all through the
-//! same `decide`. One pass runs at a time.
+//! and decide again. Driven by the daemon's failover loop (a timer, fence
+//! alerts, leader changes) and by the OCF agent's actions ([`agent`]), all
+//! through the same `decide`. One pass runs at a time.
+//!
+//! Everything outside this node's files is reached through the traits of
+//! [`ports`] (Pacemaker, the etcd client calls, the local etcd's
+//! supervision), handed in with each call: the reconciler does not know the
+//! daemon's core, and tests drive it against a simulated cluster.
 //!
 //! Enabled when Pacemaker manages etcd (no `autostart`) and two or more
 //! nodes are configured; a standalone daemon keeps its plain behaviour.
 
+pub mod agent;
 pub mod exec;
 pub mod gather;
 pub mod local;
 pub mod pcmk;
+pub mod ports;
+#[cfg(test)]
+mod sim;
+#[cfg(test)]
+mod sim_scenarios;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crm_xml::report::WardenState;
@@ -25,10 +36,9 @@ use warden_failover::{
 };
 
 use crate::config::Settings;
-use crate::core::Core;
-use exec::{Env, ExecReport};
+use exec::ExecReport;
 use local::LocalPaths;
-use pcmk::CrmTools;
+use ports::{EtcdOps, Pacemaker, Ports, Supervisor};
 
 /// The latest decision, for the monitor answer, `/status` and the report.
 #[derive(Debug, Clone, Serialize)]
@@ -63,7 +73,6 @@ const MAX_ALERTS: usize = 32;
 pub struct Reconciler {
     /// This node's files.
     pub paths: LocalPaths,
-    pcmk: CrmTools,
     alerts: Mutex<Vec<FenceEvent>>,
     notify_hint: Mutex<Option<Notification>>,
     last: Mutex<Option<LastDecision>>,
@@ -140,7 +149,6 @@ impl Reconciler {
     pub fn with_paths(paths: LocalPaths) -> Self {
         Reconciler {
             paths,
-            pcmk: CrmTools,
             alerts: Mutex::new(Vec::new()),
             notify_hint: Mutex::new(None),
             last: Mutex::new(None),
@@ -150,6 +158,13 @@ impl Reconciler {
             stops: std::sync::atomic::AtomicUsize::new(0),
             learner: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Hold the one-pass-at-a-time lock: no pass (the loop's or an agent
+    /// action's) runs while the guard lives. An operator's resolution
+    /// (`etcd-warden recover`) changes this node's files under it.
+    pub async fn exclusive(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.serial.lock().await
     }
 
     /// Wake the loop now.
@@ -222,9 +237,9 @@ impl Reconciler {
     /// Observe, decide and (unless `trigger` is a monitor) act, repeating
     /// while steps succeed, within `deadline`. Returns the last decision,
     /// which describes the state after the steps carried out.
-    pub async fn pass(
+    pub async fn pass<P: Pacemaker, E: EtcdOps, S: Supervisor>(
         &self,
-        core: &Arc<Core>,
+        ports: &Ports<'_, P, E, S>,
         trigger: Trigger,
         deadline: Duration,
     ) -> Result<Decision, String> {
@@ -236,7 +251,7 @@ impl Reconciler {
             // A tick that queued behind a pass of the stop (see `stops`).
             return Err("an agent stop is in progress; its own passes act".into());
         }
-        let probe = core
+        let probe = ports
             .settings
             .timeouts
             .probe_timeout
@@ -248,7 +263,7 @@ impl Reconciler {
                 break;
             }
             let gathering = Instant::now();
-            let facts = match self.observe(core, &trigger, left.min(probe)).await {
+            let facts = match self.observe(ports, &trigger, left.min(probe)).await {
                 Ok(f) => f,
                 Err(e) => return last.ok_or_else(|| e.to_string()),
             };
@@ -266,7 +281,7 @@ impl Reconciler {
                 None => (facts, d),
                 Some(epoch) => {
                     let left = deadline.saturating_sub(started.elapsed());
-                    let fresh = match self.observe(core, &trigger, left.min(probe)).await {
+                    let fresh = match self.observe(ports, &trigger, left.min(probe)).await {
                         Ok(f) => f,
                         Err(e) => return last.ok_or_else(|| e.to_string()),
                     };
@@ -283,15 +298,8 @@ impl Reconciler {
             // How long the facts took is the survivor's overhead between a
             // fence and its forced restart: worth seeing in every action log.
             tracing::info!(?trigger, steps = ?d.steps, gathered_ms = gathering.elapsed().as_millis() as u64, "carrying out");
-            let env = Env {
-                ops: core,
-                pcmk: &self.pcmk,
-                lock: core,
-                local: &self.paths,
-                settings: &core.settings,
-            };
             let left = deadline.saturating_sub(started.elapsed());
-            let report = exec::execute(&env, &facts, &d.steps, left).await;
+            let report = exec::execute(ports, &self.paths, &facts, &d.steps, left).await;
             self.note(&trigger, &d, Some(&report), &facts);
             let failed = report.failed.is_some();
             last = Some(d);
@@ -304,9 +312,9 @@ impl Reconciler {
 
     /// Gather the facts for `trigger` now, with the notify hint and the
     /// fence alerts received so far.
-    async fn observe(
+    async fn observe<P: Pacemaker, E: EtcdOps, S: Supervisor>(
         &self,
-        core: &Arc<Core>,
+        ports: &Ports<'_, P, E, S>,
         trigger: &Trigger,
         deadline: Duration,
     ) -> Result<Facts, gather::GatherError> {
@@ -321,8 +329,7 @@ impl Reconciler {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         gather::gather(
-            core,
-            &self.pcmk,
+            ports,
             &self.paths,
             trigger.clone(),
             notify,
@@ -334,13 +341,16 @@ impl Reconciler {
 
     /// The loop's own pass (timer, alert, leader change). Returns whether
     /// something is pending, so that the loop comes back sooner.
-    pub async fn tick(&self, core: &Arc<Core>) -> bool {
+    pub async fn tick<P: Pacemaker, E: EtcdOps, S: Supervisor>(
+        &self,
+        ports: &Ports<'_, P, E, S>,
+    ) -> bool {
         if self.stops.load(std::sync::atomic::Ordering::SeqCst) > 0 {
             // The stop decides and acts; come back once it is done.
             return true;
         }
-        let limit = core.settings.timeouts.start_timeout;
-        match self.pass(core, Trigger::Reconcile, limit).await {
+        let limit = ports.settings.timeouts.start_timeout;
+        match self.pass(ports, Trigger::Reconcile, limit).await {
             Ok(d) => {
                 d.steps.iter().any(|s| !matches!(s, Step::Refuse { .. }))
                     || self.learner.load(std::sync::atomic::Ordering::SeqCst)
@@ -356,16 +366,16 @@ impl Reconciler {
     /// handle, and for a monitor when Pacemaker's view cannot be read (the
     /// daemon's own live check answers then, so that a slow crm_mon never
     /// fails a healthy etcd).
-    pub async fn action(
+    pub async fn action<P: Pacemaker, E: EtcdOps, S: Supervisor>(
         &self,
-        core: &Arc<Core>,
+        ports: &Ports<'_, P, E, S>,
         req: &ActionRequest,
         budget: Duration,
     ) -> Option<ActionReply> {
         match req.action {
-            Action::Start | Action::Stop => Some(self.start_stop(core, req.action, budget).await),
+            Action::Start | Action::Stop => Some(self.start_stop(ports, req.action, budget).await),
             Action::Monitor => {
-                let r = self.pass(core, Trigger::Monitor, budget).await.ok()?;
+                let r = self.pass(ports, Trigger::Monitor, budget).await.ok()?;
                 if r.first_act().is_some() {
                     self.kick();
                 }
@@ -400,7 +410,12 @@ impl Reconciler {
 
     /// Start or stop: decide and act until nothing is left to do or the
     /// deadline passes (then `Failed`, retryable, with the reason).
-    async fn start_stop(&self, core: &Arc<Core>, action: Action, budget: Duration) -> ActionReply {
+    async fn start_stop<P: Pacemaker, E: EtcdOps, S: Supervisor>(
+        &self,
+        ports: &Ports<'_, P, E, S>,
+        action: Action,
+        budget: Duration,
+    ) -> ActionReply {
         let started = Instant::now();
         let trigger = if action == Action::Start {
             Trigger::Start
@@ -419,7 +434,7 @@ impl Reconciler {
                     )),
                 );
             }
-            match self.pass(core, trigger.clone(), left).await {
+            match self.pass(ports, trigger.clone(), left).await {
                 Ok(d) if d.first_act().is_none() => {
                     let waiting = d.steps.iter().find_map(|s| match s {
                         Step::Wait { reason } => Some(reason.clone()),

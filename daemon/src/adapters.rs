@@ -1,0 +1,134 @@
+//! The daemon core's side of the reconciler's ports
+//! ([`crate::reconcile::ports`]): its live etcd client as [`EtcdOps`], its
+//! supervision of the local etcd as [`Supervisor`]. The reconciler sees
+//! only the traits; this is the one place they meet the core.
+
+use std::time::Duration;
+
+use crate::core::Core;
+use crate::etcd::{EtcdError, LiveEtcd, Member, MemberStatus, status_of_members};
+use crate::etcd_conf::StartMode;
+use crate::reconcile::ports::{EtcdOps, EtcdReads, OpsError, PeerDown, Probe, Supervisor};
+use crate::supervise::{ProcState, Supervisor as Backend};
+
+impl EtcdReads for LiveEtcd {
+    async fn status(&self, deadline: Duration) -> Result<MemberStatus, EtcdError> {
+        LiveEtcd::status(self, deadline).await
+    }
+    async fn linearizable_read(&self, deadline: Duration) -> Result<i64, EtcdError> {
+        LiveEtcd::linearizable_read(self, deadline).await
+    }
+    async fn member_list(&self, deadline: Duration) -> Result<Vec<Member>, EtcdError> {
+        LiveEtcd::member_list(self, deadline).await
+    }
+    async fn leave_lock(&self, deadline: Duration) -> Result<Option<String>, EtcdError> {
+        LiveEtcd::leave_lock(self, deadline).await
+    }
+}
+
+impl EtcdReads for Core {
+    async fn status(&self, deadline: Duration) -> Result<MemberStatus, EtcdError> {
+        self.etcd.status(deadline).await
+    }
+    async fn linearizable_read(&self, deadline: Duration) -> Result<i64, EtcdError> {
+        self.etcd.linearizable_read(deadline).await
+    }
+    async fn member_list(&self, deadline: Duration) -> Result<Vec<Member>, EtcdError> {
+        self.etcd.member_list(deadline).await
+    }
+    async fn leave_lock(&self, deadline: Duration) -> Result<Option<String>, EtcdError> {
+        self.etcd.leave_lock(deadline).await
+    }
+}
+
+impl EtcdOps for Core {
+    type Peer = LiveEtcd;
+
+    fn peer(&self, client_url: &str) -> LiveEtcd {
+        LiveEtcd::new(client_url.to_string(), self.connector.clone())
+    }
+
+    async fn statuses(
+        &self,
+        members: &[Member],
+        deadline: Duration,
+    ) -> Vec<(Member, Result<MemberStatus, EtcdError>)> {
+        status_of_members(&self.connector, members, deadline).await
+    }
+
+    async fn acquire_leave_lock(
+        &self,
+        node: &str,
+        deadline: Duration,
+    ) -> Result<String, EtcdError> {
+        self.etcd.acquire_leave_lock(node, deadline).await
+    }
+
+    async fn release_leave_lock(&self, node: &str, deadline: Duration) -> Result<(), EtcdError> {
+        self.etcd.release_leave_lock(node, deadline).await
+    }
+
+    async fn add_learner(
+        &self,
+        peer_urls: Vec<String>,
+        deadline: Duration,
+    ) -> Result<(Member, Vec<Member>), OpsError> {
+        Ok(self.etcd.add_learner(&peer_urls, deadline).await?)
+    }
+
+    async fn promote(&self, id: u64, deadline: Duration) -> Result<Vec<Member>, OpsError> {
+        Ok(self.etcd.promote(id, deadline).await?)
+    }
+
+    async fn remove(&self, id: u64, deadline: Duration) -> Result<Vec<Member>, OpsError> {
+        Ok(self.etcd.remove(id, deadline).await?)
+    }
+}
+
+impl Supervisor for Core {
+    async fn state(&self) -> ProcState {
+        self.supervisor.state().await
+    }
+
+    async fn probe(&self, deadline: Duration, read: bool) -> Probe {
+        let p = Core::probe(self, deadline, read).await;
+        self.record(&p);
+        p
+    }
+
+    async fn start(&self, mode: StartMode, deadline: Duration) -> Result<u32, OpsError> {
+        self.start_etcd(mode, deadline)
+            .await
+            .map_err(OpsError::Supervise)
+    }
+
+    async fn stop(&self, grace: Duration) -> Result<(), OpsError> {
+        self.stop_etcd(grace)
+            .await
+            .map(|_| ())
+            .map_err(|e| OpsError::Supervise(e.to_string()))
+    }
+
+    async fn restart_force_new_cluster(
+        &self,
+        peer_down: PeerDown,
+        deadline: Duration,
+    ) -> Result<u32, OpsError> {
+        tracing::warn!(
+            peer = %peer_down.node,
+            evidence = %peer_down.evidence,
+            "restarting etcd with --force-new-cluster"
+        );
+        let started = std::time::Instant::now();
+        Supervisor::stop(self, self.settings.timeouts.stop_grace.min(deadline / 2)).await?;
+        let left = deadline.saturating_sub(started.elapsed());
+        let pid = Supervisor::start(self, StartMode::ForceNewCluster, left).await?;
+        // The flag must not survive into the next start: rewrite the
+        // configuration for a normal start now that the one-member cluster
+        // exists on disk.
+        if let Err(e) = crate::etcd_conf::write(&self.settings, &StartMode::Normal) {
+            tracing::error!(error = %e, "cannot rewrite the etcd configuration without --force-new-cluster");
+        }
+        Ok(pid)
+    }
+}

@@ -1,0 +1,149 @@
+//! The one place the OCF agent's actions are answered. With failover, start,
+//! stop, monitor and notify go through `decide` (the same function the
+//! daemon's own loop uses); without it (a standalone daemon, or a monitor
+//! while Pacemaker's view cannot be read) the live check of the local etcd
+//! answers, mapped to an outcome by [`live_outcome`] alone.
+
+use std::time::Duration;
+
+use warden_api::{Action, ActionReply, ActionRequest, Outcome};
+
+use super::Reconciler;
+use super::ports::{EtcdOps, Pacemaker, Ports, Probe, Supervisor};
+use crate::etcd_conf::StartMode;
+use crate::supervise::ProcState;
+
+fn reply(outcome: Outcome, reason: Option<String>) -> ActionReply {
+    ActionReply { outcome, reason }
+}
+
+/// Answer one agent action within `budget`: through the failover
+/// reconciler when there is one and it handles the action, through the
+/// live check of the local etcd otherwise.
+pub async fn action<P: Pacemaker, E: EtcdOps, S: Supervisor>(
+    failover: Option<&Reconciler>,
+    ports: &Ports<'_, P, E, S>,
+    req: &ActionRequest,
+    budget: Duration,
+) -> ActionReply {
+    if let Some(f) = failover
+        && let Some(r) = f.action(ports, req, budget).await
+    {
+        return r;
+    }
+    let settings = ports.settings;
+    match req.action {
+        Action::Start => match ports.supervisor.start(StartMode::Normal, budget).await {
+            Ok(_) => reply(Outcome::Success, None),
+            Err(e) => reply(Outcome::Failed, Some(e.to_string())),
+        },
+        Action::Stop => {
+            let grace = settings.timeouts.stop_grace.min(budget.mul_f32(0.7));
+            match ports.supervisor.stop(grace).await {
+                Ok(()) => reply(Outcome::Success, None),
+                Err(e) => reply(Outcome::Failed, Some(e.to_string())),
+            }
+        }
+        Action::Monitor => {
+            let limit = budget.min(
+                settings
+                    .timeouts
+                    .probe_timeout
+                    .max(Duration::from_millis(500)),
+            );
+            let p = ports.supervisor.probe(limit, req.depth >= 10).await;
+            let (outcome, reason) = live_outcome(&p);
+            reply(outcome, reason)
+        }
+        Action::ValidateAll => validate(ports.settings, req),
+        Action::Promote | Action::Demote | Action::Notify | Action::Reload => {
+            // Without failover these have no meaning for a plain clone: they
+            // are accepted and logged.
+            tracing::info!(action = ?req.action, notify = ?req.notify, "accepted");
+            reply(Outcome::Success, None)
+        }
+    }
+}
+
+/// The monitor's outcome from a live probe of the local etcd.
+pub fn live_outcome(p: &Probe) -> (Outcome, Option<String>) {
+    match (&p.proc, &p.status, &p.read) {
+        (ProcState::Stopped, _, _) => (Outcome::NotRunning, None),
+        (ProcState::Running { .. }, Some(Ok(s)), read) => {
+            if let Some(Err(e)) = read {
+                (
+                    Outcome::Failed,
+                    Some(format!("linearizable read failed: {e}")),
+                )
+            } else if s.is_learner {
+                (
+                    Outcome::Degraded,
+                    Some("the local member is a learner catching up".into()),
+                )
+            } else if !s.has_leader() {
+                (Outcome::Failed, Some("etcd has no leader".into()))
+            } else {
+                (Outcome::Success, None)
+            }
+        }
+        _ => (Outcome::Failed, live_reason(p)),
+    }
+}
+
+/// What is wrong with the local etcd, as `/status` shows it: the process's
+/// own trouble before the cluster's (a learner, no leader, a failed read).
+pub fn live_reason(p: &Probe) -> Option<String> {
+    match (&p.proc, &p.status, &p.read) {
+        (ProcState::Stopped, _, _) => None,
+        (ProcState::Died { pid, how }, _, _) => {
+            Some(format!("etcd (pid {pid}) exited unexpectedly: {how}"))
+        }
+        (ProcState::Frozen { pid }, _, _) => Some(format!(
+            "etcd (pid {pid}) is stopped by a signal and cannot answer"
+        )),
+        (ProcState::Running { pid }, Some(Err(e)), _) => {
+            Some(format!("etcd (pid {pid}) is running but unhealthy: {e}"))
+        }
+        (ProcState::Running { .. }, Some(Ok(s)), _) if s.is_learner => {
+            Some("the local member is a learner catching up".into())
+        }
+        (ProcState::Running { .. }, Some(Ok(s)), _) if !s.has_leader() => {
+            Some("etcd has no leader".into())
+        }
+        (ProcState::Running { .. }, _, Some(Err(e))) => {
+            Some(format!("linearizable read failed: {e}"))
+        }
+        _ => None,
+    }
+}
+
+/// validate-all: the instance's node name, the configuration as it is on
+/// disk now, the etcd binary.
+fn validate(settings: &crate::config::Settings, req: &ActionRequest) -> ActionReply {
+    if let Some(name) = req.params.get("node_name")
+        && name != &settings.node_name
+    {
+        return reply(
+            Outcome::NotConfigured,
+            Some(format!(
+                "parameter node_name={name:?} does not match this node's configured name {:?}",
+                settings.node_name
+            )),
+        );
+    }
+    // Re-read the configuration from disk: validate-all runs after an
+    // operator edited it, before a restart would pick it up.
+    if let Err(e) = crate::config::reload(settings) {
+        return reply(Outcome::NotConfigured, Some(e.to_string()));
+    }
+    if !settings.etcd.binary.exists() {
+        return reply(
+            Outcome::NotInstalled,
+            Some(format!(
+                "the etcd binary {} does not exist",
+                settings.etcd.binary.display()
+            )),
+        );
+    }
+    reply(Outcome::Success, None)
+}

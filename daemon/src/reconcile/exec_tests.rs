@@ -1,0 +1,606 @@
+//! The step executor against recording fakes behind the ports.
+
+use std::sync::Mutex;
+
+use warden_failover::{
+    EtcdView, FenceEvent, FenceStatus, LocalData, LocalMarkers, NodeView, PacemakerView,
+    ResourceState, Stamp, Trigger,
+};
+
+use super::*;
+use crate::etcd::{Member, MemberStatus};
+use crate::reconcile::pcmk::PcmkError;
+use crate::reconcile::ports::{EtcdReads, Probe};
+use crate::supervise::ProcState;
+
+const CONF: &str = r#"
+node_name = "a"
+topology = "two-node"
+
+[[nodes]]
+name = "a"
+peer_urls = ["http://127.0.0.1:12380"]
+client_urls = ["http://127.0.0.1:12379"]
+
+[[nodes]]
+name = "b"
+peer_urls = ["http://127.0.0.1:22380"]
+client_urls = ["http://127.0.0.1:22379"]
+"#;
+
+fn settings() -> Settings {
+    crate::config::from_texts(&[("/c.toml".into(), CONF.to_string())]).unwrap()
+}
+
+/// Records every call; fails the ones told to.
+#[derive(Debug, Default)]
+struct Fake {
+    calls: Mutex<Vec<String>>,
+    /// Errors to return, in order, for membership calls.
+    etcd_errors: Mutex<Vec<EtcdError>>,
+    fail_attrs: bool,
+    /// The state file's epoch as seen at the force (must be written first).
+    state: Option<LocalPaths>,
+    epoch_at_force: Mutex<Option<u64>>,
+    /// The deadline each membership call was given.
+    deadlines: Mutex<Vec<Duration>>,
+}
+
+impl Fake {
+    fn log(&self, s: String) {
+        self.calls.lock().unwrap().push(s);
+    }
+    fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap().clone()
+    }
+    fn next_err(&self) -> Result<(), OpsError> {
+        let mut e = self.etcd_errors.lock().unwrap();
+        if e.is_empty() {
+            Ok(())
+        } else {
+            Err(OpsError::Etcd(e.remove(0)))
+        }
+    }
+}
+
+fn member(id: u64) -> Member {
+    Member {
+        id,
+        name: String::new(),
+        peer_urls: vec![],
+        client_urls: vec![],
+        is_learner: true,
+    }
+}
+
+impl Supervisor for Fake {
+    async fn state(&self) -> ProcState {
+        ProcState::Stopped
+    }
+    async fn probe(&self, _d: Duration, _read: bool) -> Probe {
+        Probe {
+            proc: ProcState::Stopped,
+            status: None,
+            read: None,
+        }
+    }
+    async fn start(&self, mode: StartMode, _d: Duration) -> Result<u32, OpsError> {
+        self.log(format!("start {mode:?}"));
+        Ok(1)
+    }
+    async fn stop(&self, _g: Duration) -> Result<(), OpsError> {
+        self.log("stop".into());
+        Ok(())
+    }
+    async fn restart_force_new_cluster(&self, p: PeerDown, _d: Duration) -> Result<u32, OpsError> {
+        if let Some(s) = &self.state {
+            *self.epoch_at_force.lock().unwrap() = s.read_state().unwrap().pending_epoch;
+        }
+        self.log(format!("force {}", p.node));
+        Ok(1)
+    }
+}
+
+impl EtcdReads for Fake {
+    async fn status(&self, _d: Duration) -> Result<MemberStatus, EtcdError> {
+        unreachable!("the executor reads no status")
+    }
+    async fn linearizable_read(&self, _d: Duration) -> Result<i64, EtcdError> {
+        unreachable!("the executor reads nothing")
+    }
+    async fn member_list(&self, _d: Duration) -> Result<Vec<Member>, EtcdError> {
+        unreachable!("the executor lists no members")
+    }
+    async fn leave_lock(&self, _d: Duration) -> Result<Option<String>, EtcdError> {
+        unreachable!("the executor reads no lock")
+    }
+}
+
+impl EtcdOps for Fake {
+    type Peer = Fake;
+    fn peer(&self, _url: &str) -> Fake {
+        unreachable!("the executor asks no peer")
+    }
+    async fn statuses(
+        &self,
+        _m: &[Member],
+        _d: Duration,
+    ) -> Vec<(Member, Result<MemberStatus, EtcdError>)> {
+        unreachable!("the executor asks no member")
+    }
+    async fn acquire_leave_lock(&self, node: &str, _d: Duration) -> Result<String, EtcdError> {
+        self.log(format!("lock {node}"));
+        Ok("b".into())
+    }
+    async fn release_leave_lock(&self, node: &str, _d: Duration) -> Result<(), EtcdError> {
+        self.log(format!("unlock {node}"));
+        Ok(())
+    }
+    async fn add_learner(
+        &self,
+        urls: Vec<String>,
+        _d: Duration,
+    ) -> Result<(Member, Vec<Member>), OpsError> {
+        self.log(format!("add {urls:?}"));
+        self.next_err()?;
+        Ok((member(7), vec![member(7)]))
+    }
+    async fn promote(&self, id: u64, d: Duration) -> Result<Vec<Member>, OpsError> {
+        self.log(format!("promote {id}"));
+        self.deadlines.lock().unwrap().push(d);
+        self.next_err()?;
+        Ok(vec![])
+    }
+    async fn remove(&self, id: u64, d: Duration) -> Result<Vec<Member>, OpsError> {
+        self.log(format!("remove {id}"));
+        self.deadlines.lock().unwrap().push(d);
+        self.next_err()?;
+        Ok(vec![])
+    }
+}
+
+impl Pacemaker for Fake {
+    async fn crm_mon(&self, _d: Duration) -> Result<crm_xml::CrmMon, PcmkError> {
+        unreachable!("the executor never reads crm_mon")
+    }
+    async fn get_attr(
+        &self,
+        _n: &str,
+        _a: &str,
+        _d: Duration,
+    ) -> Result<Option<String>, PcmkError> {
+        Ok(None)
+    }
+    async fn set_attr(&self, n: &str, a: &str, v: &str, _d: Duration) -> Result<(), PcmkError> {
+        self.log(format!("set {n} {a} {v}"));
+        if self.fail_attrs {
+            return Err(PcmkError::Failed {
+                tool: "crm_attribute",
+                code: Some(1),
+                message: "cib not connected".into(),
+            });
+        }
+        Ok(())
+    }
+    async fn delete_attr(&self, n: &str, a: &str, _d: Duration) -> Result<(), PcmkError> {
+        self.log(format!("delete {n} {a}"));
+        Ok(())
+    }
+}
+
+fn node(name: &str, online: bool) -> NodeView {
+    NodeView {
+        name: name.into(),
+        online,
+        unclean: false,
+        expected_up: online,
+        shutdown: false,
+        standby: false,
+        last_seen: Some(Stamp(100)),
+        etcd: if online {
+            ResourceState::Started
+        } else {
+            ResourceState::Unknown
+        },
+        record: None,
+        claim: None,
+    }
+}
+
+/// Node a alone with its data and the in-sync marker; b lost.
+fn facts(b_fenced: bool) -> Facts {
+    let mut b = node("b", false);
+    b.unclean = !b_fenced;
+    b.expected_up = true;
+    Facts {
+        node: "a".into(),
+        boot_id: "boot-a".into(),
+        topology: Topology::TwoNode,
+        trigger: Trigger::Reconcile,
+        notify: None,
+        pacemaker: PacemakerView {
+            quorate: true,
+            nodes: vec![node("a", true), b],
+            fence_history: vec![],
+        },
+        etcd: EtcdView::NotRunning,
+        cluster: None,
+        data: LocalData {
+            exists: true,
+            ..Default::default()
+        },
+        local: LocalMarkers {
+            in_sync_boot: Some("boot-a".into()),
+        },
+        alerts: if b_fenced {
+            vec![FenceEvent {
+                target: "b".into(),
+                action: warden_failover::FenceAction::Reboot,
+                status: FenceStatus::Success,
+                completed: Some(Stamp(200)),
+            }]
+        } else {
+            vec![]
+        },
+    }
+}
+
+fn paths(t: &std::path::Path) -> LocalPaths {
+    LocalPaths {
+        data_dir: t.join("data"),
+        state_file: t.join("state/failover.json"),
+        run_dir: t.join("run"),
+        archive_dir: t.join("data.archive"),
+    }
+}
+
+async fn run(fake: &Fake, p: &LocalPaths, f: &Facts, steps: &[Step]) -> ExecReport {
+    let s = settings();
+    let ports = Ports {
+        pacemaker: fake,
+        etcd: fake,
+        supervisor: fake,
+        settings: &s,
+    };
+    execute(&ports, p, f, steps, Duration::from_secs(10)).await
+}
+
+fn with_data(t: &std::path::Path) -> LocalPaths {
+    let p = paths(t);
+    std::fs::create_dir_all(p.member_dir().join("snap")).unwrap();
+    std::fs::write(p.member_dir().join("snap/db"), b"db").unwrap();
+    p
+}
+
+#[tokio::test]
+async fn never_bootstraps_over_a_state_file_that_names_a_cluster() {
+    let t = tempfile::tempdir().unwrap();
+    let p = paths(t.path());
+    p.update_state(|s| {
+        s.formed = true;
+        s.cluster_id = Some(0x1c3e);
+        s.member_id = Some(7);
+    })
+    .unwrap();
+    let fake = Fake::default();
+    let mut f = facts(true);
+    f.data.exists = false;
+    let r = run(&fake, &p, &f, &[Step::StartEtcd { mode: Mode::New }]).await;
+    let why = r.failed.expect("refused").1;
+    assert!(
+        why.contains("1c3e") && why.contains("empty cluster"),
+        "{why}"
+    );
+    assert!(fake.calls().is_empty());
+    // Without a history, a bootstrap gets the fresh token, recorded first.
+    let t2 = tempfile::tempdir().unwrap();
+    let p2 = paths(t2.path());
+    let r = run(&fake, &p2, &f, &[Step::StartEtcd { mode: Mode::New }]).await;
+    assert!(r.failed.is_none(), "{:?}", r.failed);
+    let token = p2.read_state().unwrap().bootstrap_token.expect("recorded");
+    assert_eq!(token, warden_failover::decide::bootstrap_token(&f));
+    assert!(token.starts_with("etcd-warden:"), "{token}");
+}
+
+#[tokio::test]
+async fn force_needs_pacemakers_proof_even_if_decided() {
+    let t = tempfile::tempdir().unwrap();
+    let p = with_data(t.path());
+    let fake = Fake::default();
+    // b is lost but not fenced: no proof, so no force, whatever was decided.
+    let r = run(
+        &fake,
+        &p,
+        &facts(false),
+        &[Step::ForceNewCluster { epoch: 1 }],
+    )
+    .await;
+    let (_, why) = r.failed.unwrap();
+    assert!(
+        why.contains("rule 1") && why.contains("not confirmed that b is down"),
+        "{why}"
+    );
+    assert!(fake.calls().is_empty());
+    // Without the in-sync marker of this boot: no force either.
+    let mut f = facts(true);
+    f.local.in_sync_boot = Some("an-earlier-boot".into());
+    let r = run(&fake, &p, &f, &[Step::ForceNewCluster { epoch: 1 }]).await;
+    assert!(r.failed.unwrap().1.contains("in-sync"));
+    // HA never forces.
+    let mut f = facts(true);
+    f.topology = Topology::Ha;
+    let r = run(&fake, &p, &f, &[Step::ForceNewCluster { epoch: 1 }]).await;
+    assert!(r.failed.is_some());
+    assert!(fake.calls().is_empty());
+}
+
+#[tokio::test]
+async fn force_records_the_epoch_first() {
+    let t = tempfile::tempdir().unwrap();
+    let p = with_data(t.path());
+    let fake = Fake {
+        state: Some(p.clone()),
+        ..Default::default()
+    };
+    let r = run(
+        &fake,
+        &p,
+        &facts(true),
+        &[Step::ForceNewCluster { epoch: 4 }],
+    )
+    .await;
+    assert!(r.failed.is_none(), "{:?}", r.failed);
+    assert_eq!(fake.calls(), vec!["force b"]);
+    // On disk before the restart, as an intent: the epoch itself changes
+    // only once the live member list shows this node alone.
+    assert_eq!(*fake.epoch_at_force.lock().unwrap(), Some(4));
+    assert_eq!(p.read_state().unwrap().epoch, 0);
+}
+
+#[tokio::test]
+async fn steps_stop_at_the_first_failure() {
+    let t = tempfile::tempdir().unwrap();
+    let p = with_data(t.path());
+    let fake = Fake {
+        fail_attrs: true,
+        ..Default::default()
+    };
+    let steps = [
+        Step::SetClaim { epoch: 1 },
+        Step::ClearInSync,
+        Step::StopEtcd,
+    ];
+    p.update_state(|s| {
+        s.cluster_id = Some(2);
+        s.member_id = Some(1);
+    })
+    .unwrap();
+    p.mark_in_sync("boot-a").unwrap();
+    let r = run(&fake, &p, &facts(true), &steps).await;
+    assert_eq!(r.done, vec![]);
+    assert_eq!(r.failed.as_ref().unwrap().0, Step::SetClaim { epoch: 1 });
+    assert_eq!(fake.calls().len(), 1);
+    // The marker was not touched: the step after the failure never ran.
+    assert_eq!(p.in_sync().as_deref(), Some("boot-a"));
+    let ok = Fake::default();
+    let r = run(&ok, &p, &facts(true), &steps).await;
+    assert_eq!(r.done.len(), 3);
+    assert!(p.in_sync().is_none());
+    assert_eq!(ok.calls()[1], "stop");
+}
+
+#[tokio::test]
+async fn never_starts_over_existing_data_and_archives_instead_of_deleting() {
+    let t = tempfile::tempdir().unwrap();
+    let p = with_data(t.path());
+    let fake = Fake::default();
+    for mode in [Mode::New, Mode::Join { epoch: 2 }] {
+        let r = run(&fake, &p, &facts(true), &[Step::StartEtcd { mode }]).await;
+        assert!(r.failed.unwrap().1.contains("rule 3"));
+    }
+    assert!(fake.calls().is_empty());
+    // Archiving while etcd runs on the data is refused too.
+    let mut f = facts(true);
+    f.etcd = EtcdView::Running(warden_failover::LiveEtcd {
+        member_id: 1,
+        cluster_id: 2,
+        is_learner: false,
+        has_leader: false,
+        is_leader: false,
+        linearizable_ok: false,
+        members: vec![],
+        leave_lock: None,
+        position: Default::default(),
+    });
+    let archive = Step::ArchiveDataDir {
+        reason: "stale".into(),
+    };
+    let r = run(&fake, &p, &f, std::slice::from_ref(&archive)).await;
+    assert!(r.failed.is_some());
+    assert!(p.has_data());
+    let r = run(&fake, &p, &facts(true), &[archive]).await;
+    assert!(r.failed.is_none());
+    assert!(!p.has_data());
+    let dest = &r.archived[0];
+    assert_eq!(std::fs::read(dest.join("member/snap/db")).unwrap(), b"db");
+    assert!(dest.join("db.sha256").exists());
+}
+
+#[tokio::test]
+async fn a_join_records_the_learner_it_starts_as_before_etcd_runs() {
+    // The state file still names the member this node was before its
+    // data was archived: the join must replace both ids, or a stop before
+    // the first live look makes the next start archive the new data.
+    let t = tempfile::tempdir().unwrap();
+    let p = paths(t.path());
+    p.write_state(&super::super::local::StateFile {
+        epoch: 1,
+        cluster_id: Some(5),
+        member_id: Some(99),
+        formed: true,
+        ..Default::default()
+    })
+    .unwrap();
+    let mut f = facts(true);
+    let member = |id: u64, node: &str, is_learner: bool| warden_failover::MemberInfo {
+        id,
+        name: if is_learner {
+            String::new()
+        } else {
+            node.into()
+        },
+        node: node.into(),
+        is_learner,
+        in_sync: !is_learner,
+    };
+    f.cluster = Some(warden_failover::ClusterView {
+        cluster_id: 6,
+        epoch: 3,
+        members: vec![member(11, "b", false), member(12, "a", true)],
+        leave_lock: None,
+    });
+    f.data.exists = false;
+    let fake = Fake::default();
+    let r = run(
+        &fake,
+        &p,
+        &f,
+        &[Step::StartEtcd {
+            mode: Mode::Join { epoch: 3 },
+        }],
+    )
+    .await;
+    assert!(r.failed.is_none(), "{:?}", r.failed);
+    assert_eq!(fake.calls().len(), 1, "{:?}", fake.calls());
+    let st = p.read_state().unwrap();
+    assert_eq!(
+        (st.epoch, st.cluster_id, st.member_id, st.formed),
+        (3, Some(6), Some(12), false)
+    );
+}
+
+#[tokio::test]
+async fn membership_changes_retry_through_unhealthy_cluster() {
+    let t = tempfile::tempdir().unwrap();
+    let p = with_data(t.path());
+    let fake = Fake::default();
+    fake.etcd_errors.lock().unwrap().extend([
+        EtcdError::Unavailable("etcdserver: unhealthy cluster".into()),
+        EtcdError::FailedPrecondition(
+            "can only promote a learner member which is in sync with leader".into(),
+        ),
+    ]);
+    let r = run(
+        &fake,
+        &p,
+        &facts(true),
+        &[Step::PromoteLearner {
+            id: 7,
+            node: "b".into(),
+        }],
+    )
+    .await;
+    assert!(r.failed.is_none(), "{:?}", r.failed);
+    assert_eq!(fake.calls(), vec!["promote 7"; 3]);
+    // A permanent error is not retried.
+    fake.etcd_errors
+        .lock()
+        .unwrap()
+        .push(EtcdError::NotFound("member".into()));
+    let r = run(
+        &fake,
+        &p,
+        &facts(true),
+        &[Step::RemoveMember {
+            id: 9,
+            node: "b".into(),
+        }],
+    )
+    .await;
+    assert!(r.failed.is_some());
+    assert_eq!(fake.calls().len(), 4);
+}
+
+#[tokio::test]
+async fn a_membership_call_that_times_out_is_asked_again_within_the_budget() {
+    // etcd 3.5: a removal while a promotion is pending may time out
+    // instead of answering; that is not an answer, so it is retried.
+    let t = tempfile::tempdir().unwrap();
+    let p = with_data(t.path());
+    let fake = Fake::default();
+    fake.etcd_errors.lock().unwrap().extend([
+        EtcdError::Timeout(Duration::from_secs(3)),
+        EtcdError::Timeout(Duration::from_secs(3)),
+    ]);
+    let r = run(
+        &fake,
+        &p,
+        &facts(true),
+        &[Step::RemoveMember {
+            id: 9,
+            node: "b".into(),
+        }],
+    )
+    .await;
+    assert!(r.failed.is_none(), "{:?}", r.failed);
+    assert_eq!(fake.calls(), vec!["remove 9"; 3]);
+    // Each attempt is short enough to leave room for the next one.
+    let d = fake.deadlines.lock().unwrap().clone();
+    assert!(
+        d.iter().all(|d| *d <= MEMBERSHIP_ATTEMPT),
+        "attempt deadlines {d:?}"
+    );
+}
+
+#[tokio::test]
+async fn leave_lock_held_elsewhere_fails_the_step_and_adds_use_the_configured_url() {
+    let t = tempfile::tempdir().unwrap();
+    let p = with_data(t.path());
+    let fake = Fake::default();
+    let r = run(
+        &fake,
+        &p,
+        &facts(true),
+        &[Step::AcquireLeaveLock, Step::RecordDeparture],
+    )
+    .await;
+    assert!(r.failed.unwrap().1.contains("held by b"));
+    assert!(!p.read_state().unwrap().departed);
+    let r = run(
+        &fake,
+        &p,
+        &facts(true),
+        &[Step::AddLearner { node: "b".into() }],
+    )
+    .await;
+    assert!(r.failed.is_none());
+    assert!(
+        fake.calls()
+            .contains(&"add [\"http://127.0.0.1:22380\"]".to_string())
+    );
+}
+
+#[test]
+fn join_lists_the_cluster_and_this_node() {
+    let s = settings();
+    let members = vec![
+        warden_failover::MemberInfo {
+            id: 1,
+            name: "b".into(),
+            node: "b".into(),
+            is_learner: false,
+            in_sync: true,
+        },
+        warden_failover::MemberInfo {
+            id: 2,
+            name: String::new(),
+            node: "a".into(),
+            is_learner: true,
+            in_sync: false,
+        },
+    ];
+    assert_eq!(
+        initial_cluster(&s, &members),
+        "b=http://127.0.0.1:22380,a=http://127.0.0.1:12380"
+    );
+}
