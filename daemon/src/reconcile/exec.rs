@@ -657,7 +657,8 @@ client_urls = ["http://127.0.0.1:22379"]
             expected_up: online,
             shutdown: false,
             standby: false,
-            last_seen: Some(Stamp(100)),
+            maintenance: false,
+            last_seen: None,
             etcd: if online {
                 ResourceState::Started
             } else {
@@ -671,8 +672,9 @@ client_urls = ["http://127.0.0.1:22379"]
     /// Node a alone with its data and the in-sync marker; b lost.
     fn facts(b_fenced: bool) -> Facts {
         let mut b = node("b", false);
+        // A fence Pacemaker recorded against b ends its membership.
         b.unclean = !b_fenced;
-        b.expected_up = true;
+        b.expected_up = !b_fenced;
         Facts {
             node: "a".into(),
             boot_id: "boot-a".into(),
@@ -683,6 +685,7 @@ client_urls = ["http://127.0.0.1:22379"]
                 quorate: true,
                 nodes: vec![node("a", true), b],
                 fence_history: vec![],
+                ..Default::default()
             },
             etcd: EtcdView::NotRunning,
             cluster: None,
