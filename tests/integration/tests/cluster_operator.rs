@@ -101,3 +101,128 @@ fn an_operators_confirm_after_failed_fencing_lets_the_survivor_go_on() {
     eprintln!("confirm: {} acknowledged writes checked", acks.len());
     w.c.stop();
 }
+
+/// No etcd instance runs anywhere, as crm_mon on `from` shows it.
+fn etcd_stopped_everywhere(w: &WardenCluster, from: &str) -> anyhow::Result<bool> {
+    let m = w.c.crm_mon(from)?;
+    Ok(!m
+        .resources
+        .iter()
+        .any(|r| (r.id == "etcd" || r.id.starts_with("etcd:")) && r.active))
+}
+
+/// Two voters, etcd started on both nodes, and every write acknowledged so
+/// far readable through both.
+fn pair_is_whole(w: &WardenCluster, writer: &warden_integration::writer::Writer, after: &str) {
+    let all = w.nodes();
+    let t = Instant::now();
+    w.wait_voters("node1", &all, SETTLE).or_fail(w);
+    w.wait_started(&all, SETTLE).or_fail(w);
+    // The writer goes on through both nodes: a write through each after
+    // the action shows both serve again.
+    let since = Instant::now();
+    for n in &all {
+        writer.wait_ack_after(Some(n), since, SETTLE).or_fail(w);
+    }
+    let acks = writer.acks();
+    w.check_writes(&acks, writer.prefix(), &all).or_fail(w);
+    eprintln!(
+        "after {after}: two voters, {} acknowledged writes present ({:.1}s)",
+        acks.len(),
+        t.elapsed().as_secs_f64()
+    );
+}
+
+/// The operator's everyday Pacemaker actions, one after another, under a
+/// writer through both nodes: each leaves two voters and every
+/// acknowledged write.
+#[test]
+fn cleanup_restart_disable_enable_standby_leave_the_pair_whole() {
+    let (w, _cid) = healthy(2, Topology::TwoNode);
+    let all = w.nodes();
+    let writer = w.writer("/ops", &all).or_fail(&w);
+    wait_acks_everywhere(&writer, &all, 5);
+
+    w.c.exec_ok(
+        "node1",
+        &["crm_resource", "--cleanup", "--resource", "etcd-clone"],
+    )
+    .or_fail(&w);
+    pair_is_whole(&w, &writer, "crm_resource --cleanup");
+
+    w.c.exec_ok(
+        "node1",
+        &[
+            "crm_resource",
+            "--restart",
+            "--resource",
+            "etcd-clone",
+            "--timeout",
+            "300s",
+        ],
+    )
+    .or_fail(&w);
+    pair_is_whole(&w, &writer, "crm_resource --restart");
+
+    let target_role = |role: &str| {
+        w.c.exec_ok(
+            "node1",
+            &[
+                "crm_resource",
+                "--resource",
+                "etcd-clone",
+                "--meta",
+                "--set-parameter",
+                "target-role",
+                "--parameter-value",
+                role,
+            ],
+        )
+        .or_fail(&w)
+    };
+    target_role("Stopped");
+    poll("etcd to be stopped everywhere", SETTLE, || {
+        Ok(etcd_stopped_everywhere(&w, "node1")?.then_some(()))
+    })
+    .or_fail(&w);
+    target_role("Started");
+    pair_is_whole(&w, &writer, "disable and enable");
+
+    for (value, what) in [("on", "standby"), ("off", "unstandby")] {
+        w.c.exec_ok(
+            "node1",
+            &[
+                "crm_attribute",
+                "--node",
+                "node2",
+                "--name",
+                "standby",
+                "--update",
+                value,
+            ],
+        )
+        .or_fail(&w);
+        if value == "on" {
+            poll("node2's etcd to stop for standby", SETTLE, || {
+                Ok(w.etcd_pid("node2")?.is_none().then_some(()))
+            })
+            .or_fail(&w);
+            // node1 goes on alone, without a fence and without a force.
+            let since = Instant::now();
+            writer
+                .wait_ack_after(Some("node1"), since, FAILOVER)
+                .or_fail(&w);
+            assert_eq!(w.fence_count("node1", "node2").or_fail(&w), 0);
+            continue;
+        }
+        pair_is_whole(&w, &writer, what);
+    }
+
+    let acks = writer.finish();
+    w.check_writes(&acks, "/ops", &all).or_fail(&w);
+    eprintln!(
+        "operator actions: {} acknowledged writes checked",
+        acks.len()
+    );
+    w.c.stop();
+}
