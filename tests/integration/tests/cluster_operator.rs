@@ -15,7 +15,9 @@ mod failover_support;
 
 use std::time::{Duration, Instant};
 
-use failover_support::{FAILOVER, OrFail, SETTLE, healthy, wait_acks_everywhere};
+use failover_support::{
+    FAILOVER, OrFail, SETTLE, etcd_exit_reasons, healthy, wait_acks_everywhere,
+};
 use warden_integration::twonode::{Topology, WardenCluster, poll};
 
 /// The longest the survivor may take from the operator's confirm to its
@@ -52,9 +54,10 @@ fn an_operators_confirm_after_failed_fencing_lets_the_survivor_go_on() {
         Ok((failed_fences(&w, "node1", "node2")? > 0).then_some(()))
     })
     .or_fail(&w);
+    // Its monitor says why (the exit reason crm_mon shows).
     let reason = poll("node1 to wait for a fence of node2", SETTLE, || {
-        let r = w.reason("node1")?;
-        Ok(r.contains("not yet fenced").then_some(r))
+        let reasons = etcd_exit_reasons(&w, "node1", "node1")?;
+        Ok(reasons.into_iter().find(|r| r.contains("not yet fenced")))
     })
     .or_fail(&w);
     eprintln!("fencing failed, node1: {reason}");
