@@ -122,7 +122,8 @@ fn pnode(name: &str, online: bool) -> NodeView {
         expected_up: online,
         shutdown: false,
         standby: false,
-        last_seen: Some(Stamp(100)),
+        maintenance: false,
+        last_seen: None,
         etcd: if online {
             ResourceState::Started
         } else {
@@ -147,6 +148,7 @@ fn facts(me: &str, peer_online: bool, n: &Node) -> Facts {
                 pnode(if me == "a" { "b" } else { "a" }, peer_online),
             ],
             fence_history: vec![],
+            ..Default::default()
         },
         etcd: EtcdView::NotRunning,
         cluster: None,
@@ -284,7 +286,9 @@ fn force_archive_rejoin_promote_on_real_etcd() {
             status: FenceStatus::Success,
             completed: Some(Stamp(200)),
         });
+        // Pacemaker recorded the fence against b: its membership ended.
         f.pacemaker.nodes[1].unclean = false;
+        f.pacemaker.nodes[1].expected_up = false;
         let t = Instant::now();
         exec(&a, &f, &[Step::ForceNewCluster { epoch: 1 }])
             .await

@@ -61,6 +61,17 @@ pub enum Mutation {
     /// leave lock and without looking at whether the peer is stopping too:
     /// two nodes that stop at once both leave, breaking rule 5.
     LeaveWithoutArbitration,
+    /// Prove a fence by comparing its completion time with this daemon's
+    /// own note of the peer's last join (a wall-clock reading in a file on
+    /// /run), accepting any fence when the note is missing: after the note
+    /// is lost or the clock steps back, a fence from before the peer's last
+    /// join proves its current loss.
+    ProofFromLocalJoinRecord,
+    /// Ignore Pacemaker's maintenance settings (maintenance mode, an
+    /// unmanaged etcd resource, a node in maintenance): the daemon goes on
+    /// starting, stopping, forcing and changing membership while the
+    /// operator works by hand.
+    IgnoreMaintenance,
     /// Bootstrap a new cluster whenever no node has a member directory,
     /// ignoring state files that say a cluster existed (the rule before
     /// missing data volumes were modelled): after a total outage with the
@@ -117,7 +128,26 @@ impl std::fmt::Display for DownProof {
 /// Pacemaker's proof that `peer` is down, if there is one.
 ///
 /// "No leader" is never part of it: a partition looks the same.
+///
+/// A fence proves the peer down only while Pacemaker's own record of the
+/// node says its last membership has ended: offline, not unclean, not
+/// expected up. Pacemaker writes that record (the node's `node_state`:
+/// `join="down" expected="down"`) when it records a fence result against
+/// the node, an operator's `stonith_admin --confirm` included, or when the
+/// node leaves cleanly; the node's next join replaces it (online, expected
+/// up), and a loss after that join makes the node unclean again. So a
+/// fence completed before the peer's last membership never proves its
+/// current loss, whatever the clocks say, and where the record is missing
+/// (the node absent from crm_mon's view) there is no proof. No time is
+/// compared: a fence's completion stamp comes from the fencing node's
+/// clock, and a join time this daemon noted itself lives in a file on
+/// /run; a clock step, or the note lost, turned an old fence into a fresh
+/// proof when the two were compared.
 pub fn peer_down_proof(facts: &Facts, peer: &NodeView) -> Option<DownProof> {
+    down_proof(facts, peer, false)
+}
+
+fn down_proof(facts: &Facts, peer: &NodeView, local_join_record: bool) -> Option<DownProof> {
     if peer.online {
         // Online with its etcd stopped by a completed stop action.
         return match peer.etcd {
@@ -125,19 +155,38 @@ pub fn peer_down_proof(facts: &Facts, peer: &NodeView) -> Option<DownProof> {
             _ => None,
         };
     }
-    let fenced = facts
+    let fences = facts
         .fence_events()
         .filter(|e| e.target == peer.name && e.status == FenceStatus::Success)
-        .filter(|e| e.action != FenceAction::On)
-        .filter_map(|e| e.completed)
-        // Newer than its last join; a tie proves nothing.
-        .filter(|at| peer.last_seen.is_none_or(|seen| *at > seen))
-        .max();
-    if let Some(at) = fenced {
-        return Some(DownProof::Fenced { at });
-    }
-    if !peer.unclean && !peer.expected_up && peer.last_seen.is_some() {
-        return Some(DownProof::CleanlyDown);
+        .filter(|e| e.action != FenceAction::On);
+    if local_join_record {
+        // The rule before: a fence newer than this daemon's own note of
+        // the peer's last join, any fence at all when the note is missing.
+        let fenced = fences
+            .filter_map(|e| e.completed)
+            .filter(|at| peer.last_seen.is_none_or(|seen| *at > seen))
+            .max();
+        if let Some(at) = fenced {
+            return Some(DownProof::Fenced { at });
+        }
+        if !peer.unclean && !peer.expected_up && peer.last_seen.is_some() {
+            return Some(DownProof::CleanlyDown);
+        }
+    } else {
+        // Pacemaker's record that the node's last membership ended.
+        let ended = !peer.unclean && !peer.expected_up;
+        let mut fences = fences.peekable();
+        if ended && fences.peek().is_some() {
+            let at = fences.filter_map(|e| e.completed).max().unwrap_or(Stamp(0));
+            return Some(DownProof::Fenced { at });
+        }
+        // Left cleanly (or fenced, with the history not yet synced to this
+        // node). A node Pacemaker has never seen as a member is unclean
+        // until fenced (`startup-fencing`, on by default), so it gives no
+        // proof here.
+        if ended {
+            return Some(DownProof::CleanlyDown);
+        }
     }
     match peer.etcd {
         ResourceState::Stopped { at } if !peer.unclean => Some(DownProof::EtcdStopped { at }),
@@ -354,6 +403,11 @@ impl<'a> Decider<'a> {
         {
             self.steps.push(Step::ClearClaim);
         }
+        if let Some(reason) = self.f.pacemaker.paused()
+            && !broken!(self, IgnoreMaintenance)
+        {
+            return self.paused(me, reason);
+        }
         if self.f.trigger == Trigger::Stop {
             return self.stop(me);
         }
@@ -461,6 +515,53 @@ impl<'a> Decider<'a> {
             Some(ResourceState::Started | ResourceState::Starting) => Outcome::Failed,
             _ => Outcome::NotRunning,
         }
+    }
+
+    // ---- maintenance ----------------------------------------------------
+
+    /// An operator's setting in Pacemaker pauses automatic failover
+    /// (maintenance mode, an unmanaged etcd resource, a node in
+    /// maintenance). Pacemaker starts, stops and monitors nothing then, so
+    /// its view of etcd may be stale, and the operator may change etcd by
+    /// hand: no force, archive, membership change, start or stop. A stop
+    /// Pacemaker does not send for an unmanaged resource can only be the
+    /// operator's own (`crm_resource --force-stop`): it stops etcd in place,
+    /// without leaving the member list.
+    ///
+    /// The in-sync marker is cleared: what the operator does by hand (a
+    /// member removed, a restart with other data) is not seen as a stop,
+    /// so the marker could outlive the data it describes and later prove a
+    /// force over writes made meanwhile. It is set again once the member is
+    /// a voter with quorum after the pause ends.
+    fn paused(&mut self, me: &NodeView, reason: String) -> Decision {
+        if self.f.local.in_sync_boot.is_some() {
+            self.steps.push(Step::ClearInSync);
+        }
+        let running = matches!(self.f.etcd, EtcdView::Running(_));
+        if self.f.trigger == Trigger::Stop {
+            if me
+                .claim
+                .as_ref()
+                .is_some_and(|c| c.boot_id == self.f.boot_id)
+                && !self.steps.contains(&Step::ClearClaim)
+            {
+                self.steps.push(Step::ClearClaim);
+            }
+            if running {
+                self.steps.push(Step::StopEtcd);
+            }
+            return self.done(Outcome::Success, Some(reason));
+        }
+        self.steps.push(Step::Wait {
+            reason: reason.clone(),
+        });
+        let outcome = match (&self.f.etcd, &self.f.trigger) {
+            (EtcdView::Running(l), _) if l.quorate() && l.voters().count() >= 2 => Outcome::Success,
+            (EtcdView::Running(_), _) => Outcome::Degraded,
+            (EtcdView::NotRunning, Trigger::Start) => Outcome::Failed,
+            (EtcdView::NotRunning, _) => Outcome::NotRunning,
+        };
+        self.done(outcome, Some(reason))
     }
 
     // ---- stop -----------------------------------------------------------
@@ -967,7 +1068,7 @@ impl<'a> Decider<'a> {
                 )),
             );
         }
-        let mut proof = peer_down_proof(f, peer);
+        let mut proof = down_proof(f, peer, broken!(self, ProofFromLocalJoinRecord));
         if proof.is_none() && peer_holds_no_data(f, peer) {
             proof = Some(DownProof::HoldsNoData);
         }

@@ -115,8 +115,53 @@ pub struct PacemakerView {
     pub quorate: bool,
     /// Every configured node, this one included.
     pub nodes: Vec<NodeView>,
-    /// Fence operations (crm_mon `fence_history`).
+    /// Fence operations (crm_mon `fence_history`), automatic ones and an
+    /// operator's manual confirmation (`stonith_admin --confirm`) alike.
     pub fence_history: Vec<FenceEvent>,
+    /// The cluster option `maintenance-mode=true`: Pacemaker manages no
+    /// resource, so every automatic failover step is paused too.
+    #[serde(default)]
+    pub maintenance_mode: bool,
+    /// The etcd resource is not managed (`is-managed=false`, or the
+    /// resource's own `maintenance` meta attribute): an operator works on
+    /// it by hand, so every automatic failover step is paused.
+    #[serde(default)]
+    pub etcd_unmanaged: bool,
+}
+
+impl PacemakerView {
+    /// Why automatic failover is paused by an operator's setting in
+    /// Pacemaker, if it is: maintenance mode, an unmanaged etcd resource,
+    /// or a node in maintenance. While it holds, Pacemaker neither starts,
+    /// stops nor monitors etcd, and its view of etcd may be stale, so the
+    /// daemon changes nothing either (no force, archive, membership change,
+    /// start or stop) until the operator ends it.
+    pub fn paused(&self) -> Option<String> {
+        if self.maintenance_mode {
+            return Some("automatic failover paused: cluster in maintenance mode".into());
+        }
+        let nodes: Vec<&str> = self
+            .nodes
+            .iter()
+            .filter(|n| n.maintenance)
+            .map(|n| n.name.as_str())
+            .collect();
+        if !nodes.is_empty() {
+            return Some(format!(
+                "automatic failover paused: node {} in maintenance",
+                nodes.join(", ")
+            ));
+        }
+        // Checked last: maintenance mode and a node in maintenance show
+        // the resource unmanaged too, and their own reason says more.
+        if self.etcd_unmanaged {
+            return Some(
+                "automatic failover paused: the etcd resource is unmanaged (is-managed=false)"
+                    .into(),
+            );
+        }
+        None
+    }
 }
 
 /// One node as Pacemaker sees it, with the attributes its daemon publishes.
@@ -134,9 +179,18 @@ pub struct NodeView {
     pub shutdown: bool,
     /// `standby="true"`.
     pub standby: bool,
-    /// When this node last joined the cluster (crm_mon node history / the
-    /// `member` alert), if ever in this view.
+    /// This daemon's own wall-clock note of when the node last joined.
+    /// Not evidence of anything, and no proof reads it: a clock step
+    /// between the join and a fence, or the note lost or unreadable, would
+    /// make a fence from before the join look newer (see
+    /// [`crate::peer_down_proof`]). The daemon leaves it `None`; the model
+    /// checker fills it to show what the rule that used it got wrong.
+    #[serde(default)]
     pub last_seen: Option<Stamp>,
+    /// `maintenance="true"`: the node is in maintenance (Pacemaker manages
+    /// nothing on it), which pauses every automatic failover step.
+    #[serde(default)]
+    pub maintenance: bool,
     /// The etcd clone instance on that node.
     pub etcd: ResourceState,
     /// Its daemon's published record for this boot (transient attribute

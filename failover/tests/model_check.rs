@@ -237,10 +237,11 @@ fn expect_violation(mutation: Mutation, rule: &str, mut config: Config, depth: u
 
 #[test]
 fn forcing_on_no_leader_alone_is_caught_as_split_brain() {
-    // Both sides also claim (rule 4) and, while settling, lose a write
-    // (rule 2); set those aside to show the split brain itself is caught.
+    // Both sides also claim (rule 4), and the partitioned side keeps an
+    // in-sync marker its data no longer deserves (rule 2); set those aside
+    // to show the split brain itself is caught.
     let config = Config {
-        unchecked: &["rule 4"],
+        unchecked: &["rule 4", "rule 2"],
         check_liveness: false,
         ..Config::two_node()
     };
@@ -329,4 +330,163 @@ fn lost_member_dirs_never_lose_a_write() {
         ],
     );
     expect_complete("two-node lost member dirs", &report);
+}
+
+/// The rule before fence proofs came from Pacemaker's own records: a fence
+/// proved the peer down when it completed after this daemon's own note of
+/// the peer's last join (a file on /run), and any fence did when the note
+/// was missing. With a fence from before the run in the history, a note
+/// lost while the peer is partitioned off turns that old fence into proof:
+/// the node forces while its peer still runs, takes a write, and the peer
+/// (which fences it) forces in turn without that write.
+#[test]
+fn a_lost_join_note_turning_an_old_fence_into_proof_is_caught() {
+    let config = Config {
+        join_records: true,
+        prior_fences: true,
+        check_liveness: false,
+        ..Config::two_node()
+    };
+    let report = run(
+        "lost join note",
+        config_with(config, Mutation::ProofFromLocalJoinRecord),
+        24,
+    );
+    let cx = report
+        .violation
+        .expect("the checker must find the force on an old fence");
+    eprintln!("{}", cx.render());
+    assert!(
+        cx.events
+            .iter()
+            .any(|e| matches!(e, Event::LoseJoinRecord(_))),
+        "{}",
+        cx.render()
+    );
+    assert!(
+        ["rule 1", "rule 2"].contains(&cx.violation.rule),
+        "{}",
+        cx.render()
+    );
+}
+
+/// The same rule with the daemon's clock stepped back: the peer's rejoin
+/// after a fence is noted at a time earlier than that fence, so the fence
+/// proves the peer's next loss, a partition.
+#[test]
+fn a_clock_step_turning_an_old_fence_into_proof_is_caught() {
+    let config = Config {
+        join_records: true,
+        clock_steps: true,
+        max_faults: 3,
+        check_liveness: false,
+        ..Config::two_node()
+    };
+    let report = run(
+        "clock step",
+        config_with(config, Mutation::ProofFromLocalJoinRecord),
+        40,
+    );
+    let cx = report
+        .violation
+        .expect("the checker must find the force on an old fence");
+    eprintln!("{}", cx.render());
+    assert!(
+        cx.events
+            .iter()
+            .any(|e| matches!(e, Event::ClockStepBack(_))),
+        "{}",
+        cx.render()
+    );
+    assert!(
+        ["rule 1", "rule 2"].contains(&cx.violation.rule),
+        "{}",
+        cx.render()
+    );
+}
+
+/// The real `decide` takes no proof from a clock or a /run file: with old
+/// fences in the history, join notes lost and clocks stepped back, nothing
+/// is lost and everything settles.
+#[test]
+fn proofs_from_pacemakers_records_hold_over_lost_notes_and_clock_steps() {
+    let config = Config {
+        join_records: true,
+        clock_steps: true,
+        prior_fences: true,
+        ..Config::two_node()
+    };
+    let report = expect_holds_report(
+        "join notes and clock steps",
+        config,
+        depth_from_env(80),
+        &["fenced", "forced a new cluster", "write acknowledged"],
+    );
+    expect_complete("join notes and clock steps", &report);
+}
+
+/// Fencing fails (a BMC unreachable) and the lost node is off: only an
+/// operator's `stonith_admin --confirm` says so. Pacemaker records it as it
+/// records a fence, so the survivor forces from it, and the confirmed node
+/// rejoins when it is powered on (the liveness check).
+#[test]
+fn an_operators_confirm_is_a_fence() {
+    let config = Config {
+        fence_fails: true,
+        ..Config::two_node()
+    };
+    let report = expect_holds_report(
+        "operator confirm",
+        config,
+        depth_from_env(80),
+        &[
+            "fenced",
+            "forced a new cluster",
+            "forced cluster accepts writes",
+            "rejoined as voter after a force",
+        ],
+    );
+    expect_complete("operator confirm", &report);
+}
+
+/// A daemon that ignores Pacemaker's maintenance mode goes on changing
+/// etcd while the operator works by hand.
+#[test]
+fn acting_in_maintenance_mode_is_caught() {
+    let config = Config {
+        maintenance: true,
+        check_liveness: false,
+        ..Config::two_node()
+    };
+    expect_violation(Mutation::IgnoreMaintenance, "maintenance", config, 20);
+}
+
+/// The real `decide` changes nothing while maintenance mode holds (the
+/// checker flags any step decided then), never loses a write around it, and
+/// the pair settles once it ends.
+#[test]
+fn maintenance_mode_pauses_every_step() {
+    let config = Config {
+        maintenance: true,
+        ..Config::two_node()
+    };
+    let report = expect_holds_report(
+        "maintenance",
+        config,
+        depth_from_env(80),
+        &[
+            "maintenance mode on",
+            "fenced",
+            "forced a new cluster",
+            "write acknowledged",
+        ],
+    );
+    expect_complete("maintenance", &report);
+}
+
+fn config_with(mut config: Config, mutation: Mutation) -> Config {
+    config.policy = Policy {
+        mutation: Some(mutation),
+    };
+    config
 }

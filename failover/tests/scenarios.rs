@@ -42,7 +42,8 @@ fn node(name: &str, epoch: u64) -> NodeView {
         expected_up: true,
         shutdown: false,
         standby: false,
-        last_seen: Some(Stamp(100)),
+        maintenance: false,
+        last_seen: None,
         etcd: ResourceState::Started,
         record: Some(record(name, true, epoch)),
         claim: None,
@@ -109,6 +110,7 @@ fn healthy(me: &str) -> Facts {
             quorate: true,
             nodes: vec![node(A, 0), node(B, 0)],
             fence_history: vec![],
+            ..Default::default()
         },
         etcd: EtcdView::Running(live(
             id,
@@ -162,6 +164,17 @@ fn fenced(target: &str, at: u64) -> FenceEvent {
         status: FenceStatus::Success,
         completed: Some(Stamp(at)),
     }
+}
+
+/// `target` fenced at `at`, as Pacemaker records it: the fence in the
+/// history, and the node's last membership ended (offline, not unclean, not
+/// expected up).
+fn fence(f: &mut Facts, target: &str, at: u64) {
+    f.pacemaker.fence_history.push(fenced(target, at));
+    let n = peer_mut(f, target);
+    n.online = false;
+    n.unclean = false;
+    n.expected_up = false;
 }
 
 fn acts(f: &Facts) -> Vec<Step> {
@@ -294,16 +307,31 @@ fn s3_peer_crash_fence_survivor_rejoin_learner_voter() {
     assert_eq!(d.outcome, Outcome::Degraded);
     assert!(d.reason.as_deref().unwrap().contains("fence"), "{d:?}");
 
-    // b. Fenced after it was last seen: claim first.
+    // b. Fenced, and Pacemaker recorded it against the node: claim first.
     let mut f = peer_lost();
-    f.pacemaker.fence_history.push(fenced(B, 150));
-    peer_mut(&mut f, B).unclean = false;
+    fence(&mut f, B, 150);
     assert_eq!(acts(&f), vec![Step::SetClaim { epoch: 1 }]);
 
-    // b'. The same proof can arrive as an alert before crm_mon shows it.
+    // b'. The alert's fence proves it as well once Pacemaker's record of
+    // the node shows its membership ended; while crm_mon still shows the
+    // node unclean, the alert alone proves nothing (the fence it reports
+    // may be from before the node's last join).
     let mut g = peer_lost();
     g.alerts.push(fenced(B, 150));
+    assert!(!forces(&g), "{:?}", decide(&g));
+    assert!(acts(&g).is_empty(), "{:?}", decide(&g));
+    let b = peer_mut(&mut g, B);
+    b.unclean = false;
+    b.expected_up = false;
     assert_eq!(acts(&g), vec![Step::SetClaim { epoch: 1 }]);
+
+    // b''. An operator's manual confirmation (`stonith_admin --confirm`)
+    // is in the history as a fence ("off"); Pacemaker records it against
+    // the node the same way.
+    let mut h = peer_lost();
+    fence(&mut h, B, 150);
+    h.pacemaker.fence_history[0].action = FenceAction::Off;
+    assert_eq!(acts(&h), vec![Step::SetClaim { epoch: 1 }]);
 
     // c. Own claim visible: force, keeping the data.
     peer_mut(&mut f, A).claim = Some(Claim {
@@ -389,10 +417,24 @@ fn s3_peer_crash_fence_survivor_rejoin_learner_voter() {
     );
 }
 
+/// A fence from before the peer's last membership: the peer joined after
+/// it and is lost again, so Pacemaker shows it unclean. Whatever the
+/// stamps say (the fence's may even read later than the join, after a
+/// clock step), it proves nothing.
 #[test]
 fn s3_a_fence_older_than_the_last_join_proves_nothing() {
     let mut f = peer_lost();
     f.pacemaker.fence_history.push(fenced(B, 90));
+    assert!(!forces(&f));
+    let mut f = peer_lost();
+    f.pacemaker.fence_history.push(fenced(B, 1_000_000));
+    assert!(!forces(&f));
+    assert!(acts(&f).is_empty(), "{:?}", decide(&f));
+    // Offline and not unclean, but expected up: Pacemaker has not recorded
+    // the end of its membership.
+    let mut f = peer_lost();
+    f.pacemaker.fence_history.push(fenced(B, 150));
+    peer_mut(&mut f, B).unclean = false;
     assert!(!forces(&f));
     // A failed fence or an unfence proves nothing either.
     let mut f = peer_lost();
@@ -417,7 +459,7 @@ fn s4_partition_fence_race_exactly_one_survivor() {
     // The winner has Pacemaker's proof; if it still sees a valid claim of
     // the peer it yields (a wait, never an error 6).
     let mut f = peer_lost();
-    f.pacemaker.fence_history.push(fenced(B, 150));
+    fence(&mut f, B, 150);
     peer_mut(&mut f, B).claim = Some(Claim {
         owner: B.into(),
         boot_id: boot(B),
@@ -604,7 +646,7 @@ fn s8_a_lone_node_after_a_total_outage_waits_and_says_why() {
     // command.
     let mut f = peer_lost();
     f.local = LocalMarkers::default();
-    f.pacemaker.fence_history.push(fenced(B, 150));
+    fence(&mut f, B, 150);
     let d = decide(&f);
     assert!(!forces(&f), "{d:?}");
     let (reason, cmd) = d.refusal().expect("must refuse");
@@ -676,7 +718,7 @@ fn s9_graceful_reboot_leaves_and_the_other_goes_on_without_forcing() {
     // its own removal, and etcd panics forcing from it.
     let mut d = peer_lost();
     d.data.departed = true;
-    d.pacemaker.fence_history.push(fenced(B, 150));
+    fence(&mut d, B, 150);
     assert!(!forces(&d));
     assert!(decide(&d).refusal().is_some());
 }
@@ -856,8 +898,8 @@ fn ha_never_forces_a_new_cluster() {
         n.online = false;
         n.expected_up = false;
     }
-    f.pacemaker.fence_history.push(fenced(B, 150));
-    f.pacemaker.fence_history.push(fenced("n3", 150));
+    fence(&mut f, B, 150);
+    fence(&mut f, "n3", 150);
     assert!(!forces(&f));
     assert_eq!(decide(&f).outcome, Outcome::Degraded);
 }
@@ -1318,4 +1360,63 @@ fn every_bootstrap_gets_a_fresh_token_that_both_nodes_agree_on() {
     r.formed = false;
     r.bootstrap_token = Some("etcd-warden:n1=x,n2=y".into());
     assert_eq!(bootstrap_token(&c), "etcd-warden:n1=x,n2=y");
+}
+
+// ---- operator actions ---------------------------------------------------------
+
+/// Sets one of the operator's pauses in the facts.
+type Pause = fn(&mut Facts);
+
+/// Maintenance mode, an unmanaged etcd resource, or a node in maintenance:
+/// no automatic step at all (no force with a proof at hand, no restart of a
+/// dead etcd), the reason says which, and the in-sync marker is cleared.
+#[test]
+fn maintenance_pauses_every_automatic_step() {
+    let pauses: [(&str, Pause); 4] = [
+        ("cluster in maintenance mode", |f| {
+            f.pacemaker.maintenance_mode = true
+        }),
+        ("unmanaged", |f| f.pacemaker.etcd_unmanaged = true),
+        ("node n1 in maintenance", |f| {
+            peer_mut(f, A).maintenance = true
+        }),
+        ("node n2 in maintenance", |f| {
+            peer_mut(f, B).maintenance = true
+        }),
+    ];
+    for (why, set) in pauses {
+        // A proof and the marker: without the pause this claims.
+        let mut f = peer_lost();
+        fence(&mut f, B, 150);
+        set(&mut f);
+        let d = decide(&f);
+        assert_eq!(acts(&f), vec![Step::ClearInSync], "{why}: {d:?}");
+        let reason = d.reason.clone().unwrap_or_default();
+        assert!(
+            reason.starts_with("automatic failover paused") && reason.contains(why),
+            "{why}: {reason}"
+        );
+        // etcd dead where Pacemaker believes it started: not restarted.
+        let mut f = healthy(A);
+        f.trigger = Trigger::Reconcile;
+        f.etcd = EtcdView::NotRunning;
+        set(&mut f);
+        assert_eq!(acts(&f), vec![Step::ClearInSync], "{why}: {:?}", decide(&f));
+        // A healthy pair stays healthy and says it is paused.
+        let mut f = healthy(A);
+        set(&mut f);
+        let d = decide(&f);
+        assert_eq!(d.outcome, Outcome::Success, "{why}: {d:?}");
+        // A stop only an operator can send (Pacemaker sends none for an
+        // unmanaged resource): etcd stops in place, without leaving.
+        let mut f = healthy(A);
+        f.trigger = Trigger::Stop;
+        set(&mut f);
+        assert_eq!(
+            acts(&f),
+            vec![Step::ClearInSync, Step::StopEtcd],
+            "{why}: {:?}",
+            decide(&f)
+        );
+    }
 }

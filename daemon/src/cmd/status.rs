@@ -41,9 +41,22 @@ pub fn table(s: &NodeStatus) -> String {
         ("raft term", opt(s.raft_term.map(|v| v.to_string()))),
         ("raft index", opt(s.raft_index.map(|v| v.to_string()))),
         ("revision", opt(s.revision.map(|v| v.to_string()))),
+        ("failover", failover_line(s.reason.as_deref())),
         ("reason", opt(s.reason.clone())),
     ];
     rows.iter().map(|(k, v)| format!("{k:<11} {v}\n")).collect()
+}
+
+/// Whether automatic failover runs, or why an operator's setting in
+/// Pacemaker (maintenance mode, an unmanaged etcd resource, a node in
+/// maintenance) pauses it: the daemon's reason says so in words that start
+/// with "automatic failover paused".
+fn failover_line(reason: Option<&str>) -> String {
+    const PAUSED: &str = "automatic failover paused";
+    match reason.and_then(|r| r.find(PAUSED).map(|i| &r[i..])) {
+        Some(paused) => paused.to_string(),
+        None => "automatic".into(),
+    }
 }
 
 /// The node table followed by the archives, newest last, one per line:
@@ -185,5 +198,20 @@ mod tests {
         assert!(table_with_archives(&d).contains("archives    none\n"));
         assert_eq!(human_size(512), "512 B");
         assert_eq!(human_size(1536), "1.5 KiB");
+    }
+
+    #[test]
+    fn a_pause_by_maintenance_has_its_own_line() {
+        assert_eq!(failover_line(None), "automatic");
+        assert_eq!(
+            failover_line(Some("running as the only voter")),
+            "automatic"
+        );
+        assert_eq!(
+            failover_line(Some(
+                "automatic failover paused: cluster in maintenance mode"
+            )),
+            "automatic failover paused: cluster in maintenance mode"
+        );
     }
 }

@@ -196,7 +196,8 @@ fn node(name: &str, online: bool) -> NodeView {
         expected_up: online,
         shutdown: false,
         standby: false,
-        last_seen: Some(Stamp(100)),
+        maintenance: false,
+        last_seen: None,
         etcd: if online {
             ResourceState::Started
         } else {
@@ -210,8 +211,9 @@ fn node(name: &str, online: bool) -> NodeView {
 /// Node a alone with its data and the in-sync marker; b lost.
 fn facts(b_fenced: bool) -> Facts {
     let mut b = node("b", false);
+    // A fence Pacemaker recorded against b ends its membership.
     b.unclean = !b_fenced;
-    b.expected_up = true;
+    b.expected_up = !b_fenced;
     Facts {
         node: "a".into(),
         boot_id: "boot-a".into(),
@@ -222,6 +224,7 @@ fn facts(b_fenced: bool) -> Facts {
             quorate: true,
             nodes: vec![node("a", true), b],
             fence_history: vec![],
+            ..Default::default()
         },
         etcd: EtcdView::NotRunning,
         cluster: None,

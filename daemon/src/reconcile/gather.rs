@@ -1,7 +1,8 @@
 //! Gathering the facts for `decide`, each read live under a deadline.
 //! Nothing here is a cached decision: the only things kept between calls
-//! are observations Pacemaker pushed (fence alerts) and when each node was
-//! seen joining, both of which `decide` treats as facts with a time stamp.
+//! are observations Pacemaker pushed (fence alerts). No join time is kept:
+//! whether a fence proves a peer down is read from Pacemaker's own record
+//! of the peer each time (see `warden_failover::peer_down_proof`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -34,13 +35,6 @@ pub enum GatherError {
 
 /// How long each other member's Status may take in one pass.
 const MEMBER_STATUS_LIMIT: Duration = Duration::from_millis(500);
-
-fn now_unix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default()
-}
 
 /// Node of a member, matched on the exact peer URL.
 fn node_of(s: &Settings, m: &Member) -> String {
@@ -293,13 +287,7 @@ pub async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
         }
         r => r?,
     };
-    let mut joins = paths.joins();
-    if pcmk::update_joins(&doc, &names, &mut joins, now_unix())
-        && let Err(e) = paths.write_joins(&joins)
-    {
-        tracing::warn!(error = %e, "cannot record node joins");
-    }
-    let pacemaker = pcmk::view(&doc, &names, &attrs, &joins);
+    let pacemaker = pcmk::view(&doc, &names, &attrs);
 
     let quorate_here = matches!(&etcd, EtcdView::Running(l) if l.quorate());
     let cluster = if quorate_here {

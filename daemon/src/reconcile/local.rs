@@ -8,7 +8,6 @@
 //! new content (the epoch must be on disk before a force, so that a daemon
 //! killed right after the force still finds the new history's epoch).
 
-use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -243,20 +242,6 @@ impl LocalPaths {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(io("cannot remove", &p)(e)),
         }
-    }
-
-    /// When each node was last seen joining (Unix seconds), kept for this boot.
-    pub fn joins(&self) -> BTreeMap<String, JoinSeen> {
-        std::fs::read(self.run_dir.join("joins.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default()
-    }
-
-    /// Write the join table.
-    pub fn write_joins(&self, j: &BTreeMap<String, JoinSeen>) -> Result<(), LocalError> {
-        let data = serde_json::to_vec(j).unwrap_or_default();
-        write_durably(&self.run_dir.join("joins.json"), &data)
     }
 
     /// The archives kept (directories holding a `member` directory), oldest
@@ -523,15 +508,6 @@ fn dir_size(p: &Path) -> u64 {
         }
     }
     total
-}
-
-/// When a node was seen joining, and whether it was online at the last look.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct JoinSeen {
-    /// Unix seconds of the first look that saw it online after being offline.
-    pub at: u64,
-    /// Online at the last look.
-    pub online: bool,
 }
 
 fn read_trim(p: &str) -> String {

@@ -15,8 +15,6 @@ use warden_failover::{
     ResourceState, Stamp,
 };
 
-use super::local::JoinSeen;
-
 /// The attribute holding a node's published record.
 pub const RECORD_ATTR: &str = "etcd-warden-record";
 /// The attribute holding a node's force-new-cluster claim.
@@ -330,14 +328,19 @@ pub fn alert_fence_event(ev: &warden_api::ClusterEvent) -> Option<FenceEvent> {
 }
 
 /// Pacemaker's view for `decide`: the configured nodes as crm_mon shows
-/// them, with their attributes, and the fence history. `joins` is when each
-/// node was last seen joining (kept by this daemon for the boot, since
-/// crm_mon does not print join times).
+/// them, with their attributes, the fence history (an operator's
+/// `stonith_admin --confirm` included: it is recorded as a successful fence
+/// with delegate "a human"), and the maintenance settings that pause
+/// automatic failover.
+///
+/// No join time is read or kept: a fence proves a peer down only together
+/// with Pacemaker's own record that the peer's membership ended (offline,
+/// not unclean, not expected up; see `warden_failover::peer_down_proof`),
+/// never by comparing its stamp with a clock reading of this daemon's.
 pub fn view(
     doc: &CrmMon,
     configured: &[String],
     attrs: &BTreeMap<String, (Option<DataRecord>, Option<Claim>)>,
-    joins: &BTreeMap<String, JoinSeen>,
 ) -> PacemakerView {
     let nodes = configured
         .iter()
@@ -351,7 +354,8 @@ pub fn view(
                 expected_up: n.is_some_and(|n| n.expected_up),
                 shutdown: n.is_some_and(|n| n.shutdown),
                 standby: n.is_some_and(|n| n.standby),
-                last_seen: joins.get(name).map(|j| Stamp(j.at)),
+                maintenance: n.is_some_and(|n| n.maintenance),
+                last_seen: None,
                 etcd: resource_state(doc, name),
                 record,
                 claim,
@@ -360,6 +364,8 @@ pub fn view(
         .collect();
     PacemakerView {
         quorate: doc.summary.with_quorum,
+        maintenance_mode: doc.summary.options.maintenance_mode,
+        etcd_unmanaged: etcd_unmanaged(doc),
         nodes,
         fence_history: doc
             .fence_history
@@ -370,36 +376,13 @@ pub fn view(
     }
 }
 
-/// Update the join table from a crm_mon look at `now` (Unix seconds): a
-/// node seen online after being offline (or for the first time) joined now.
-pub fn update_joins(
-    doc: &CrmMon,
-    configured: &[String],
-    joins: &mut BTreeMap<String, JoinSeen>,
-    now: u64,
-) -> bool {
-    let mut changed = false;
-    for name in configured {
-        let online = doc.node(name).is_some_and(|n| n.online);
-        // A node never seen online has no join time (not a join at 0).
-        match joins.get_mut(name) {
-            None if online => {
-                joins.insert(name.clone(), JoinSeen { at: now, online });
-                changed = true;
-            }
-            None => {}
-            Some(e) if online && !e.online => {
-                *e = JoinSeen { at: now, online };
-                changed = true;
-            }
-            Some(e) if !online && e.online => {
-                e.online = false;
-                changed = true;
-            }
-            Some(_) => {}
-        }
-    }
-    changed
+/// Whether the etcd resource is not managed by Pacemaker: an instance of
+/// this project's agent shows `managed="false"` (`is-managed=false`, or
+/// maintenance mode, or its node in maintenance) or `maintenance="true"`.
+fn etcd_unmanaged(doc: &CrmMon) -> bool {
+    doc.primitive_instances()
+        .iter()
+        .any(|i| i.primitive.agent == AGENT && (!i.primitive.managed || i.primitive.maintenance))
 }
 
 /// Whether `r` names a resource of this project's agent.
@@ -414,6 +397,87 @@ pub fn is_ours(r: &Resource) -> bool {
 mod tests {
     use super::*;
 
+    /// Facts of nodeA with this view, for the proof.
+    fn facts_for(pacemaker: PacemakerView) -> warden_failover::Facts {
+        warden_failover::Facts {
+            node: "nodeA".into(),
+            boot_id: "boot".into(),
+            topology: warden_failover::Topology::TwoNode,
+            trigger: warden_failover::Trigger::Reconcile,
+            notify: None,
+            pacemaker,
+            etcd: warden_failover::EtcdView::NotRunning,
+            cluster: None,
+            data: Default::default(),
+            local: Default::default(),
+            alerts: vec![],
+        }
+    }
+
+    /// `stonith_admin --confirm nodeB` on Pacemaker 2.1.5 after nodeB's
+    /// fencing failed (recorded on this host): a successful "off" by "a
+    /// human", and nodeB's membership ended (`join="down"
+    /// expected="down"`), which is the proof. The same confirm still in
+    /// the history after nodeB rejoined and was lost again proves nothing:
+    /// nodeB is unclean.
+    #[test]
+    fn an_operators_confirm_proves_the_peer_down_until_it_rejoins() {
+        let nodes = vec!["nodeA".to_string(), "nodeB".to_string()];
+        let v = view(
+            &fixture("confirmed-peer-2.1.5.xml"),
+            &nodes,
+            &BTreeMap::new(),
+        );
+        assert!(v.fence_history.iter().any(|e| e.target == "nodeB"
+            && e.action == FenceAction::Off
+            && e.status == FenceStatus::Success));
+        let proof = warden_failover::peer_down_proof(&facts_for(v.clone()), &v.nodes[1]);
+        assert!(
+            matches!(proof, Some(warden_failover::DownProof::Fenced { .. })),
+            "{proof:?}"
+        );
+        let v = view(
+            &fixture("confirmed-then-lost-again-2.1.5.xml"),
+            &nodes,
+            &BTreeMap::new(),
+        );
+        assert!(v.nodes[1].unclean);
+        assert!(
+            v.fence_history
+                .iter()
+                .any(|e| e.status == FenceStatus::Success)
+        );
+        assert_eq!(
+            warden_failover::peer_down_proof(&facts_for(v.clone()), &v.nodes[1]),
+            None
+        );
+    }
+
+    #[test]
+    fn maintenance_settings_pause_failover() {
+        let nodes = vec!["cluster01".to_string(), "cluster02".to_string()];
+        let v = view(
+            &fixture("maintenance-mode-3.0.xml"),
+            &nodes,
+            &BTreeMap::new(),
+        );
+        assert!(v.maintenance_mode);
+        assert_eq!(
+            v.paused().as_deref(),
+            Some("automatic failover paused: cluster in maintenance mode")
+        );
+        let v = view(
+            &fixture("node-maintenance-3.0.xml"),
+            &nodes,
+            &BTreeMap::new(),
+        );
+        assert!(!v.maintenance_mode);
+        assert!(v.nodes.iter().any(|n| n.maintenance), "{:?}", v.nodes);
+        assert!(v.paused().unwrap().contains("in maintenance"));
+        let v = view(&fixture("fenced-peer.xml"), &nodes, &BTreeMap::new());
+        assert_eq!(v.paused(), None);
+    }
+
     fn fixture(name: &str) -> CrmMon {
         let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("src/reconcile/fixtures")
@@ -425,9 +489,7 @@ mod tests {
     fn fenced_peer_view() {
         let doc = fixture("fenced-peer.xml");
         let nodes = vec!["nodeA".to_string(), "nodeB".to_string()];
-        let mut joins = BTreeMap::new();
-        update_joins(&doc, &nodes, &mut joins, 100);
-        let v = view(&doc, &nodes, &BTreeMap::new(), &joins);
+        let v = view(&doc, &nodes, &BTreeMap::new());
         assert!(v.quorate);
         assert!(v.nodes[0].online);
         assert!(!v.nodes[1].online);
@@ -436,15 +498,17 @@ mod tests {
             && e.status == FenceStatus::Success
             && e.action == FenceAction::Reboot
             && e.completed.is_some()));
-        assert_eq!(v.nodes[0].last_seen, Some(Stamp(100)));
-        assert_eq!(v.nodes[1].last_seen, None);
+        // Pacemaker recorded the fence against nodeB: its membership ended.
+        assert!(!v.nodes[1].unclean && !v.nodes[1].expected_up);
+        assert!(warden_failover::peer_down_proof(&facts_for(v.clone()), &v.nodes[1]).is_some());
+        assert!(!v.maintenance_mode && !v.etcd_unmanaged);
     }
 
     #[test]
     fn stopped_instance_has_its_stop_time() {
         let doc = fixture("stopped-on-b.xml");
         let nodes = vec!["nodeA".to_string(), "nodeB".to_string()];
-        let v = view(&doc, &nodes, &BTreeMap::new(), &BTreeMap::new());
+        let v = view(&doc, &nodes, &BTreeMap::new());
         assert!(
             matches!(v.nodes[1].etcd, ResourceState::Stopped { .. }),
             "{:?}",

@@ -78,6 +78,27 @@ pub struct Config {
     /// the node's member directory is gone (a data volume not mounted at
     /// boot, a replaced disk) while its state file, kept elsewhere, stays.
     pub lose_member_dir: bool,
+    /// Two-node: every daemon also keeps its own wall-clock note of when
+    /// it saw each peer join (a file on /run, gone at power-off), as the
+    /// rule before proofs came from Pacemaker's records did; a
+    /// `LoseJoinRecord` event deletes a node's notes and a `ClockStepBack`
+    /// event steps its clock back, so that its later notes read earlier
+    /// than every fence (one fault each; `ClockStepBack` only with
+    /// `clock_steps`).
+    pub join_records: bool,
+    /// With `join_records`: `ClockStepBack` events.
+    pub clock_steps: bool,
+    /// The fence history starts with a successful fence of every node,
+    /// from before the run (a history keeps old fences).
+    pub prior_fences: bool,
+    /// Two-node: no fence device works (a BMC unreachable). The lost node
+    /// is never fenced; an operator who knows it is off confirms it
+    /// (`stonith_admin --confirm`, the `Confirm` event), which Pacemaker
+    /// records as it records a fence.
+    pub fence_fails: bool,
+    /// A `Maintenance` event turns Pacemaker's `maintenance-mode` on or off
+    /// (one fault each): Pacemaker starts and stops nothing meanwhile.
+    pub maintenance: bool,
     /// Starting point.
     pub initial: Initial,
     /// At most this many fault events (crash, partition, etcd crash, daemon
@@ -109,6 +130,11 @@ impl Config {
             spare: false,
             disk_swap: false,
             lose_member_dir: false,
+            join_records: false,
+            clock_steps: false,
+            prior_fences: false,
+            fence_fails: false,
+            maintenance: false,
             initial: Initial::Healthy,
             max_faults: 2,
             max_writes: 1,
@@ -127,6 +153,11 @@ impl Config {
             spare: false,
             disk_swap: false,
             lose_member_dir: false,
+            join_records: false,
+            clock_steps: false,
+            prior_fences: false,
+            fence_fails: false,
+            maintenance: false,
             initial: Initial::Healthy,
             max_faults: 1,
             max_writes: 1,
@@ -307,6 +338,12 @@ pub struct Node {
     pub configured: bool,
     /// Taken out of service for good (replaced).
     pub retired: bool,
+    /// The daemon's own note of when it saw each node join, in its clock
+    /// (only with `join_records`; gone at power-off).
+    pub joins: Vec<Option<u8>>,
+    /// The node's clock was stepped back: its notes read 0, earlier than
+    /// every fence.
+    pub clock_behind: bool,
 }
 
 /// The whole system.
@@ -330,6 +367,8 @@ pub struct State {
     pub faults: u8,
     /// A disk was swapped (at most once per run, like `Replace`).
     pub swapped: bool,
+    /// Pacemaker's `maintenance-mode`.
+    pub maintenance: bool,
     /// A transition broke a rule that no single state shows.
     pub broken: Option<(&'static str, String)>,
 }
@@ -437,6 +476,18 @@ pub enum Event {
     /// HA only: the node loses power and its disk is swapped for an empty
     /// one; the old data is kept aside as an archive (fault).
     SwapDisk(usize),
+    /// Two-node: the node's own notes of its peers' joins are lost (a file
+    /// on /run deleted or unreadable) (fault).
+    LoseJoinRecord(usize),
+    /// Two-node: the node's clock steps back, so that the joins it notes
+    /// from now on read earlier than every fence (fault).
+    ClockStepBack(usize),
+    /// An operator confirms that the second node, which is off, is down
+    /// (`stonith_admin --confirm` on the first): Pacemaker records it as a
+    /// fence.
+    Confirm(usize, usize),
+    /// Pacemaker's `maintenance-mode` is turned on or off (fault).
+    Maintenance(bool),
     /// Two-node: power loss of a node whose member directory is then gone
     /// when it boots (its data volume is not mounted, or its disk was
     /// replaced), while its state file, kept elsewhere, stays (one fault).
@@ -501,6 +552,8 @@ impl EtcdModel {
             pending: None,
             configured: true,
             retired: false,
+            joins: vec![None; self.n()],
+            clock_behind: false,
         }
     }
 
@@ -520,14 +573,25 @@ impl EtcdModel {
             for j in 0..n {
                 if j != i {
                     node.seen[j] = Seen::Online(0);
+                    if self.config.join_records {
+                        node.joins[j] = Some(0);
+                    }
                 }
             }
         }
+        // Fences from before the run: at stamp 0, no later than every join
+        // the run starts from.
+        let fences = if self.config.prior_fences {
+            (0..n).map(|i| (i, 0)).collect()
+        } else {
+            Vec::new()
+        };
         let mut s = State {
             nodes,
             cut: None,
             clock: 1,
-            fences: Vec::new(),
+            maintenance: false,
+            fences,
             acked: Vec::new(),
             writes: 0,
             next_member: n as u8 + 1,
@@ -726,7 +790,9 @@ impl EtcdModel {
 
     fn facts(&self, s: &State, x: usize) -> Facts {
         let me = &s.nodes[x];
-        let trigger = if !me.target && me.stopped_at.is_none() {
+        let trigger = if s.maintenance {
+            Trigger::Reconcile
+        } else if !me.target && me.stopped_at.is_none() {
             Trigger::Stop
         } else if me.target && !me.started {
             Trigger::Start
@@ -830,6 +896,8 @@ impl EtcdModel {
                 quorate: me.quorate,
                 nodes,
                 fence_history,
+                maintenance_mode: s.maintenance,
+                etcd_unmanaged: false,
             },
             etcd,
             cluster,
@@ -873,7 +941,8 @@ impl EtcdModel {
                 expected_up: true,
                 shutdown: false,
                 standby: false,
-                last_seen: Some(Stamp(0)),
+                maintenance: false,
+                last_seen: None,
                 etcd: resource_state(ny),
                 record: ny.record.as_ref().map(|r| to_record(y, r)),
                 claim: ny.claim.map(|c| to_claim(y, &c)),
@@ -888,35 +957,39 @@ impl EtcdModel {
             expected_up: true,
             shutdown: false,
             standby: false,
-            last_seen: None,
+            maintenance: false,
+            // The daemon's own note, which only the rule before read.
+            last_seen: me.joins[y].map(|at| Stamp(u64::from(at))),
             etcd: ResourceState::Unknown,
             record: copy.record.as_ref().map(|r| to_record(y, r)),
             claim: copy.claim.map(|c| to_claim(y, &c)),
         };
         match me.seen[y] {
+            // Never seen as a member: unclean until fenced
+            // (`startup-fencing`, Pacemaker's default).
             Seen::Never => NodeView {
                 expected_up: false,
+                unclean: true,
                 ..base
             },
-            Seen::Online(at) => NodeView {
+            Seen::Online(_) => NodeView {
                 online: true,
-                last_seen: Some(Stamp(u64::from(at))),
                 etcd: copy.etcd,
                 ..base
             },
-            Seen::Lost(at) => NodeView {
+            Seen::Lost(_) => NodeView {
                 unclean: true,
-                last_seen: Some(Stamp(u64::from(at))),
                 ..base
             },
-            Seen::Fenced(at) => NodeView {
-                last_seen: Some(Stamp(u64::from(at))),
+            // Pacemaker recorded the fence against the node: its last
+            // membership ended (`join="down" expected="down"`).
+            Seen::Fenced(_) => NodeView {
+                expected_up: false,
                 ..base
             },
-            Seen::Left(at) => NodeView {
+            Seen::Left(_) => NodeView {
                 expected_up: false,
                 shutdown: true,
-                last_seen: Some(Stamp(u64::from(at))),
                 ..base
             },
         }
@@ -1168,10 +1241,38 @@ impl EtcdModel {
     /// Observe and decide: keep the first acting step for `Act`; with none,
     /// the pending OCF action completes.
     fn observe(&self, s: &mut State, x: usize) {
+        // The daemon clears the marker whenever it finds etcd not running.
+        if !s.nodes[x].etcd {
+            s.nodes[x].in_sync = false;
+        }
         let facts = self.facts(s, x);
         let decision = decide_with(&facts, &self.config.policy);
+        if s.maintenance
+            && let Some(step) = decision.steps.iter().find(|st| {
+                !matches!(
+                    st,
+                    Step::PublishRecord
+                        | Step::ClearClaim
+                        | Step::ClearInSync
+                        | Step::Wait { .. }
+                        | Step::Refuse { .. }
+                )
+            })
+        {
+            s.broken = Some((
+                "maintenance",
+                format!(
+                    "{} decided {step:?} while Pacemaker was in maintenance mode",
+                    name(x)
+                ),
+            ));
+        }
+        // A newer decision replaces the plan of an older one, as in the
+        // daemon (which carries a plan out within the pass that made it):
+        // with nothing to do now, nothing older is carried out later.
+        s.nodes[x].pending = decision.first_act().cloned();
         match decision.first_act() {
-            Some(step) => s.nodes[x].pending = Some(step.clone()),
+            Some(_) => {}
             None => match facts.trigger {
                 Trigger::Start if s.nodes[x].etcd => s.nodes[x].started = true,
                 Trigger::Stop if !s.nodes[x].etcd => {
@@ -1211,6 +1312,12 @@ impl EtcdModel {
         let at = tick(s);
         s.nodes[a].seen[b] = Seen::Online(at);
         s.nodes[b].seen[a] = Seen::Online(at);
+        if self.config.join_records {
+            for (x, y) in [(a, b), (b, a)] {
+                let note = if s.nodes[x].clock_behind { 0 } else { at };
+                s.nodes[x].joins[y] = Some(note);
+            }
+        }
         s.nodes[a].quorate = true;
         s.nodes[b].quorate = true;
         s.nodes[a].cib[b] = CibCopy::of(&s.nodes[b]);
@@ -1320,6 +1427,34 @@ impl EtcdModel {
             Event::DaemonRestart(y) => {
                 s.faults += 1;
                 s.nodes[y].pending = None;
+            }
+            Event::LoseJoinRecord(y) => {
+                s.faults += 1;
+                s.nodes[y].joins = vec![None; n];
+            }
+            Event::ClockStepBack(y) => {
+                s.faults += 1;
+                s.nodes[y].clock_behind = true;
+            }
+            Event::Confirm(x, y) => {
+                // Recorded exactly as a fence is; nothing is powered off
+                // (the operator confirms a node that is off already).
+                let at = tick(&mut s);
+                s.fences.push((y, at));
+                for z in 0..n {
+                    if let Seen::Lost(joined) = s.nodes[z].seen[y]
+                        && (z == x || connected(&s, z, x))
+                    {
+                        s.nodes[z].seen[y] = Seen::Fenced(joined);
+                    }
+                }
+            }
+            Event::Maintenance(on) => {
+                // Turning it on is the fault; turning it off ends it.
+                if on {
+                    s.faults += 1;
+                }
+                s.maintenance = on;
             }
             Event::GracefulStop(y) => {
                 s.faults += 1;
@@ -1437,8 +1572,16 @@ impl EtcdModel {
                     if node.pending.is_some() {
                         out.push(Event::DaemonRestart(x));
                     }
-                    if node.target && node.started {
+                    if node.target && node.started && !s.maintenance {
                         out.push(Event::GracefulStop(x));
+                    }
+                    if self.config.join_records {
+                        if node.joins.iter().any(Option::is_some) {
+                            out.push(Event::LoseJoinRecord(x));
+                        }
+                        if self.config.clock_steps && !node.clock_behind {
+                            out.push(Event::ClockStepBack(x));
+                        }
                     }
                     if s.cut.is_none() {
                         out.push(Event::Partition(x));
@@ -1446,8 +1589,13 @@ impl EtcdModel {
                 }
                 if self.config.topology == Topology::TwoNode && node.quorate {
                     for y in 0..n {
-                        if matches!(node.seen[y], Seen::Lost(_)) {
+                        if !matches!(node.seen[y], Seen::Lost(_)) {
+                            continue;
+                        }
+                        if !self.config.fence_fails {
                             out.push(Event::Fence(x, y));
+                        } else if !s.nodes[y].power {
+                            out.push(Event::Confirm(x, y));
                         }
                     }
                 }
@@ -1470,6 +1618,9 @@ impl EtcdModel {
         }
         if s.cut.is_some() {
             out.push(Event::Heal);
+        }
+        if self.config.maintenance && (s.maintenance || can_fault) {
+            out.push(Event::Maintenance(!s.maintenance));
         }
         if self.config.power_loss_window {
             out.push(Event::CommitSync);
@@ -1524,6 +1675,28 @@ impl EtcdModel {
                     rule: "rule 2",
                     detail: format!(
                         "acknowledged write {w} is missing from {}, which accepts writes",
+                        name(x)
+                    ),
+                });
+            }
+        }
+        // Rule 2, for the marker: a node's in-sync marker says its data
+        // holds every acknowledged write, so that a force from it loses
+        // none; a marker that outlives that is a force waiting to lose one.
+        // Checked while etcd runs: a daemon clears the marker as soon as it
+        // finds etcd not running, before it decides anything.
+        // Two-node only: HA mode never forces, so it never reads the marker.
+        for x in 0..n {
+            let node = &s.nodes[x];
+            if self.config.topology == Topology::TwoNode
+                && node.in_sync
+                && let Some(d) = running_data(s, x)
+                && let Some(w) = s.acked.iter().find(|w| !d.log.contains(w))
+            {
+                out.push(Violation {
+                    rule: "rule 2",
+                    detail: format!(
+                        "{} holds the in-sync marker but its data lacks acknowledged write {w}",
                         name(x)
                     ),
                 });
@@ -1602,15 +1775,29 @@ impl EtcdModel {
             }
             round_starts.push(fp);
             let before = s.clone();
+            if s.maintenance
+                && let Some(next) = self.step(&s, &Event::Maintenance(false))
+            {
+                trail.push(Event::Maintenance(false));
+                s = next;
+            }
             for x in 0..n {
                 for y in 0..n {
+                    let ev = if self.config.fence_fails {
+                        if s.nodes[y].power {
+                            continue;
+                        }
+                        Event::Confirm(x, y)
+                    } else {
+                        Event::Fence(x, y)
+                    };
                     if s.nodes[x].power
                         && s.nodes[x].quorate
                         && matches!(s.nodes[x].seen[y], Seen::Lost(_))
                         && self.config.topology == Topology::TwoNode
-                        && let Some(next) = self.step(&s, &Event::Fence(x, y))
+                        && let Some(next) = self.step(&s, &ev)
                     {
-                        trail.push(Event::Fence(x, y));
+                        trail.push(ev);
                         s = next;
                     }
                 }
@@ -1771,6 +1958,9 @@ impl Model for EtcdModel {
         }
         if !s.acked.is_empty() {
             out.push("write acknowledged");
+        }
+        if s.maintenance {
+            out.push("maintenance mode on");
         }
         if self.config.disk_swap {
             // A member added after the initial ones (ids 1..=nodes) that

@@ -15,6 +15,24 @@ pub const AGENT_PATH: &str = "/usr/sbin/fence_warden_testns";
 /// the `harness_root` instance attribute, never by a global path).
 pub const AGENT_SCRIPT: &str = include_str!("fence_warden_testns.sh");
 
+/// Makes every fence of `node` in the cluster under `root` fail (`true`,
+/// as with an unreachable BMC) or work again (`false`): the agent fails
+/// `off` and `reboot` of a node whose directory holds `fence-fails`.
+pub fn set_fails(root: &Path, node: &str, fails: bool) -> Result<()> {
+    let switch = root.join(node).join("fence-fails");
+    if fails {
+        fs::write(&switch, b"set by a test\n")
+            .with_context(|| format!("writing {}", switch.display()))
+    } else {
+        match fs::remove_file(&switch) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(e).with_context(|| format!("removing {}", switch.display()))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Installs the agent unless an identical copy is already there.
 ///
 /// Written to a temporary file in /usr/sbin and renamed over the target, so

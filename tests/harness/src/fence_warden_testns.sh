@@ -5,6 +5,9 @@
 # which cluster a request is for comes from the stonith resource's instance
 # attribute harness_root=<cluster temp dir>, which fenced passes on stdin.
 #
+# A test makes one node's fencing fail (as with an unreachable BMC) by
+# creating <harness_root>/<node>/fence-fails (see fence_agent::set_fails).
+#
 # Protocol: key=value lines on stdin (action=, plug=/port=/nodename=, plus the
 # device's instance attributes); exit 0 = success, status: 0 = on, 2 = off.
 #
@@ -101,6 +104,12 @@ case "$action" in
     if [ -n "$(victim_procs "$1" "$2")" ]; then exit 0; else exit 2; fi ;;
   on) log "on: left to the harness"; exit 0 ;;
   off|reboot)
+    # A test makes this node's fencing fail (an unreachable BMC) with the
+    # switch file <harness_root>/<node>/fence-fails.
+    if [ -n "$plug" ] && [ -f "$root/$plug/fence-fails" ]; then
+      log "failed on purpose: $root/$plug/fence-fails exists"
+      exit 1
+    fi
     v=$(victim_ns 2>&1) || { log "refused: $v"; exit 1; }
     set -- $v
     # A process forked while the sweep ran is in no list yet and would
