@@ -98,6 +98,14 @@ pub enum Fault {
     /// Both nodes lose power; they boot in the given order, the second
     /// `gap` after the first.
     TotalOutage { first: &'static str, gap: Duration },
+    /// The node loses power and its fencing fails (an unreachable BMC);
+    /// after a failed fence and `confirm_after`, the operator runs
+    /// `stonith_admin --confirm` on the survivor; fencing is repaired and
+    /// the node powered on.
+    FenceFailsThenConfirm {
+        node: &'static str,
+        confirm_after: Duration,
+    },
 }
 
 impl fmt::Display for Fault {
@@ -122,13 +130,17 @@ impl fmt::Display for Fault {
             Fault::TotalOutage { first, gap } => {
                 write!(f, "total-outage ({first} first, gap {})", s(gap))
             }
+            Fault::FenceFailsThenConfirm {
+                node,
+                confirm_after,
+            } => write!(f, "fence-fails+confirm {node} ({})", s(confirm_after)),
         }
     }
 }
 
 /// Draws one fault.
 pub fn draw(rng: &mut Rng) -> Fault {
-    match rng.below(9) {
+    match rng.below(10) {
         0 | 1 => Fault::PowerLoss {
             node: rng.node(),
             back_after: rng.delay(8000),
@@ -152,6 +164,10 @@ pub fn draw(rng: &mut Rng) -> Fault {
             },
         },
         7 => Fault::GracefulReboot { node: rng.node() },
+        8 => Fault::FenceFailsThenConfirm {
+            node: rng.node(),
+            confirm_after: rng.delay(5000),
+        },
         _ => Fault::TotalOutage {
             first: rng.node(),
             gap: rng.delay(10_000),
@@ -500,6 +516,33 @@ pub fn apply(w: &WardenCluster, f: &Fault, rng: &mut Rng) -> Result<Vec<writer::
             graceful_stop(w, node)?;
             power_on(w, node)?;
         }
+        Fault::FenceFailsThenConfirm {
+            node,
+            confirm_after,
+        } => {
+            let survivor = other(node);
+            if !(up(w, node) && up(w, survivor)) {
+                return Ok(own);
+            }
+            warden_harness::fence_agent::set_fails(w.c.root(), node, true)?;
+            let result = (|| {
+                w.c.crash(node)?;
+                poll(&format!("a failed fence of {node}"), STEP, || {
+                    Ok(w.c
+                        .crm_mon(survivor)?
+                        .fence_history
+                        .iter()
+                        .any(|e| e.target == *node && e.status == "failed")
+                        .then_some(()))
+                })?;
+                std::thread::sleep(*confirm_after);
+                w.c.exec_ok(survivor, &["stonith_admin", "--confirm", node])?;
+                anyhow::Ok(())
+            })();
+            warden_harness::fence_agent::set_fails(w.c.root(), node, false)?;
+            result?;
+            power_on(w, node)?;
+        }
         Fault::TotalOutage { first, gap } => {
             for n in ["node1", "node2"] {
                 if up(w, n) {
@@ -696,7 +739,7 @@ mod tests {
                     .to_string()
             })
             .collect();
-        assert!(kinds.len() >= 8, "{kinds:?}");
+        assert!(kinds.len() >= 9, "{kinds:?}");
     }
 
     #[test]

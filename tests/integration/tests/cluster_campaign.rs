@@ -11,8 +11,8 @@ const SEED: u64 = 20_261_201;
 
 #[test]
 fn a_fixed_seed_sample_of_the_campaign_passes() {
-    let tally = campaign::run(3, SEED, |line| eprintln!("{line}"))
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let tally =
+        campaign::run(3, SEED, |line| eprintln!("{line}")).unwrap_or_else(|e| panic!("{e:#}"));
     eprintln!("{tally}");
     assert!(tally.ok(), "{tally}");
 }
