@@ -1,7 +1,9 @@
 //! The etcd-warden daemon and CLI as a library, so that the binary stays thin
 //! and tests can drive every subcommand without a process.
 
+pub mod atomic_file;
 pub mod cli;
+pub mod clock;
 pub mod cmd;
 pub mod config;
 pub mod core;
@@ -9,6 +11,7 @@ pub mod etcd;
 pub mod etcd_conf;
 pub mod metrics;
 pub mod ops;
+pub mod pcmk_tool;
 pub mod reconcile;
 pub mod report_cycle;
 pub mod run;

@@ -35,12 +35,7 @@ pub enum GatherError {
 /// How long each other member's Status may take in one pass.
 const MEMBER_STATUS_LIMIT: Duration = Duration::from_millis(500);
 
-fn now_unix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default()
-}
+use crate::clock::now_unix;
 
 /// Node of a member, matched on the exact peer URL.
 fn node_of(s: &Settings, m: &Member) -> String {
