@@ -15,7 +15,7 @@ pub(super) fn agent_matches(patterns: &[String], agent: &str) -> bool {
 }
 
 /// Method of a fence agent, from its type (not its resource id).
-pub fn fencing_method(agent: &str) -> Option<FencingMethod> {
+pub(crate) fn fencing_method(agent: &str) -> Option<FencingMethod> {
     let ty = agent.rsplit(':').next().unwrap_or(agent);
     match ty {
         "fence_redfish" => Some(FencingMethod::Redfish),

@@ -27,9 +27,10 @@ mod pacemaker;
 mod shape;
 
 use conditions::{
-    Cond, Placement, agent_matches, cond, is_true, place, resource_conditions, valid_agent_name,
+    Cond, Placement, agent_matches, cond, fencing_method, is_true, place, resource_conditions,
+    valid_agent_name,
 };
-pub use conditions::{fencing_method, valid_crd_address, valid_node_name};
+pub use conditions::{valid_crd_address, valid_node_name};
 use pacemaker::pacemaker_section;
 pub use shape::*;
 /// `apiVersion` of the report.
@@ -490,7 +491,7 @@ pub fn build(
 /// Keep each condition's `lastTransitionTime` from the previous report when
 /// its status did not change: that time says how long a node has been
 /// offline, which is lost if every run writes a fresh time.
-pub fn carry_transition_times(new: &mut ClusterStatus, old: &ClusterStatus) {
+pub(crate) fn carry_transition_times(new: &mut ClusterStatus, old: &ClusterStatus) {
     carry(&mut new.conditions, &old.conditions);
     for n in &mut new.nodes {
         let Some(o) = old.nodes.iter().find(|o| o.node_name == n.node_name) else {
