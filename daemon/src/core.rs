@@ -20,6 +20,7 @@ use crate::etcd::{Connector, EtcdError, LiveEtcd, MemberStatus, status_of_member
 use crate::etcd_conf::StartMode;
 use crate::metrics::{Metrics, Role};
 use crate::reconcile::local::{ArchiveInfo, LocalPaths};
+use crate::reconcile::reply;
 use crate::supervise::{AnySupervisor, ProcState, SuperviseError, Supervisor};
 
 /// A leader change, as sent on the event stream.
@@ -641,10 +642,6 @@ impl Core {
         }
         reply(Outcome::Success, None)
     }
-}
-
-fn reply(outcome: Outcome, reason: Option<String>) -> ActionReply {
-    ActionReply { outcome, reason }
 }
 
 fn reason_of(p: &Probe) -> Option<String> {

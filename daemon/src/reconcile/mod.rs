@@ -121,7 +121,8 @@ pub fn enabled(s: &Settings) -> bool {
 
 use crate::clock::now_unix;
 
-fn reply(outcome: Outcome, reason: Option<String>) -> ActionReply {
+/// The answer to an agent's action (the daemon's one constructor of it).
+pub(crate) fn reply(outcome: Outcome, reason: Option<String>) -> ActionReply {
     ActionReply { outcome, reason }
 }
 
