@@ -57,7 +57,7 @@ pub enum ToolError {
         secs: f64,
     },
     /// It printed more than the cap and was killed.
-    #[error("{prog} printed more than {max} bytes (--max-output)")]
+    #[error("{prog} printed more than {max} bytes and was stopped")]
     Overflow {
         /// The program.
         prog: String,
@@ -196,9 +196,10 @@ pub async fn run_async(
     let argv: Vec<String> = argv.iter().map(|s| (*s).to_owned()).collect();
     let prog = argv.first().cloned().unwrap_or_default();
     let running = Running::spawn(&argv, timeout, max_output);
-    let abandon = AbandonOnDrop(running.abandoner());
+    let mut abandon = AbandonOnDrop(running.abandoner());
     let out = tokio::task::spawn_blocking(move || running.finish_output()).await;
-    std::mem::forget(abandon);
+    // Finished: nothing to abandon; dropping the handle closes its socket.
+    abandon.0 = None;
     out.map_err(|e| ToolError::Thread {
         prog,
         reason: e.to_string(),
@@ -608,6 +609,23 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(e, ToolError::Overflow { .. }), "{e}");
+    }
+
+    /// Each call closes what it opened: a daemon makes these calls for ever.
+    #[tokio::test]
+    async fn async_runs_leave_no_descriptor_open() {
+        let open = || std::fs::read_dir("/proc/self/fd").unwrap().count();
+        // The first call may open the runtime's own descriptors.
+        run_async(&["true"], Duration::from_secs(5), 100)
+            .await
+            .unwrap();
+        let before = open();
+        for _ in 0..20 {
+            run_async(&["true"], Duration::from_secs(5), 100)
+                .await
+                .unwrap();
+        }
+        assert_eq!(open(), before);
     }
 
     /// A caller that stops waiting (a cancelled pass) takes its tool with
