@@ -18,6 +18,8 @@
 //!
 //! Errors are a non-2xx status with an [`ApiError`] body.
 
+#![warn(missing_docs)]
+
 pub mod client;
 
 use std::collections::BTreeMap;
@@ -341,7 +343,7 @@ pub struct NodeStatus {
 
 /// Serialise u64 IDs as decimal strings in JSON, so that no JSON reader that
 /// uses doubles (jq ≤ 1.6, JavaScript) can round them.
-pub mod u64_as_string {
+pub(crate) mod u64_as_string {
     use serde::{Deserialize, Deserializer, Serializer, de::Error};
 
     /// Write as a string.
@@ -365,7 +367,7 @@ pub mod u64_as_string {
 }
 
 /// [`u64_as_string`] for optional values.
-pub mod opt_u64_as_string {
+pub(crate) mod opt_u64_as_string {
     use serde::{Deserialize, Deserializer, Serializer};
 
     /// Write as a string or null.

@@ -21,7 +21,8 @@ pub struct FenceTargets {
 impl FenceTargets {
     /// Parse a CIB document (`cibadmin --query` output or a `cib.xml` file).
     pub fn from_cib(input: &str) -> Result<Self, ParseError> {
-        let root = parse_tree(input)?;
+        let doc = parse_tree(input)?;
+        let root = Element::root(&doc);
         let mut devices = BTreeMap::new();
         if let Some(resources) = root
             .child("configuration")
@@ -38,23 +39,23 @@ impl FenceTargets {
     }
 }
 
-fn collect(el: &Element<'_>, out: &mut BTreeMap<String, Option<Vec<String>>>, depth: usize) {
-    for child in &el.children {
-        match child.name {
+fn collect(el: Element<'_>, out: &mut BTreeMap<String, Option<Vec<String>>>, depth: usize) {
+    for child in el.children() {
+        match child.name() {
             "primitive" if child.attr("class") == Some("stonith") => {
                 if let Some(id) = child.attr("id") {
                     out.insert(id.to_owned(), targets_of(child));
                 }
             }
             // Stonith devices are not normally grouped or cloned, but the
-            // schema allows it; the element tree is depth-bounded anyway.
+            // schema allows it; recursion stops at depth 8.
             "group" | "clone" | "master" | "bundle" if depth < 8 => collect(child, out, depth + 1),
             _ => {}
         }
     }
 }
 
-fn targets_of(primitive: &Element<'_>) -> Option<Vec<String>> {
+fn targets_of(primitive: Element<'_>) -> Option<Vec<String>> {
     let mut list = None;
     let mut map = None;
     for ia in primitive.children_named("instance_attributes") {

@@ -33,7 +33,7 @@ pub enum ParseError {
     Syntax {
         /// Where the syntax error was detected.
         location: Location,
-        /// What quick-xml reported.
+        /// What the XML parser reported.
         message: String,
     },
     /// The input holds no root element at all.
@@ -77,15 +77,6 @@ pub enum ParseError {
         /// What was expected.
         expected: String,
         /// The element.
-        location: Location,
-    },
-    /// Nesting deeper than any crm_mon document can be; refused so that a
-    /// hostile input cannot exhaust the stack.
-    #[error("elements nested deeper than {limit} levels at {location}")]
-    TooDeep {
-        /// The limit.
-        limit: usize,
-        /// Where the limit was crossed.
         location: Location,
     },
     /// crm_mon reported that it could not reach the cluster.

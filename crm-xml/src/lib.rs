@@ -4,6 +4,8 @@
 //! operator-side health evaluation of such a report. No async runtime: the
 //! daemon, the CLI and an operator can all use it.
 
+#![warn(missing_docs)]
+
 pub mod cib;
 pub mod error;
 pub mod health;

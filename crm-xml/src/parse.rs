@@ -18,9 +18,9 @@ use crate::xml::{Element, parse_tree};
 /// Parse a crm_mon XML document (either root). Never panics; see the fuzz
 /// target and property tests.
 pub fn parse(input: &str) -> Result<CrmMon, ParseError> {
-    let root = parse_tree(input)?;
+    let doc = parse_tree(input)?;
     let cx = Cx { input };
-    cx.document(&root)
+    cx.document(Element::root(&doc))
 }
 
 /// Parse raw bytes: the document must be UTF-8 (crm_mon always writes UTF-8).
@@ -51,14 +51,14 @@ struct Cx<'i> {
 /// document allocates no path strings.
 #[derive(Clone, Copy)]
 struct At<'a> {
-    el: &'a Element<'a>,
+    el: Element<'a>,
     parent: Option<&'a At<'a>>,
     /// 1-based position among same-named siblings, 0 for single elements.
     index: usize,
 }
 
 impl<'a> At<'a> {
-    fn child(&'a self, el: &'a Element<'a>, index: usize) -> At<'a> {
+    fn child(&'a self, el: Element<'a>, index: usize) -> At<'a> {
         At {
             el,
             parent: Some(self),
@@ -71,9 +71,9 @@ impl<'a> At<'a> {
         let mut cur = Some(self);
         while let Some(a) = cur {
             parts.push(if a.index > 0 {
-                format!("{}[{}]", a.el.name, a.index)
+                format!("{}[{}]", a.el.name(), a.index)
             } else {
-                a.el.name.to_owned()
+                a.el.name().to_owned()
             });
             cur = a.parent;
         }
@@ -84,7 +84,7 @@ impl<'a> At<'a> {
 
 impl Cx<'_> {
     fn loc(&self, at: At<'_>) -> Location {
-        let (line, column) = line_column(self.input, at.el.offset);
+        let (line, column) = line_column(self.input, at.el.offset());
         Location {
             path: at.path(),
             line,
@@ -162,14 +162,14 @@ impl Cx<'_> {
         })
     }
 
-    fn document(&self, root: &Element<'_>) -> Result<CrmMon, ParseError> {
+    fn document(&self, root: Element<'_>) -> Result<CrmMon, ParseError> {
         let root_at = At {
             el: root,
             parent: None,
             index: 0,
         };
         let at = root_at;
-        let format = match root.name {
+        let format = match root.name() {
             "pacemaker-result" => Format::PacemakerResult {
                 api_version: self.req(at, "api-version")?.to_owned(),
             },
@@ -206,11 +206,11 @@ impl Cx<'_> {
             status: None,
         };
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-        for child in &root.children {
-            let n = counts.entry(child.name).or_insert(0);
+        for child in root.children() {
+            let n = counts.entry(child.name()).or_insert(0);
             *n += 1;
             let at = root_at.child(child, 0);
-            match child.name {
+            match child.name() {
                 "pacemakerd" => doc.pacemakerd_state = Self::opt_string(at, "state"),
                 "summary" => doc.summary = self.summary(at)?,
                 "nodes" => {
@@ -253,7 +253,7 @@ impl Cx<'_> {
                         .child("errors")
                         .map(|e| {
                             e.children_named("error")
-                                .map(|x| x.text.trim().to_owned())
+                                .map(|x| x.text().trim().to_owned())
                                 .collect()
                         })
                         .unwrap_or_default();
@@ -271,9 +271,9 @@ impl Cx<'_> {
 
     fn summary(&self, at: At<'_>) -> Result<Summary, ParseError> {
         let mut s = Summary::default();
-        for child in &at.el.children {
+        for child in at.el.children() {
             let c = at.child(child, 0);
-            match child.name {
+            match child.name() {
                 "stack" => s.stack = Self::opt_string(c, "type"),
                 "current_dc" => {
                     let present = self.req_bool(c, "present")?;
@@ -353,11 +353,11 @@ impl Cx<'_> {
     fn resources(&self, at: At<'_>, depth: usize) -> Result<Vec<Resource>, ParseError> {
         let mut out = Vec::new();
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-        for child in &at.el.children {
-            let n = counts.entry(child.name).or_insert(0);
+        for child in at.el.children() {
+            let n = counts.entry(child.name()).or_insert(0);
             *n += 1;
             let c = at.child(child, *n);
-            match child.name {
+            match child.name() {
                 "resource" => out.push(Resource::Primitive(self.primitive(c, false)?)),
                 "group" => out.push(Resource::Group(self.group(c, false)?)),
                 "clone" => out.push(Resource::Clone(self.clone(c, depth)?)),
@@ -427,15 +427,15 @@ impl Cx<'_> {
         let promotable = self.opt_bool(at, "multi_state", false)?;
         let mut children = Vec::new();
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-        for child in &at.el.children {
-            let n = counts.entry(child.name).or_insert(0);
+        for child in at.el.children() {
+            let n = counts.entry(child.name()).or_insert(0);
             *n += 1;
             let c = at.child(child, *n);
-            match child.name {
+            match child.name() {
                 "resource" => children.push(Resource::Primitive(self.primitive(c, promotable)?)),
                 "group" => children.push(Resource::Group(self.group(c, promotable)?)),
                 // Pacemaker does not nest clones, but the tree depth is
-                // bounded anyway (xml::MAX_DEPTH), so accepting it is safe.
+                // bounded here (depth < 8), so accepting it is safe.
                 "clone" if depth < 8 => children.push(Resource::Clone(self.clone(c, depth + 1)?)),
                 _ => {}
             }

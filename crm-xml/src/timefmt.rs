@@ -8,6 +8,8 @@
 //!   the host that ran crm_mon, which we take as UTC unless told otherwise
 //!   (see `Options::local_offset` in the report).
 
+use time::format_description::BorrowedFormatItem;
+use time::macros::format_description;
 use time::{Date, Month, OffsetDateTime, PrimitiveDateTime, Time, UtcOffset};
 
 /// Parse any timestamp crm_mon prints. `local` is the offset assumed for
@@ -129,18 +131,29 @@ fn parse_ctime(s: &str, local: UtcOffset) -> Option<OffsetDateTime> {
     Some(PrimitiveDateTime::new(date, time).assume_offset(local))
 }
 
+/// Kubernetes `metav1.Time`: RFC 3339, UTC, whole seconds.
+const K8S: &[BorrowedFormatItem<'_>] =
+    format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
+
+/// RFC 3339, UTC, six fraction digits: fence events keep Pacemaker's
+/// microseconds, so two events in one second stay ordered.
+const MICRO: &[BorrowedFormatItem<'_>] =
+    format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]Z");
+
 /// Format as Kubernetes `metav1.Time` (RFC 3339, UTC, whole seconds).
 pub fn format_k8s(t: OffsetDateTime) -> String {
-    let t = t.to_offset(UtcOffset::UTC);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    )
+    format_utc(t, K8S)
+}
+
+/// Format as RFC 3339 in UTC with microseconds.
+pub fn format_rfc3339_micro(t: OffsetDateTime) -> String {
+    format_utc(t, MICRO)
+}
+
+fn format_utc(t: OffsetDateTime, fmt: &[BorrowedFormatItem<'_>]) -> String {
+    // Cannot fail: an OffsetDateTime has every component these descriptions
+    // name, and a String accepts any output.
+    t.to_offset(UtcOffset::UTC).format(fmt).unwrap_or_default()
 }
 
 /// Parse an RFC 3339 timestamp as written by [`format_k8s`] (or by Kubernetes).
@@ -214,6 +227,10 @@ mod tests {
     fn k8s_round_trip() {
         let t = datetime!(2026-08-01 10:00:00.5 UTC);
         assert_eq!(format_k8s(t), "2026-08-01T10:00:00Z");
+        assert_eq!(format_rfc3339_micro(t), "2026-08-01T10:00:00.500000Z");
+        let t = datetime!(0987-01-02 03:04:05.000007 +02:00);
+        assert_eq!(format_k8s(t), "0987-01-02T01:04:05Z");
+        assert_eq!(format_rfc3339_micro(t), "0987-01-02T01:04:05.000007Z");
         assert_eq!(
             parse_k8s("2026-08-01T10:00:00Z"),
             Some(datetime!(2026-08-01 10:00:00 UTC))

@@ -5,11 +5,9 @@
 //! that etcd 3.4, 3.5 and 3.6 all understand. The file is written to a
 //! temporary name, fsynced and renamed, so that etcd never reads half a file.
 
-use std::io::Write;
-use std::path::Path;
-
 use serde_json::{Map, Value, json};
 
+use crate::atomic_file::Replace;
 use crate::config::{BackendKind, CompactionMode, Settings, TlsFiles};
 
 /// Where etcd writes its log under the process backend: `STATE_DIR/etcd.log`
@@ -160,26 +158,11 @@ fn tls_section(t: &TlsFiles) -> Value {
     })
 }
 
-/// Write `contents` to `path` atomically: temporary file, fsync, rename,
-/// fsync of the directory.
-pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(contents)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    std::fs::File::open(dir)?.sync_all()
-}
-
 /// Render and write the etcd configuration for `mode`.
 pub fn write(s: &Settings, mode: &StartMode) -> std::io::Result<()> {
     let doc = render(s, mode);
     let text = serde_json::to_vec_pretty(&doc).map_err(std::io::Error::other)?;
-    write_atomic(&s.etcd_config_path(), &text)
+    crate::atomic_file::write(&s.etcd_config_path(), &text, Replace::Durable).map_err(Into::into)
 }
 
 #[cfg(test)]
@@ -310,15 +293,5 @@ client_urls = ["https://192.0.2.2:2379"]
                 .get("election-timeout")
                 .is_none()
         );
-    }
-
-    #[test]
-    fn atomic_write_replaces_the_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("x.json");
-        write_atomic(&p, b"one").unwrap();
-        write_atomic(&p, b"two").unwrap();
-        assert_eq!(std::fs::read(&p).unwrap(), b"two");
-        assert!(!p.with_extension("tmp").exists());
     }
 }

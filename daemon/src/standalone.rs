@@ -124,7 +124,7 @@ pub fn prepare(dir: &Path, http_addr: Option<&str>, autostart: bool) -> anyhow::
             &first_run_fragment(&dir, group, users)?,
         )
         .context("cannot write the standalone configuration")?;
-        crate::etcd_conf::write_atomic(&path, text.as_bytes())
+        crate::atomic_file::write(&path, text.as_bytes(), crate::atomic_file::Replace::Durable)
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     let mut s = config::Layout::beside(&path).load()?;

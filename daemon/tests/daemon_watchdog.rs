@@ -48,10 +48,12 @@ impl Pacemaker for SlowPacemaker {
         self.entered.lock().unwrap().get_or_insert(Instant::now());
         tokio::time::sleep(self.hold).await;
         self.ended.store(true, Ordering::SeqCst);
-        Err(PcmkError::Timeout {
-            tool: "crm_mon",
-            deadline: self.hold,
-        })
+        Err(PcmkError::Tool(
+            etcd_warden::pcmk_tool::ToolError::Deadline {
+                prog: "crm_mon".into(),
+                secs: self.hold.as_secs_f64(),
+            },
+        ))
     }
     async fn get_attr(
         &self,

@@ -14,9 +14,10 @@ use anyhow::{Context, bail};
 use crm_xml::cib::FenceTargets;
 use crm_xml::report::{EtcdSection, Options};
 
+use crate::atomic_file::Replace;
 use crate::report_cycle::{
     CibSource, CorosyncSource, Cycle, DEFAULT_COROSYNC_CONF, Gathered, LIVE_CIB_FILE,
-    addresses_from_file, read_capped, read_previous, write_atomically,
+    addresses_from_file, read_capped, read_previous,
 };
 
 /// Arguments: Build the PacemakerCluster report from crm_mon and write it.
@@ -175,7 +176,7 @@ pub fn run_collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
         let g = from_file(&cycle, path, &mut warn)?;
         let report = cycle.build(g, etcd);
         if let Some(out) = &args.output {
-            write_atomically(out, report.to_json().as_bytes())?;
+            crate::atomic_file::write(out, report.to_json().as_bytes(), Replace::Fast)?;
         }
         report
     } else {

@@ -83,12 +83,7 @@ fn name(s: &Step) -> String {
     }
 }
 
-fn now_unix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default()
-}
+use crate::clock::now_unix;
 
 /// Pacemaker's proof that every other node is down, checked here again
 /// (rule 1): `None` unless the topology is two-node, each peer is proven

@@ -93,9 +93,8 @@ impl StateFile {
 
 /// Write `data` to `path` atomically and durably.
 pub fn write_durably(path: &Path, data: &[u8]) -> Result<(), LocalError> {
-    // The same temp file, fsync, rename and directory fsync as etcd's
-    // generated configuration: one implementation of durable replacement.
-    crate::etcd_conf::write_atomic(path, data).map_err(io("cannot write durably", path))
+    crate::atomic_file::write(path, data, crate::atomic_file::Replace::Durable)
+        .map_err(|e| io("cannot write durably", path)(e.into()))
 }
 
 fn sync_dir(dir: &Path) -> Result<(), LocalError> {

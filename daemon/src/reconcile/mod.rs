@@ -128,14 +128,10 @@ pub fn enabled(s: &Settings) -> bool {
     !s.autostart && s.nodes.len() >= 2
 }
 
-fn now_unix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default()
-}
+use crate::clock::now_unix;
 
-fn reply(outcome: Outcome, reason: Option<String>) -> ActionReply {
+/// The answer to an agent's action (the daemon's one constructor of it).
+pub(crate) fn reply(outcome: Outcome, reason: Option<String>) -> ActionReply {
     ActionReply { outcome, reason }
 }
 

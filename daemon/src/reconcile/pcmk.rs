@@ -15,6 +15,8 @@ use warden_failover::{
     ResourceState, Stamp,
 };
 
+use crate::pcmk_tool::{self, ToolError};
+
 /// The attribute holding a node's published record.
 pub const RECORD_ATTR: &str = "etcd-warden-record";
 /// The attribute holding a node's force-new-cluster claim.
@@ -25,22 +27,10 @@ pub const AGENT: &str = "ocf:etcd-warden:etcd";
 /// A Pacemaker tool failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PcmkError {
-    /// The tool could not be run.
-    #[error("cannot run {tool}: {source}")]
-    Spawn {
-        /// The program.
-        tool: &'static str,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// No answer within the deadline (the child was killed).
-    #[error("{tool} did not answer within {deadline:?}")]
-    Timeout {
-        /// The program.
-        tool: &'static str,
-        /// The deadline.
-        deadline: Duration,
-    },
+    /// The tool could not be run, or did not finish within its deadline
+    /// or output cap (the child was killed).
+    #[error(transparent)]
+    Tool(#[from] ToolError),
     /// It exited with an error.
     #[error("{tool} failed (exit code {code:?}): {message}")]
     Failed {
@@ -100,28 +90,18 @@ pub struct CrmTools;
 /// answer (most transient attributes are absent most of the time).
 const NOT_FOUND: [i32; 2] = [105, 6];
 
+/// Runs a Pacemaker tool: its exit code, stdout and failure reason.
 async fn run(
     tool: &'static str,
     args: &[&str],
     deadline: Duration,
 ) -> Result<(Option<i32>, String, String), PcmkError> {
-    let child = tokio::process::Command::new(tool)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        // Dropped at the deadline: the child is killed, not left behind.
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|source| PcmkError::Spawn { tool, source })?;
-    let out = tokio::time::timeout(deadline, child.wait_with_output())
-        .await
-        .map_err(|_| PcmkError::Timeout { tool, deadline })?
-        .map_err(|source| PcmkError::Spawn { tool, source })?;
+    let argv: Vec<&str> = std::iter::once(tool).chain(args.iter().copied()).collect();
+    let out = pcmk_tool::run_async(&argv, deadline, pcmk_tool::DEFAULT_MAX_OUTPUT).await?;
     Ok((
-        out.status.code(),
+        out.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        out.reason(),
     ))
 }
 
@@ -141,18 +121,10 @@ impl Pacemaker for CrmTools {
         )
         .await?;
         if code != Some(0) {
-            let reasons: Vec<&str> = out
-                .lines()
-                .filter_map(|l| l.trim().strip_prefix("<error>")?.strip_suffix("</error>"))
-                .collect();
             return Err(PcmkError::Failed {
                 tool: "crm_mon",
                 code,
-                message: if reasons.is_empty() {
-                    err
-                } else {
-                    reasons.join("; ")
-                },
+                message: err,
             });
         }
         crm_xml::parse(&out).map_err(|e| PcmkError::Parse {

@@ -436,10 +436,10 @@ impl Pacemaker for Sim {
         // As the real tool: killed at the deadline.
         tokio::time::sleep(delay.min(deadline)).await;
         if delay > deadline {
-            return Err(PcmkError::Timeout {
-                tool: "crm_mon",
-                deadline,
-            });
+            return Err(PcmkError::Tool(crate::pcmk_tool::ToolError::Deadline {
+                prog: "crm_mon".into(),
+                secs: deadline.as_secs_f64(),
+            }));
         }
         crm_xml::parse(&xml).map_err(|e| PcmkError::Parse {
             what: "the simulated crm_mon XML".into(),

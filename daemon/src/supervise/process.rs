@@ -481,8 +481,11 @@ impl Supervisor for ProcessSupervisor {
             .id()
             .ok_or_else(|| SuperviseError::Spawn("etcd exited at once".into()))?;
         if let Some((_, start)) = proc_stat(pid)
-            && let Err(e) =
-                etcd_conf::write_atomic(&self.pid_file(), format!("{pid} {start}\n").as_bytes())
+            && let Err(e) = crate::atomic_file::write(
+                &self.pid_file(),
+                format!("{pid} {start}\n").as_bytes(),
+                crate::atomic_file::Replace::Durable,
+            )
         {
             tracing::warn!(error = %e, "cannot write the etcd PID file");
         }
