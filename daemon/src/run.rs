@@ -146,6 +146,10 @@ pub async fn run_with(
     let settings = Arc::new(settings);
     std::fs::create_dir_all(&settings.state_dir)
         .with_context(|| format!("cannot create {}", settings.state_dir.display()))?;
+    // Only the failover logic archives: a node that cannot must not start.
+    if crate::reconcile::enabled(&settings) {
+        crate::supervise::preflight::archive_probe(&settings).map_err(anyhow::Error::msg)?;
+    }
     let supervisor = match settings.etcd.backend {
         BackendKind::Process => {
             let p = ProcessSupervisor::new(settings.clone());

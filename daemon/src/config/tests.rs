@@ -168,7 +168,7 @@ fn missing_key_lists_files() {
 fn failover_defaults() {
     let s = load(&[("/c.toml", GOOD)]).unwrap();
     let f = &s.failover;
-    assert_eq!(f.archive_dir, PathBuf::from("/var/lib/etcd.archive"));
+    assert_eq!(f.archive_dir, PathBuf::from("/var/lib/etcd/warden.archive"));
     assert_eq!(f.archive_keep, 0, "the default never removes an archive");
     assert_eq!(f.reconcile_interval, Duration::from_secs(5));
     assert_eq!(f.reconcile_pending_interval, Duration::from_secs(1));
@@ -269,7 +269,7 @@ fn bad_failover_values_name_file_line_and_key() {
     );
     assert!(e.contains("absolute"), "{e}");
 
-    let e = failover_error("[failover]\narchive_dir = \"/var/lib/etcd/archive\"\n");
+    let e = failover_error("[failover]\narchive_dir = \"/var/lib/etcd/warden/archive\"\n");
     assert!(e.contains("inside the data directory"), "{e}");
     let e = failover_error("[failover]\narchive_dir = \"/var/lib\"\n");
     assert!(e.contains("contains the data directory"), "{e}");

@@ -180,7 +180,9 @@ impl WardenCluster {
             ));
         }
         toml.push_str(&format!(
-            "[etcd]\ndata_dir = \"{}\"\n\n\
+            "[etcd]\ndata_dir = \"{}\"\n\
+             # etcd as root: the node's work dir is root's.\n\
+             user = \"root\"\n\n\
              [api]\nsocket = \"{SOCKET}\"\nsocket_group = \"haclient\"\nallowed_users = [\"root\", \"hacluster\"]\n\n\
              [paths]\nstate_dir = \"{}\"\n\n\
              # Probe often: the tests measure how fast a failover completes.\n\
