@@ -321,6 +321,7 @@ section! {
         kubelet_agents: Option<Loc<Vec<String>>>,
         fence_agents: Option<Loc<Vec<String>>>,
         expected_nodes: Option<Loc<u64>>,
+        profile: Option<Loc<String>>,
     }
 }
 

@@ -254,6 +254,8 @@ pub struct ReportSettings {
     pub fence_agents: Vec<String>,
     /// Member nodes the cluster should have (default: `[[nodes]]` count).
     pub expected_nodes: usize,
+    /// The rules the report and its health follow (`report.profile`).
+    pub profile: crm_xml::report::Profile,
 }
 
 /// Validated settings.

@@ -569,7 +569,20 @@ fn report(
         kubelet_agents: agents(files.need(r.kubelet_agents, "report.kubelet_agents")?)?,
         fence_agents: agents(files.need(r.fence_agents, "report.fence_agents")?)?,
         expected_nodes,
+        profile: profile(files.need(r.profile, "report.profile")?)?,
     })
+}
+
+/// `report.profile`: `generic` (any Pacemaker cluster) or `openshift`.
+fn profile(l: Loc<String>) -> Result<crm_xml::report::Profile, ConfigError> {
+    use crm_xml::report::Profile;
+    match l.value.as_str() {
+        "generic" => Ok(Profile::Generic),
+        "openshift" => Ok(Profile::OpenShift),
+        other => Err(l.invalid(format!(
+            "unknown profile {other:?}, expected \"generic\" or \"openshift\""
+        ))),
+    }
 }
 
 fn agents(l: Loc<Vec<String>>) -> Result<Vec<String>, ConfigError> {

@@ -16,5 +16,6 @@ pub mod bench;
 pub mod bins;
 pub mod gateway;
 pub mod monitor;
+pub mod sandbox;
 pub mod twonode;
 pub mod writer;
