@@ -187,6 +187,9 @@ impl Core {
         };
         let quorum = matches!(p.read, Some(Ok(_)));
         self.metrics.observe(role, quorum, up);
+        if let Some(Ok(s)) = &p.status {
+            self.metrics.observe_etcd(s)
+        }
         if p.status.as_ref().is_some_and(|s| s.is_err()) {
             self.metrics.probe_failed();
         }

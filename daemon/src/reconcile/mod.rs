@@ -292,6 +292,7 @@ impl Reconciler {
             };
             let left = deadline.saturating_sub(started.elapsed());
             let report = exec::execute(&env, &facts, &d.steps, left).await;
+            core.metrics.executed(&report.done, report.archived.len());
             self.note(&trigger, &d, Some(&report), &facts);
             let failed = report.failed.is_some();
             last = Some(d);
