@@ -112,6 +112,7 @@ impl ProcessSupervisor {
         }
     }
 
+    /// Start following the log file (once; the task ends with the
     /// supervisor).
     fn follow_log(&self) {
         if self.following.swap(true, Ordering::SeqCst) {
@@ -381,7 +382,6 @@ impl Drop for ProcessSupervisor {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
-    use std::os::unix::process::CommandExt;
 
     /// One-node settings under `dir`, etcd on loopback at `ports`
     /// (peer, client).

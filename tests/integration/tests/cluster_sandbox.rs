@@ -32,7 +32,7 @@ fn io<T>(r: std::io::Result<T>) -> anyhow::Result<T> {
 
 fn etcd_uid() -> u32 {
     nix::unistd::User::from_name("etcd")
-        .unwrap()
+        .expect("cannot read the user database")
         .expect("no user etcd (Debian's etcd-server package creates it)")
         .uid
         .as_raw()
@@ -42,7 +42,7 @@ fn sha256(p: &Path) -> String {
     let out = std::process::Command::new("sha256sum")
         .arg(p)
         .output()
-        .unwrap();
+        .expect("sha256sum runs");
     assert!(out.status.success(), "sha256sum {}", p.display());
     String::from_utf8_lossy(&out.stdout)
         .split_whitespace()

@@ -70,8 +70,6 @@ impl ProcessSupervisor {
         }
     }
 
-    /// Start following the log file (once; the task ends with the
-
     /// Notice the end of an adopted etcd: it is not our child, so no exit
     /// status arrives; its /proc entry going away (or turning into a zombie
     /// of its new parent) is the sign.
