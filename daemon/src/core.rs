@@ -253,6 +253,7 @@ impl Core {
             raft_index: None,
             revision: None,
             cluster_id: None,
+            etcd_db: None,
             // A refusal first: it names what only an operator can resolve
             // and the command (etcd may run without answering meanwhile);
             // then the process's own trouble; then why the failover logic
@@ -273,6 +274,7 @@ impl Core {
             st.raft_index = Some(s.raft_index);
             st.revision = Some(s.revision);
             st.cluster_id = Some(s.cluster_id);
+            st.etcd_db = Some(s.db());
         }
         st
     }

@@ -125,6 +125,16 @@ impl MemberStatus {
         self.leader != 0
     }
 
+    /// The database, version and alarms, as `/status` shows them.
+    pub fn db(&self) -> warden_api::EtcdDb {
+        warden_api::EtcdDb {
+            version: self.version.clone(),
+            db_size: self.db_size,
+            db_size_in_use: self.db_size_in_use,
+            alarms: self.alarms(),
+        }
+    }
+
     /// The active alarms (`NOSPACE`, `CORRUPT`): etcd lists each in the
     /// Status errors as `memberID:<id> alarm:<NAME> `.
     pub fn alarms(&self) -> Vec<String> {
