@@ -629,3 +629,28 @@ fn ranged_ms(l: &Loc<u64>, range: RangeInclusive<u64>) -> Result<Duration, Confi
         )))
     }
 }
+
+#[cfg(test)]
+mod mount_tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_escapes_are_undone() {
+        assert_eq!(unescape_mountinfo("/mnt/a\\040b"), "/mnt/a b");
+        assert_eq!(unescape_mountinfo("/plain"), "/plain");
+        assert_eq!(unescape_mountinfo("/odd\\"), "/odd\\");
+    }
+
+    #[test]
+    fn paths_find_their_mount() {
+        // /proc is a mount of its own; / holds it.
+        let proc_ = mount_of(Path::new("/proc/self")).unwrap();
+        assert_eq!(proc_.point, PathBuf::from("/proc"));
+        let root = mount_of(Path::new("/")).unwrap();
+        assert_ne!(proc_.id, root.id);
+        let t = tempfile::tempdir().unwrap();
+        same_mount(&t.path().join("a.archive"), &t.path().join("a")).unwrap();
+        let e = same_mount(Path::new("/proc/x"), &t.path().join("a")).unwrap_err();
+        assert!(e.contains("cannot cross filesystems or mounts"), "{e}");
+    }
+}
