@@ -22,6 +22,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
+/// Where the unit's `ExecStart=` reads the configuration.
+pub const CONFIG_DIR: &str = "/etc/etcd-warden";
+
 /// The sandbox settings read from a unit file.
 #[derive(Debug, Clone)]
 pub struct Unit {
@@ -108,14 +111,17 @@ impl Unit {
         })
     }
 
-    /// Paths under /var/lib the node's disk provides (mount points that must
-    /// exist on the machine).
+    /// Paths the node's disk provides (mount points that must exist on the
+    /// machine): the unit's paths under /var/lib, and the configuration
+    /// directory [`CONFIG_DIR`] (read-only in the sandbox, as on a host; the
+    /// test's own directories are under /tmp, which the sandbox replaces).
     pub fn disk_paths(&self) -> Vec<PathBuf> {
         self.read_write
             .iter()
             .chain(self.state.iter().map(|(p, _)| p))
             .filter(|p| p.starts_with("/var/lib"))
             .cloned()
+            .chain(std::iter::once(PathBuf::from(CONFIG_DIR)))
             .collect()
     }
 
@@ -153,7 +159,7 @@ impl Unit {
         let script = format!(
             "set -eu\n\
              mount --make-rprivate /\n\
-             # The node's disk behind the unit's paths under /var/lib.\n\
+             # The node's disk behind the unit's paths under /var/lib and /etc/etcd-warden.\n\
              for p in {disk_paths}; do mkdir -p \"{disk}$p\"; mount --bind \"{disk}$p\" \"$p\"; done\n\
              {modes}\
              # ProtectSystem=strict: every mount read-only but /proc, /sys, /dev.\n\

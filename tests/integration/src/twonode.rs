@@ -180,8 +180,12 @@ impl WardenCluster {
             .unwrap_or_default()
     }
 
-    /// The node's configuration file.
+    /// The node's configuration file (a sandboxed node's is on its disk,
+    /// seen in its sandbox as /etc/etcd-warden/config.toml).
     pub fn config_path(&self, node: &str) -> Result<PathBuf> {
+        if self.sandbox.as_ref().is_some_and(|(n, _)| n == node) {
+            return Ok(self.disk(node)?.join("etc/etcd-warden/config.toml"));
+        }
         Ok(self.c.node_dir(node)?.join("warden/config.toml"))
     }
 
@@ -247,8 +251,14 @@ impl WardenCluster {
             "--config",
             cfg.to_str().context("config path")?,
         ];
+        let in_sandbox = [
+            argv[0],
+            "daemon",
+            "--config",
+            "/etc/etcd-warden/config.toml",
+        ];
         let wrapped = match &self.sandbox {
-            Some((n, unit)) if n == node => unit.wrap(&self.disk(node)?, &argv),
+            Some((n, unit)) if n == node => unit.wrap(&self.disk(node)?, &in_sandbox),
             _ => argv.iter().map(|a| a.to_string()).collect(),
         };
         let wrapped: Vec<&str> = wrapped.iter().map(String::as_str).collect();

@@ -82,11 +82,13 @@ fn the_units_sandbox_archives_and_runs_etcd_as_etcd() {
         .unwrap_or_else(sandbox::shipped_unit);
     let unit = Unit::read(&unit_path).unwrap();
     eprintln!("unit {}: {unit:?}", unit_path.display());
-    let made: Vec<PathBuf> = unit
-        .disk_paths()
-        .into_iter()
-        .filter(|p| !p.exists())
-        .collect();
+    // Mount points this test adds to the machine go again, also on a panic.
+    let _made = Made(
+        unit.disk_paths()
+            .into_iter()
+            .filter(|p| !p.exists())
+            .collect(),
+    );
     let (survivor, victim) = ("node1", "node2");
     let w = WardenCluster::start_sandboxed(2, Topology::TwoNode, victim, unit)
         .expect("the cluster with node2 in the unit's sandbox");
@@ -150,7 +152,15 @@ fn the_units_sandbox_archives_and_runs_etcd_as_etcd() {
         a.display()
     );
     w.c.stop();
-    for p in made {
-        let _ = std::fs::remove_dir(p);
+}
+
+/// Empty directories to remove on drop.
+struct Made(Vec<PathBuf>);
+
+impl Drop for Made {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_dir(p);
+        }
     }
 }
