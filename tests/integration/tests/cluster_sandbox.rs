@@ -55,7 +55,11 @@ fn sha256(p: &Path) -> String {
 /// own, and answers a write.
 fn etcd_is_etcds(w: &WardenCluster, node: &str, data: &Path, key: &str) {
     let pid = poll("etcd's PID", SETTLE, || w.etcd_pid(node)).or_fail(w);
-    let status = io(std::fs::read_to_string(format!("/proc/{pid}/status"))).or_fail(w);
+    // The PID is the node's (its own PID namespace): read /proc there.
+    let status =
+        w.c.exec_ok(node, &["cat", &format!("/proc/{pid}/status")])
+            .or_fail(w)
+            .stdout;
     let uid: u32 = status
         .lines()
         .find_map(|l| l.strip_prefix("Uid:"))
