@@ -106,7 +106,19 @@ fn the_units_sandbox_archives_and_runs_etcd_as_etcd() {
 
     // node2 loses power, is fenced; node1 forces a one-member cluster.
     let t_crash = Instant::now();
+    // The sandbox is a mount namespace of its own, which the harness's
+    // power loss (every process in the node's mount namespace) does not
+    // reach: the daemon and its etcd (its children) lose power here.
+    let sandboxed = w.daemon_pid(victim).expect("node2's daemon");
+    let mut doomed = children(sandboxed);
+    doomed.push(sandboxed);
     w.c.crash(victim).or_fail(&w);
+    for pid in doomed {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
     w.c.wait_for(survivor, crm::fenced(victim), FAILOVER)
         .or_fail(&w);
     writer
@@ -156,6 +168,25 @@ fn the_units_sandbox_archives_and_runs_etcd_as_etcd() {
         a.display()
     );
     w.c.stop();
+}
+
+/// Host PIDs whose parent is `pid`.
+fn children(pid: i32) -> Vec<i32> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|t| {
+                    let rest = &t[t.rfind(')')? + 1..];
+                    rest.split_whitespace().nth(1)?.parse::<i32>().ok()
+                })
+                == Some(pid)
+        })
+        .collect()
 }
 
 /// Empty directories to remove on drop.
