@@ -297,6 +297,21 @@ pub struct Member {
     pub is_learner: bool,
 }
 
+/// The local member's database, version and alarms.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdDb {
+    /// etcd's version (`3.5.17`).
+    pub version: String,
+    /// Size of the backend database file, in bytes.
+    pub db_size: i64,
+    /// Bytes of it in use (a defragment gives back the rest).
+    pub db_size_in_use: i64,
+    /// Active alarms (`NOSPACE`, `CORRUPT`).
+    #[serde(default)]
+    pub alarms: Vec<String>,
+}
+
 /// This node's view of itself and its etcd, as answered by the daemon.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -336,6 +351,9 @@ pub struct NodeStatus {
     /// etcd cluster ID.
     #[serde(default, with = "opt_u64_as_string")]
     pub cluster_id: Option<u64>,
+    /// etcd's database, version and alarms, from its last Status answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_db: Option<EtcdDb>,
     /// Why the node is in this state, when it is not plainly healthy.
     #[serde(default)]
     pub reason: Option<String>,

@@ -184,6 +184,9 @@ impl Core {
         };
         let quorum = matches!(p.read, Some(Ok(_)));
         self.metrics.observe(role, quorum, up);
+        if let Some(Ok(s)) = &p.status {
+            self.metrics.observe_etcd(s)
+        }
         if p.status.as_ref().is_some_and(|s| s.is_err()) {
             self.metrics.probe_failed();
         }
@@ -247,6 +250,7 @@ impl Core {
             raft_index: None,
             revision: None,
             cluster_id: None,
+            etcd_db: None,
             // A refusal first: it names what only an operator can resolve
             // and the command (etcd may run without answering meanwhile);
             // then the process's own trouble; then why the failover logic
@@ -267,6 +271,7 @@ impl Core {
             st.raft_index = Some(s.raft_index);
             st.revision = Some(s.revision);
             st.cluster_id = Some(s.cluster_id);
+            st.etcd_db = Some(s.db());
         }
         st
     }

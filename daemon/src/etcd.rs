@@ -112,6 +112,9 @@ pub struct MemberStatus {
     pub version: String,
     /// Backend size in bytes.
     pub db_size: i64,
+    /// Bytes of the backend in use (the rest is free space a defragment
+    /// gives back).
+    pub db_size_in_use: i64,
     /// Errors etcd itself reports (alarms such as NOSPACE).
     pub errors: Vec<String>,
 }
@@ -120,6 +123,31 @@ impl MemberStatus {
     /// Whether this member knows a leader.
     pub fn has_leader(&self) -> bool {
         self.leader != 0
+    }
+
+    /// The database, version and alarms, as `/status` shows them.
+    pub fn db(&self) -> warden_api::EtcdDb {
+        warden_api::EtcdDb {
+            version: self.version.clone(),
+            db_size: self.db_size,
+            db_size_in_use: self.db_size_in_use,
+            alarms: self.alarms(),
+        }
+    }
+
+    /// The active alarms (`NOSPACE`, `CORRUPT`): etcd lists each in the
+    /// Status errors as `memberID:<id> alarm:<NAME> `.
+    pub fn alarms(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .errors
+            .iter()
+            .flat_map(|e| e.split_whitespace())
+            .filter_map(|w| w.strip_prefix("alarm:"))
+            .map(str::to_string)
+            .collect();
+        out.sort();
+        out.dedup();
+        out
     }
 }
 
@@ -443,6 +471,7 @@ fn status_from(r: &etcd_client::StatusResponse) -> MemberStatus {
         cluster_id: h.map(|h| h.cluster_id()).unwrap_or_default(),
         version: r.version().to_string(),
         db_size: r.db_size(),
+        db_size_in_use: r.raft_used_db_size(),
         errors: r.errors().to_vec(),
     }
 }

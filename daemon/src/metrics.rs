@@ -21,6 +21,27 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 use warden_api::Action;
 
+/// Counters of what failover passes carried out: forced new clusters and
+/// archived member directories. Clones share their values.
+#[derive(Debug, Clone, Default)]
+pub struct ExecCounters {
+    forced_new_clusters: Counter,
+    archives: Counter,
+}
+
+impl ExecCounters {
+    /// A failover pass carried out `done` and archived `archives` member
+    /// directories.
+    pub fn executed(&self, done: &[warden_failover::Step], archives: usize) {
+        for s in done {
+            if matches!(s, warden_failover::Step::ForceNewCluster { .. }) {
+                self.forced_new_clusters.inc();
+            }
+        }
+        self.archives.inc_by(archives as u64);
+    }
+}
+
 /// The content type of [`Metrics::render`].
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -84,6 +105,19 @@ struct StateLabel {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EtcdVersionLabel {
+    version: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AlarmLabel {
+    alarm: &'static str,
+}
+
+/// The alarms etcd raises (etcdserverpb.AlarmType).
+const ALARMS: [&str; 2] = ["NOSPACE", "CORRUPT"];
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VersionLabel {
     version: &'static str,
 }
@@ -115,6 +149,11 @@ pub struct Metrics {
     report_skipped: Counter,
     report_last_success: Gauge,
     actions: HistogramFamily,
+    exec: ExecCounters,
+    db_size: Gauge,
+    db_size_in_use: Gauge,
+    etcd_version: Family<EtcdVersionLabel, Gauge>,
+    alarms: Family<AlarmLabel, Gauge>,
 }
 
 impl Default for Metrics {
@@ -220,8 +259,55 @@ impl Metrics {
             "What the failover logic is doing on this node (1 for the current state; all 0 without failover)",
             failover_state.clone(),
         );
+        let forced_new_clusters = Counter::default();
+        r.register(
+            "etcd_warden_forced_new_cluster",
+            "Times this node restarted etcd as a new one-member cluster (--force-new-cluster)",
+            forced_new_clusters.clone(),
+        );
+        let archives = Counter::default();
+        r.register(
+            "etcd_warden_archives",
+            "Member directories this daemon moved into the archive directory",
+            archives.clone(),
+        );
+        let db_size = Gauge::default();
+        r.register(
+            "etcd_warden_etcd_db_size_bytes",
+            "Size of the local member's backend database, from its last Status answer",
+            db_size.clone(),
+        );
+        let db_size_in_use = Gauge::default();
+        r.register(
+            "etcd_warden_etcd_db_size_in_use_bytes",
+            "Bytes of the local member's backend in use (a defragment gives back the rest)",
+            db_size_in_use.clone(),
+        );
+        let etcd_version = Family::<EtcdVersionLabel, Gauge>::default();
+        r.register(
+            "etcd_warden_etcd_version",
+            "The local member's etcd version (1 for the version of its last Status answer)",
+            etcd_version.clone(),
+        );
+        let alarms = Family::<AlarmLabel, Gauge>::default();
+        for alarm in ALARMS {
+            let _ = alarms.get_or_create(&AlarmLabel { alarm });
+        }
+        r.register(
+            "etcd_warden_etcd_alarm",
+            "1 while etcd reports this alarm (NOSPACE: writes refused until compaction, defragment and `etcdctl alarm disarm`)",
+            alarms.clone(),
+        );
         Metrics {
             registry: r,
+            exec: ExecCounters {
+                forced_new_clusters,
+                archives,
+            },
+            db_size,
+            db_size_in_use,
+            etcd_version,
+            alarms,
             role_now: AtomicI64::new(Role::None as i64),
             failover_now: AtomicI64::new(-1),
             role,
@@ -244,6 +330,39 @@ impl Metrics {
         self.role_now.store(role as i64, Ordering::Relaxed);
         self.quorum.set(i64::from(quorum));
         self.etcd_up.set(i64::from(etcd_up));
+    }
+
+    /// What the local member's last Status answer said of its database,
+    /// version and alarms.
+    pub fn observe_etcd(&self, st: &crate::etcd::MemberStatus) {
+        self.db_size.set(st.db_size);
+        self.db_size_in_use.set(st.db_size_in_use);
+        // One version only: an upgraded member's old version disappears.
+        let current = EtcdVersionLabel {
+            version: st.version.clone(),
+        };
+        if self.etcd_version.get(&current).is_none() {
+            self.etcd_version.clear();
+        }
+        self.etcd_version.get_or_create(&current).set(1);
+        let active = st.alarms();
+        for alarm in ALARMS {
+            self.alarms
+                .get_or_create(&AlarmLabel { alarm })
+                .set(i64::from(active.iter().any(|a| a == alarm)));
+        }
+    }
+
+    /// The counters the failover reconciler adds to (shared: the
+    /// reconciler does not depend on the rest of the metrics).
+    pub fn exec_counters(&self) -> ExecCounters {
+        self.exec.clone()
+    }
+
+    /// A failover pass carried out `done` and archived `archives` member
+    /// directories.
+    pub fn executed(&self, done: &[warden_failover::Step], archives: usize) {
+        self.exec.executed(done, archives);
     }
 
     /// The failover logic's current state on this node.
@@ -492,10 +611,62 @@ mod tests {
     }
 
     #[test]
+    fn etcd_db_version_alarms_and_counters() {
+        let m = Metrics::new();
+        let mut st = crate::etcd::MemberStatus {
+            member_id: 1,
+            leader: 1,
+            raft_term: 2,
+            raft_index: 3,
+            is_learner: false,
+            revision: 4,
+            cluster_id: 5,
+            version: "3.5.17".into(),
+            db_size: 4096,
+            db_size_in_use: 1024,
+            errors: vec!["memberID:1 alarm:NOSPACE ".into()],
+        };
+        m.observe_etcd(&st);
+        // The reconciler's clone of the counters adds to the same values.
+        m.exec_counters()
+            .executed(&[warden_failover::Step::ForceNewCluster { epoch: 2 }], 2);
+        let text = m.render();
+        for line in [
+            "etcd_warden_etcd_db_size_bytes 4096",
+            "etcd_warden_etcd_db_size_in_use_bytes 1024",
+            "etcd_warden_etcd_version{version=\"3.5.17\"} 1",
+            "etcd_warden_etcd_alarm{alarm=\"NOSPACE\"} 1",
+            "etcd_warden_etcd_alarm{alarm=\"CORRUPT\"} 0",
+            "etcd_warden_forced_new_cluster_total 1",
+            "etcd_warden_archives_total 2",
+        ] {
+            assert!(text.contains(line), "{line} missing in:\n{text}");
+        }
+        st.version = "3.5.18".into();
+        st.errors.clear();
+        m.observe_etcd(&st);
+        let text = m.render();
+        assert!(!text.contains("3.5.17"), "{text}");
+        assert!(
+            text.contains("etcd_warden_etcd_alarm{alarm=\"NOSPACE\"} 0"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn names_types_labels_and_help_are_the_ones_dashboards_use() {
         let before = families(include_str!("../tests/fixtures/metrics-before.prom"));
         let mut now = families(&Metrics::default().render());
-        for added in ["etcd_warden_build", "etcd_warden_failover_state"] {
+        for added in [
+            "etcd_warden_build",
+            "etcd_warden_failover_state",
+            // Counters are keyed by their samples' names.
+            "etcd_warden_forced_new_cluster_total",
+            "etcd_warden_archives_total",
+            "etcd_warden_etcd_db_size_bytes",
+            "etcd_warden_etcd_db_size_in_use_bytes",
+            "etcd_warden_etcd_alarm",
+        ] {
             assert!(now.remove(added).is_some(), "{added} missing");
         }
         assert_eq!(

@@ -145,6 +145,10 @@ pub async fn run_with(
     let settings = Arc::new(settings);
     std::fs::create_dir_all(&settings.state_dir)
         .with_context(|| format!("cannot create {}", settings.state_dir.display()))?;
+    // Only the failover logic archives: a node that cannot must not start.
+    if crate::reconcile::enabled(&settings) {
+        crate::supervise::preflight::archive_probe(&settings).map_err(anyhow::Error::msg)?;
+    }
     let supervisor = match settings.etcd.backend {
         BackendKind::Process => {
             let p = ProcessSupervisor::new(settings.clone());
@@ -169,8 +173,12 @@ pub async fn run_with(
     }
     let core = Arc::new(core);
     // The failover driver: only when Pacemaker manages a multi-node cluster.
-    let failover = crate::reconcile::enabled(&settings)
-        .then(|| Arc::new(crate::reconcile::Reconciler::new(&settings)));
+    let failover = crate::reconcile::enabled(&settings).then(|| {
+        Arc::new(
+            crate::reconcile::Reconciler::new(&settings)
+                .with_counters(core.metrics.exec_counters()),
+        )
+    });
     if let Some(f) = &failover {
         let _ = core.failover.set(f.clone());
         tracing::info!(

@@ -81,6 +81,13 @@ fn first_run_fragment(dir: &Path, group: String, users: Vec<String>) -> anyhow::
     };
     f.etcd.binary = Some(Loc::new(find_etcd()));
     f.etcd.data_dir = Some(Loc::new(dir.join("etcd")));
+    // etcd as whoever runs the standalone daemon: everything is under `dir`.
+    let me = nix::unistd::User::from_uid(nix::unistd::geteuid())
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .context("cannot find the name of the daemon's own user")?;
+    f.etcd.user = Some(Loc::new(me));
     f.api.socket = Some(Loc::new(dir.join("api.sock")));
     f.api.socket_group = Some(Loc::new(group));
     f.api.allowed_users = Some(Loc::new(users));

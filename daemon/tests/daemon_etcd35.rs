@@ -34,6 +34,8 @@ fn etcd35_dropin(client: u16, peer: u16) -> impl FnOnce(&Path) -> String {
         format!(
             r#"node_name = "m35"
 [etcd]
+# The daemon's own user: the test's directories are root's.
+user = "root"
 binary = "{}"
 [[nodes]]
 name = "m35"

@@ -369,6 +369,8 @@ autostart = true
 
 [etcd]
 backend = "systemd"
+# The daemon's own user: the test's directories are root's.
+user = "root"
 unit_name = "{UNIT}"
 binary = "{etcd}"
 data_dir = "{d}/etcd"

@@ -47,6 +47,8 @@ fn cluster_settings(dir: &std::path::Path) -> (Settings, String, String) {
         r#"node_name = "a"
 topology = "two-node"
 [etcd]
+# The daemon's own user: the test's directories are root's.
+user = "root"
 binary = "{etcd}"
 data_dir = "{d}/a"
 heartbeat_interval_ms = 50

@@ -66,6 +66,8 @@ fn settings(dir: &std::path::Path, me: &str, ports: [u16; 4]) -> Settings {
         r#"node_name = "{me}"
 topology = "two-node"
 [etcd]
+# The daemon's own user: the test's directories are root's.
+user = "root"
 binary = "{etcd}"
 data_dir = "{d}/{me}/etcd"
 heartbeat_interval_ms = 50

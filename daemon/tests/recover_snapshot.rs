@@ -29,6 +29,8 @@ fn dropin(name: &str, binary: &Path, client: u16, peer: u16) -> impl FnOnce(&Pat
         format!(
             r#"node_name = "{name}"
 [etcd]
+# The daemon's own user: the test's directories are root's.
+user = "root"
 binary = "{}"
 [[nodes]]
 name = "{name}"

@@ -44,7 +44,36 @@ pub fn table(s: &NodeStatus) -> String {
         ("failover", failover_line(s.reason.as_deref())),
         ("reason", opt(s.reason.clone())),
     ];
-    rows.iter().map(|(k, v)| format!("{k:<11} {v}\n")).collect()
+    let mut out: String = rows.iter().map(|(k, v)| format!("{k:<11} {v}\n")).collect();
+    if let Some(db) = &s.etcd_db {
+        out.push_str(&format!(
+            "{:<11} {} (etcd {}), {} in use\n",
+            "db",
+            human_size(u64::try_from(db.db_size).unwrap_or(0)),
+            db.version,
+            human_size(u64::try_from(db.db_size_in_use).unwrap_or(0)),
+        ));
+        let alarms = match db.alarms.as_slice() {
+            [] => "none".to_string(),
+            a => alarm_text(a),
+        };
+        out.push_str(&format!("{:<11} {alarms}\n", "alarms"));
+    }
+    out
+}
+
+/// The alarms and what to do about them.
+pub fn alarm_text(alarms: &[String]) -> String {
+    let mut t = alarms.join(", ");
+    if alarms.iter().any(|a| a == "NOSPACE") {
+        t.push_str(
+            ": etcd refuses writes; compact and defragment (`etcdctl compact REV`, `etcdctl defrag`), or raise etcd.quota_backend_bytes, then `etcdctl alarm disarm`",
+        );
+    }
+    if alarms.iter().any(|a| a == "CORRUPT") {
+        t.push_str(": the member's data is inconsistent with its peers; see docs/operations.md");
+    }
+    t
 }
 
 /// Whether automatic failover runs, or why an operator's setting in
@@ -147,8 +176,36 @@ mod tests {
             raft_index: Some(10),
             revision: Some(5),
             cluster_id: Some(0xcdf818194e3a8c32),
+            etcd_db: None,
             reason: None,
         }
+    }
+
+    #[test]
+    fn db_version_and_alarms_with_the_runbook_command() {
+        let mut n = node();
+        assert!(
+            !table(&n).contains("alarms"),
+            "no Status answer, no db lines"
+        );
+        n.etcd_db = Some(warden_api::EtcdDb {
+            version: "3.5.17".into(),
+            db_size: 4 * 1024 * 1024,
+            db_size_in_use: 1024 * 1024,
+            alarms: vec!["NOSPACE".into()],
+        });
+        let text = table(&n);
+        assert!(
+            text.contains("db          4.0 MiB (etcd 3.5.17), 1.0 MiB in use\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("alarms      NOSPACE: etcd refuses writes"),
+            "{text}"
+        );
+        assert!(text.contains("`etcdctl alarm disarm`"), "{text}");
+        n.etcd_db.as_mut().unwrap().alarms.clear();
+        assert!(table(&n).contains("alarms      none\n"));
     }
 
     #[test]

@@ -239,6 +239,7 @@ section! {
     struct EtcdFragment {
         binary: Option<Loc<PathBuf>>,
         data_dir: Option<Loc<PathBuf>>,
+        user: Option<Loc<String>>,
         backend: Option<Loc<String>>,
         unit_name: Option<Loc<String>>,
         initial_cluster_token: Option<Loc<String>>,
@@ -320,6 +321,7 @@ section! {
         kubelet_agents: Option<Loc<Vec<String>>>,
         fence_agents: Option<Loc<Vec<String>>>,
         expected_nodes: Option<Loc<u64>>,
+        profile: Option<Loc<String>>,
     }
 }
 

@@ -88,6 +88,26 @@ pub struct EtcdTuning {
     pub election_timeout_ms: Option<u64>,
 }
 
+/// The account etcd runs as: the daemon drops to it in etcd's process
+/// alone, between fork and exec, and etcd owns its data directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunAs {
+    /// The user name, as configured.
+    pub name: String,
+    /// Its uid.
+    pub uid: u32,
+    /// Its primary gid.
+    pub gid: u32,
+}
+
+impl RunAs {
+    /// Whether etcd runs under another uid than the daemon's, which then
+    /// drops privileges for it.
+    pub fn drops(&self) -> bool {
+        self.uid != nix::unistd::geteuid().as_raw()
+    }
+}
+
 /// etcd settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EtcdSettings {
@@ -95,6 +115,9 @@ pub struct EtcdSettings {
     pub binary: PathBuf,
     /// The data directory.
     pub data_dir: PathBuf,
+    /// The account etcd runs as (`etcd.user`), resolved when the
+    /// configuration is loaded.
+    pub user: RunAs,
     /// How etcd is supervised.
     pub backend: BackendKind,
     /// systemd unit name (systemd backend).
@@ -231,6 +254,8 @@ pub struct ReportSettings {
     pub fence_agents: Vec<String>,
     /// Member nodes the cluster should have (default: `[[nodes]]` count).
     pub expected_nodes: usize,
+    /// The rules the report and its health follow (`report.profile`).
+    pub profile: crm_xml::report::Profile,
 }
 
 /// Validated settings.

@@ -168,7 +168,7 @@ fn missing_key_lists_files() {
 fn failover_defaults() {
     let s = load(&[("/c.toml", GOOD)]).unwrap();
     let f = &s.failover;
-    assert_eq!(f.archive_dir, PathBuf::from("/var/lib/etcd.archive"));
+    assert_eq!(f.archive_dir, PathBuf::from("/var/lib/etcd/warden.archive"));
     assert_eq!(f.archive_keep, 0, "the default never removes an archive");
     assert_eq!(f.reconcile_interval, Duration::from_secs(5));
     assert_eq!(f.reconcile_pending_interval, Duration::from_secs(1));
@@ -269,7 +269,7 @@ fn bad_failover_values_name_file_line_and_key() {
     );
     assert!(e.contains("absolute"), "{e}");
 
-    let e = failover_error("[failover]\narchive_dir = \"/var/lib/etcd/archive\"\n");
+    let e = failover_error("[failover]\narchive_dir = \"/var/lib/etcd/warden/archive\"\n");
     assert!(e.contains("inside the data directory"), "{e}");
     let e = failover_error("[failover]\narchive_dir = \"/var/lib\"\n");
     assert!(e.contains("contains the data directory"), "{e}");
@@ -450,4 +450,40 @@ fn bad_report_values_name_file_line_and_key() {
     let e = report_error("[report]\npath = \"/run/r.json\"\nintervall_ms = 1000\n");
     assert!(e.starts_with("/d.toml:3:"), "{e}");
     assert!(e.contains("intervall_ms"), "{e}");
+}
+
+#[test]
+fn report_profile_defaults_to_generic_and_names_a_bad_value() {
+    use crm_xml::report::Profile;
+    let s = load(&[("/c.toml", GOOD)]).unwrap();
+    assert_eq!(s.report.profile, Profile::Generic);
+    let s = load(&[
+        ("/c.toml", GOOD),
+        ("/d.toml", "[report]\nprofile = \"openshift\"\n"),
+    ])
+    .unwrap();
+    assert_eq!(s.report.profile, Profile::OpenShift);
+    let e = load(&[
+        ("/c.toml", GOOD),
+        ("/d.toml", "[report]\nprofile = \"k8s\"\n"),
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(e.starts_with("/d.toml:2: key `report.profile`"), "{e}");
+    assert!(e.contains("\"generic\" or \"openshift\""), "{e}");
+}
+
+#[test]
+fn etcd_user_must_exist_and_defaults_to_etcd() {
+    let s = load(&[("/c.toml", GOOD)]).unwrap();
+    assert_eq!(s.etcd.user.name, "etcd");
+    assert_eq!(s.etcd.data_dir, PathBuf::from("/var/lib/etcd/warden"));
+    let e = load(&[
+        ("/c.toml", GOOD),
+        ("/d.toml", "[etcd]\nuser = \"no-such-user-here\"\n"),
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(e.starts_with("/d.toml:2: key `etcd.user`"), "{e}");
+    assert!(e.contains("no user \"no-such-user-here\""), "{e}");
 }

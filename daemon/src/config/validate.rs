@@ -19,7 +19,7 @@ use super::inputs::Inputs;
 use super::settings::{
     ApiSettings, BackendKind, CompactionMode, EtcdSettings, EtcdTuning, FailoverSettings,
     MAX_RECONCILE_INTERVAL_MS, MAX_REPORT_INTERVAL_MS, MIN_PENDING_INTERVAL_MS,
-    MIN_REPORT_INTERVAL_MS, NodeSettings, REPORT_CRM_MON_TIMEOUT_RANGE_MS, ReportSettings,
+    MIN_REPORT_INTERVAL_MS, NodeSettings, REPORT_CRM_MON_TIMEOUT_RANGE_MS, ReportSettings, RunAs,
     Settings, Timeouts, TlsFiles, Topology,
 };
 use super::{ConfigError, Layout};
@@ -190,6 +190,7 @@ fn etcd(
     Ok(EtcdSettings {
         binary: absolute(files.need(e.binary, "etcd.binary")?)?,
         data_dir: absolute(files.need(e.data_dir, "etcd.data_dir")?)?,
+        user: run_as(files.need(e.user, "etcd.user")?)?,
         backend,
         unit_name: unit_name.value,
         initial_cluster_token: files
@@ -199,6 +200,25 @@ fn etcd(
         client_tls,
         peer_tls,
     })
+}
+
+/// `etcd.user`: an account that exists on this host.
+fn run_as(l: Loc<String>) -> Result<RunAs, ConfigError> {
+    if l.value.is_empty() {
+        return Err(l.invalid("must name a user (\"root\" runs etcd as the daemon's user)"));
+    }
+    match nix::unistd::User::from_name(&l.value) {
+        Ok(Some(u)) => Ok(RunAs {
+            name: l.value.clone(),
+            uid: u.uid.as_raw(),
+            gid: u.gid.as_raw(),
+        }),
+        Ok(None) => Err(l.invalid(format!(
+            "no user {:?} on this host (Debian's etcd-server package creates the user \"etcd\"; \"root\" runs etcd as root)",
+            l.value
+        ))),
+        Err(e) => Err(l.invalid(format!("cannot look up user {:?}: {e}", l.value))),
+    }
 }
 
 fn compaction(
@@ -326,7 +346,17 @@ fn failover(
     files: &Files,
 ) -> Result<FailoverSettings, ConfigError> {
     let archive_dir = match fo.archive_dir {
-        None => default_archive_dir(data_dir),
+        None => {
+            let dir = default_archive_dir(data_dir);
+            // The default may be refused too: the data directory's mount
+            // decides where a rename can go.
+            same_mount(&dir, data_dir).map_err(|m| ConfigError::Invalid {
+                origin: super::Origin::unknown(),
+                key: "failover.archive_dir".into(),
+                message: format!("the default {}: {m}", dir.display()),
+            })?;
+            dir
+        }
         Some(l) => {
             check_archive_dir(&l.value, data_dir).map_err(|m| l.invalid(m))?;
             l.value
@@ -407,29 +437,102 @@ fn check_archive_dir(archive: &Path, data_dir: &Path) -> Result<(), String> {
             data_dir.display()
         ));
     }
-    let (a, d) = (nearest_existing(archive), nearest_existing(data_dir));
-    if let (Some((a_at, a_dev)), Some((d_at, d_dev))) = (a, d)
-        && a_dev != d_dev
-    {
-        return Err(format!(
-            "{} ({} is on device {a_dev:#x}) is not on the data directory's filesystem ({} is on device {d_dev:#x}): archiving moves the member directory with a rename, which cannot cross filesystems; choose a directory on the same filesystem as {}",
-            archive.display(),
-            a_at.display(),
-            d_at.display(),
-            data_dir.display()
-        ));
-    }
-    Ok(())
+    same_mount(archive, data_dir)
 }
 
-/// The path itself or its nearest existing ancestor, with its device.
-fn nearest_existing(p: &Path) -> Option<(PathBuf, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    p.ancestors().find_map(|a| {
-        std::fs::metadata(a)
-            .ok()
-            .map(|m| (a.to_path_buf(), m.dev()))
-    })
+/// Archiving renames the member directory from `data_dir` into `archive`,
+/// which only works within one mount: not across filesystems, and not
+/// across two bind mounts of the same filesystem either (systemd's
+/// `ReadWritePaths=` makes each listed path a mount of its own, so the
+/// device numbers alone agree where the rename fails). The nearest existing
+/// ancestor of each path stands for it: a directory created later lands on
+/// its ancestor's mount.
+fn same_mount(archive: &Path, data_dir: &Path) -> Result<(), String> {
+    let (Some(a_at), Some(d_at)) = (nearest_existing(archive), nearest_existing(data_dir)) else {
+        return Ok(());
+    };
+    let (Some(a), Some(d)) = (mount_of(&a_at), mount_of(&d_at)) else {
+        return Ok(());
+    };
+    if a == d {
+        return Ok(());
+    }
+    let what = if a.dev == d.dev {
+        "another mount of the same filesystem (a bind mount, such as each ReadWritePaths= entry of a systemd unit)"
+    } else {
+        "another filesystem"
+    };
+    Err(format!(
+        "{} ({} is on the mount at {}) is on {what} than the data directory {} (mount at {}): archiving moves the member directory with a rename, which cannot cross filesystems or mounts; choose a directory on the data directory's mount, e.g. {}",
+        archive.display(),
+        a_at.display(),
+        a.point.display(),
+        data_dir.display(),
+        d.point.display(),
+        default_archive_dir(data_dir).display(),
+    ))
+}
+
+/// The path itself or its nearest existing ancestor, canonical.
+fn nearest_existing(p: &Path) -> Option<PathBuf> {
+    p.ancestors().find_map(|a| std::fs::canonicalize(a).ok())
+}
+
+/// One mount, from /proc/self/mountinfo.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct MountEntry {
+    id: u64,
+    dev: String,
+    point: PathBuf,
+}
+
+/// The mount holding the canonical path `p`: the last-listed mount whose
+/// mount point is the longest prefix of `p` (a later mount on the same
+/// point hides the earlier one).
+fn mount_of(p: &Path) -> Option<MountEntry> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mut best: Option<MountEntry> = None;
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (Some(id), Some(dev), Some(point)) = (f.first(), f.get(2), f.get(4)) else {
+            continue;
+        };
+        let point = PathBuf::from(unescape_mountinfo(point));
+        if !p.starts_with(&point) {
+            continue;
+        }
+        if best
+            .as_ref()
+            .is_none_or(|b| point.components().count() >= b.point.components().count())
+        {
+            best = Some(MountEntry {
+                id: id.parse().ok()?,
+                dev: (*dev).to_string(),
+                point,
+            });
+        }
+    }
+    best
+}
+
+/// mountinfo writes space, tab, newline and backslash as `\ooo` octal.
+fn unescape_mountinfo(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && let Some(oct) = s.get(i + 1..i + 4)
+            && let Ok(v) = u8::from_str_radix(oct, 8)
+        {
+            out.push(v);
+            i += 4;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn report(
@@ -466,7 +569,20 @@ fn report(
         kubelet_agents: agents(files.need(r.kubelet_agents, "report.kubelet_agents")?)?,
         fence_agents: agents(files.need(r.fence_agents, "report.fence_agents")?)?,
         expected_nodes,
+        profile: profile(files.need(r.profile, "report.profile")?)?,
     })
+}
+
+/// `report.profile`: `generic` (any Pacemaker cluster) or `openshift`.
+fn profile(l: Loc<String>) -> Result<crm_xml::report::Profile, ConfigError> {
+    use crm_xml::report::Profile;
+    match l.value.as_str() {
+        "generic" => Ok(Profile::Generic),
+        "openshift" => Ok(Profile::OpenShift),
+        other => Err(l.invalid(format!(
+            "unknown profile {other:?}, expected \"generic\" or \"openshift\""
+        ))),
+    }
 }
 
 fn agents(l: Loc<Vec<String>>) -> Result<Vec<String>, ConfigError> {
@@ -503,5 +619,30 @@ fn ranged_ms(l: &Loc<u64>, range: RangeInclusive<u64>) -> Result<Duration, Confi
             range.start(),
             range.end()
         )))
+    }
+}
+
+#[cfg(test)]
+mod mount_tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_escapes_are_undone() {
+        assert_eq!(unescape_mountinfo("/mnt/a\\040b"), "/mnt/a b");
+        assert_eq!(unescape_mountinfo("/plain"), "/plain");
+        assert_eq!(unescape_mountinfo("/odd\\"), "/odd\\");
+    }
+
+    #[test]
+    fn paths_find_their_mount() {
+        // /proc is a mount of its own; / holds it.
+        let proc_ = mount_of(Path::new("/proc/self")).unwrap();
+        assert_eq!(proc_.point, PathBuf::from("/proc"));
+        let root = mount_of(Path::new("/")).unwrap();
+        assert_ne!(proc_.id, root.id);
+        let t = tempfile::tempdir().unwrap();
+        same_mount(&t.path().join("a.archive"), &t.path().join("a")).unwrap();
+        let e = same_mount(Path::new("/proc/x"), &t.path().join("a")).unwrap_err();
+        assert!(e.contains("cannot cross filesystems or mounts"), "{e}");
     }
 }

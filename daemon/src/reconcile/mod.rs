@@ -90,6 +90,8 @@ pub struct Reconciler {
     // the moment etcd reports it in sync: the loop keeps the pending pace
     // rather than the stable one, or a rejoin waits a whole stable interval.
     learner: std::sync::atomic::AtomicBool,
+    // Forced new clusters and archives, for /metrics.
+    counters: ExecCounters,
 }
 
 /// Counts one agent stop in flight for as long as it lives.
@@ -129,6 +131,7 @@ pub fn enabled(s: &Settings) -> bool {
 }
 
 use crate::clock::now_unix;
+use crate::metrics::ExecCounters;
 
 /// The answer to an agent's action (the daemon's one constructor of it).
 pub(crate) fn reply(outcome: Outcome, reason: Option<String>) -> ActionReply {
@@ -153,7 +156,15 @@ impl Reconciler {
             serial: tokio::sync::Mutex::new(()),
             stops: std::sync::atomic::AtomicUsize::new(0),
             learner: std::sync::atomic::AtomicBool::new(false),
+            counters: ExecCounters::default(),
         }
+    }
+
+    /// Counts forced new clusters and archives into `counters` (the
+    /// daemon's metrics) instead of counters of its own.
+    pub fn with_counters(mut self, counters: ExecCounters) -> Self {
+        self.counters = counters;
+        self
     }
 
     /// Hold the one-pass-at-a-time lock: no pass (the loop's or an agent
@@ -296,6 +307,7 @@ impl Reconciler {
             tracing::info!(?trigger, steps = ?d.steps, gathered_ms = gathering.elapsed().as_millis() as u64, "carrying out");
             let left = deadline.saturating_sub(started.elapsed());
             let report = exec::execute(ports, &self.paths, &facts, &d.steps, left).await;
+            self.counters.executed(&report.done, report.archived.len());
             self.note(&trigger, &d, Some(&report), &facts);
             let failed = report.failed.is_some();
             last = Some(d);

@@ -359,6 +359,7 @@ impl Sim {
             cluster_id: w.cluster_id,
             version: "3.5.0".into(),
             db_size: 1,
+            db_size_in_use: 1,
             errors: vec![],
         })
     }

@@ -172,6 +172,7 @@ impl Cycle {
                 kubelet_agents: r.kubelet_agents.clone(),
                 fence_agents: r.fence_agents.clone(),
                 expected_node_count: r.expected_nodes,
+                profile: r.profile,
                 ..Options::default()
             },
             fallback_addresses: settings

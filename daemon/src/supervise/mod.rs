@@ -4,8 +4,10 @@
 //! transient systemd unit).
 
 pub mod logtail;
+pub mod preflight;
 pub mod process;
 pub mod systemd;
+pub mod user;
 
 use std::time::Duration;
 

@@ -183,12 +183,17 @@ impl Supervisor for SystemdSupervisor {
                 s.etcd.binary.display().to_string(),
             ));
         }
+        super::preflight::check_free(s)?;
+        let as_user = super::user::prepare(s)?;
         etcd_conf::write(s, &mode).map_err(|e| {
             SuperviseError::Spawn(format!(
                 "cannot write {}: {e}",
                 s.etcd_config_path().display()
             ))
         })?;
+        if let Some(u) = &as_user {
+            super::user::share_config(s, u)?;
+        }
         let m = self.manager().await?;
         let unit = s.etcd.unit_name.clone();
         // A failed unit of the same name blocks a new one.
@@ -201,12 +206,16 @@ impl Supervisor for SystemdSupervisor {
             false,
         )];
         let stop_usec = u64::try_from(s.timeouts.stop_grace.as_micros()).unwrap_or(u64::MAX);
-        let props: Vec<(&str, Value<'_>)> = vec![
+        let mut props: Vec<(&str, Value<'_>)> = vec![
             ("Description", Value::from("etcd supervised by etcd-warden")),
             ("ExecStart", Value::from(exec)),
             ("Type", Value::from("exec")),
             ("TimeoutStopUSec", Value::from(stop_usec)),
         ];
+        // systemd drops to etcd.user for the unit (its log is the journal).
+        if s.etcd.user.drops() {
+            props.push(("User", Value::from(s.etcd.user.name.clone())));
+        }
         let result = self
             .run_job(&m, s.timeouts.start_timeout, || {
                 m.start_transient_unit(&unit, "fail", &props, &[])

@@ -19,5 +19,6 @@ pub mod bins;
 pub mod campaign;
 pub mod gateway;
 pub mod monitor;
+pub mod sandbox;
 pub mod twonode;
 pub mod writer;

@@ -55,6 +55,9 @@ pub struct WardenCluster {
     warden: PathBuf,
     topology: Topology,
     daemons: Mutex<Vec<(String, i32)>>,
+    /// A node whose daemon runs in the shipped unit's sandbox, with the
+    /// default paths on the node's disk (see [`crate::sandbox`]).
+    sandbox: Option<(String, crate::sandbox::Unit)>,
 }
 
 /// Polls `f` every 100 ms until it returns `Some`, failing with `what` and
@@ -111,6 +114,34 @@ impl WardenCluster {
     /// The cluster and the daemons, without etcd in the CIB yet (adoption
     /// starts etcd by hand first).
     pub fn start_daemons(nodes: usize, topology: Topology) -> Result<Self> {
+        Self::start_daemons_with(nodes, topology, None)
+    }
+
+    /// As [`Self::start`], with `node`'s daemon in `unit`'s sandbox and on
+    /// the default paths (data in /var/lib/etcd/warden, etcd as the `etcd`
+    /// user), its /var/lib/etcd prepared as Debian's package leaves it.
+    pub fn start_sandboxed(
+        nodes: usize,
+        topology: Topology,
+        node: &str,
+        unit: crate::sandbox::Unit,
+    ) -> Result<Self> {
+        let w = Self::start_daemons_with(nodes, topology, Some((node.to_string(), unit)))?;
+        w.configure_pacemaker()?;
+        w.wait_started(&w.c.node_names(), Duration::from_secs(120))?;
+        Ok(w)
+    }
+
+    /// The node's disk behind the sandbox's /var/lib paths.
+    pub fn disk(&self, node: &str) -> Result<PathBuf> {
+        Ok(self.c.node_dir(node)?.join("disk"))
+    }
+
+    fn start_daemons_with(
+        nodes: usize,
+        topology: Topology,
+        sandbox: Option<(String, crate::sandbox::Unit)>,
+    ) -> Result<Self> {
         bins::install_agent()?;
         let warden = bins::warden()?;
         let mut opts = ClusterOptions::new(nodes);
@@ -124,7 +155,11 @@ impl WardenCluster {
             warden,
             topology,
             daemons: Mutex::new(Vec::new()),
+            sandbox,
         };
+        if let Some((node, unit)) = &w.sandbox {
+            crate::sandbox::prepare_disk(unit, &w.disk(node)?)?;
+        }
         for node in w.c.node_names() {
             w.write_config(&node)?;
             w.spawn_daemon(&node)?;
@@ -145,8 +180,12 @@ impl WardenCluster {
             .unwrap_or_default()
     }
 
-    /// The node's configuration file.
+    /// The node's configuration file (a sandboxed node's is on its disk,
+    /// seen in its sandbox as /etc/etcd-warden/config.toml).
     pub fn config_path(&self, node: &str) -> Result<PathBuf> {
+        if self.sandbox.as_ref().is_some_and(|(n, _)| n == node) {
+            return Ok(self.disk(node)?.join("etc/etcd-warden/config.toml"));
+        }
         Ok(self.c.node_dir(node)?.join("warden/config.toml"))
     }
 
@@ -179,8 +218,18 @@ impl WardenCluster {
                 "[[nodes]]\nname = \"{n}\"\npeer_urls = [\"http://{a}:{PEER_PORT}\"]\nclient_urls = [\"http://{a}:{CLIENT_PORT}\"]\n\n"
             ));
         }
+        if self.sandbox.as_ref().is_some_and(|(n, _)| n == node) {
+            // The defaults, as a host's configuration leaves them.
+            toml.push_str("[timeouts]\nprobe_interval_ms = 500\nstop_grace_ms = 5000\n");
+            let path = self.config_path(node)?;
+            std::fs::create_dir_all(path.parent().context("config dir")?)?;
+            return std::fs::write(&path, toml)
+                .with_context(|| format!("writing {}", path.display()));
+        }
         toml.push_str(&format!(
-            "[etcd]\ndata_dir = \"{}\"\n\n\
+            "[etcd]\ndata_dir = \"{}\"\n\
+             # etcd as root: the node's work dir is root's.\n\
+             user = \"root\"\n\n\
              [api]\nsocket = \"{SOCKET}\"\nsocket_group = \"haclient\"\nallowed_users = [\"root\", \"hacluster\"]\n\n\
              [paths]\nstate_dir = \"{}\"\n\n\
              # Probe often: the tests measure how fast a failover completes.\n\
@@ -202,7 +251,18 @@ impl WardenCluster {
             "--config",
             cfg.to_str().context("config path")?,
         ];
-        let pid = self.c.spawn(node, "etcd-warden", &argv, &[])?;
+        let in_sandbox = [
+            argv[0],
+            "daemon",
+            "--config",
+            "/etc/etcd-warden/config.toml",
+        ];
+        let wrapped = match &self.sandbox {
+            Some((n, unit)) if n == node => unit.wrap(&self.disk(node)?, &in_sandbox),
+            _ => argv.iter().map(|a| a.to_string()).collect(),
+        };
+        let wrapped: Vec<&str> = wrapped.iter().map(String::as_str).collect();
+        let pid = self.c.spawn(node, "etcd-warden", &wrapped, &[])?;
         self.daemons
             .lock()
             .unwrap_or_else(|e| e.into_inner())
