@@ -14,5 +14,10 @@
 set -euo pipefail
 suite=${1:-trixie}
 here=$(cd "$(dirname "$0")" && pwd)
+# Debian 13 splits fence-agents by agent; Debian 12 ships them all in one package.
+case $suite in
+    bookworm) fence=fence-agents ;;
+    *) fence=fence-agents-ipmilan ;;
+esac
 exec "$here/build-image.sh" "$suite" systemd systemd-sysv dbus iproute2 \
-    --apt corosync pacemaker pcs etcd-server etcd-client fence-agents-ipmilan openipmi ipmitool
+    --apt corosync pacemaker pcs etcd-server etcd-client "$fence" openipmi ipmitool
