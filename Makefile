@@ -74,7 +74,7 @@ test: deps etcd35 images lint
 # pacemaker, pcs, etcd-server, fence_ipmilan, OpenIPMI), built once from
 # Debian's archive and cached under /var/cache/etcd-warden-test/images, keyed
 # by suite and package list (about 20 min the first time, then instant).
-FIELD_SUITES ?= trixie
+FIELD_SUITES ?= trixie bookworm
 images: deps
 	for s in $(FIELD_SUITES); do tests/images/build-node-image.sh $$s >/dev/null || exit 1; done
 

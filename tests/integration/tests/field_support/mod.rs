@@ -1,9 +1,15 @@
 //! Shared by the field tests: the package under test, the cluster, the
-//! writers in the nodes' network namespaces and the final checks.
+//! writers in the nodes' network namespaces and the final checks, and the
+//! power-cut scenario the Debian 13 and Debian 12 tests share.
+
+// Each test binary uses a part of this module.
+#![allow(dead_code, clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+use warden_harness::process;
 
 use anyhow::{Context, Result, ensure};
 use warden_harness::field::{FieldCluster, FieldOptions};
@@ -49,13 +55,18 @@ pub fn package(work: &Path) -> Result<PathBuf> {
 /// A field cluster on the default suite with a freshly built package; the
 /// returned directory holds the package and must outlive the cluster.
 pub fn cluster() -> Result<(FieldCluster, tempfile::TempDir)> {
+    cluster_on(&suite())
+}
+
+/// A field cluster on `suite` with a freshly built package.
+pub fn cluster_on(suite: &str) -> Result<(FieldCluster, tempfile::TempDir)> {
     // A test runner's SIGTERM at its deadline ends the process without
     // unwinding: tear the nodes and BMCs down from a signal thread then.
     warden_harness::teardown_on_signals()?;
     let work = tempfile::tempdir()?;
     let deb = package(work.path())?;
     let start = Instant::now();
-    let c = FieldCluster::start(&FieldOptions::new(&suite(), &deb))?;
+    let c = FieldCluster::start(&FieldOptions::new(suite, &deb))?;
     eprintln!(
         "field: cluster ready in {:.1} s",
         start.elapsed().as_secs_f64()
@@ -133,4 +144,97 @@ pub fn wait_all_voters(c: &FieldCluster, node: &str, timeout: Duration) -> Resul
             Err(e) => Err(format!("{e:#}")),
         },
     )
+}
+
+/// The scenario on `suite`'s node image (also run on Debian 12 by
+/// field_power_bookworm).
+pub fn power_cut(suite: &str) {
+    let (c, _work) = cluster_on(suite).unwrap();
+    wait_all_voters(&c, "node-a", Duration::from_secs(60)).unwrap();
+    let w = writer(&c, "/field-power").unwrap();
+    let t = Instant::now();
+    w.wait_ack_after(Some("node-b"), t, Duration::from_secs(30))
+        .unwrap();
+    let fences_before = c.crm_mon("node-a").unwrap().fence_successes("node-b").len();
+
+    // Power cut of node-b, through its BMC.
+    let launcher = c.launcher("node-b").unwrap();
+    let cut = Instant::now();
+    let answer = c.ipmi_power("node-b", "off").unwrap();
+    eprintln!("ipmitool power off node-b: {answer}");
+    assert!(
+        process::wait_gone(&[launcher], Duration::from_secs(10)).is_empty(),
+        "node-b's launcher survived the BMC's power off"
+    );
+    let gone = cut.elapsed();
+
+    // Pacemaker on node-a fences node-b with fence_ipmilan.
+    let m = c
+        .wait_crm("node-a", "node-b fenced", Duration::from_secs(120), |m| {
+            m.fence_successes("node-b").len() > fences_before
+        })
+        .unwrap();
+    let fenced = cut.elapsed();
+    let ev = m.fence_successes("node-b")[0].clone();
+    assert_eq!(ev.delegate, "node-a", "the survivor runs the fence: {ev:?}");
+
+    // The survivor takes writes.
+    let ack = w
+        .wait_ack_after(Some("node-a"), cut + fenced, Duration::from_secs(120))
+        .unwrap();
+    let write_after_fence = ack.at.duration_since(cut);
+
+    // Power on over IPMI if the fence left it off (stonith-action=off), then
+    // node-b boots, rejoins, and becomes a voter again.
+    process::poll(
+        "node-b powered (the fence's reboot, or ours)",
+        Duration::from_secs(30),
+        Duration::from_millis(500),
+        || {
+            if c.launcher("node-b").is_some() {
+                return Ok(());
+            }
+            match c.ipmi_power("node-b", "status") {
+                Ok(s) if s.ends_with("off") => c
+                    .ipmi_power("node-b", "on")
+                    .map(|_| ())
+                    .map_err(|e| format!("{e:#}")),
+                Ok(s) => Err(s),
+                Err(e) => Err(format!("{e:#}")),
+            }
+        },
+    )
+    .unwrap();
+    let state = c.wait_booted("node-b", Duration::from_secs(180)).unwrap();
+    let booted = cut.elapsed();
+    eprintln!("node-b booted: {state}");
+    c.wait_cluster_healthy(Duration::from_secs(300)).unwrap();
+    wait_all_voters(&c, "node-a", Duration::from_secs(300)).unwrap();
+    let voter = cut.elapsed();
+
+    // node-b's old member directory was archived, not deleted.
+    let archives = c
+        .node_sh_ok("node-b", "ls /var/lib/etcd.archive")
+        .unwrap()
+        .stdout;
+    assert!(
+        !archives.trim().is_empty(),
+        "node-b rejoined without archiving its old member directory"
+    );
+    eprintln!("node-b archives: {}", archives.trim());
+
+    // Both sides write again, then every ack is checked.
+    let t = Instant::now();
+    w.wait_ack_after(Some("node-b"), t, Duration::from_secs(60))
+        .unwrap();
+    let n = check_writes(&c, w, "node-a").unwrap();
+    eprintln!(
+        "field_power ({suite}): power off -> launcher gone {:.1} s, fenced {:.1} s, survivor write {:.1} s, \
+         booted {:.1} s, voter {:.1} s; {n} acknowledged writes, all present",
+        gone.as_secs_f64(),
+        fenced.as_secs_f64(),
+        write_after_fence.as_secs_f64(),
+        booted.as_secs_f64(),
+        voter.as_secs_f64()
+    );
 }
