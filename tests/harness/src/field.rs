@@ -770,6 +770,12 @@ impl FieldCluster {
         self.wait_crm(&first, "both nodes online", Duration::from_secs(120), |m| {
             m.dc.is_some() && names.iter().all(|n| m.node(n).is_some_and(|s| s.online))
         })?;
+        // The test machine runs other clusters on two cores (load 5-8):
+        // Pacemaker's default load-threshold (80%) then throttles the whole
+        // cluster to one action at a time, and the first etcd start (which
+        // waits for its peer's member) holds that slot while the peer's start
+        // is never dispatched. Not part of the operator's procedure.
+        self.node_sh_ok(&first, "pcs property set load-threshold=2000%")?;
         let mut pcs_config = format!(
             "etcd-warden pcs-config --no-setup --fence-agent fence_ipmilan \
              --fence-option username={BMC_USER} --fence-option password_script={BMC_PASSWORD_SCRIPT} \
