@@ -775,7 +775,13 @@ impl FieldCluster {
         // cluster to one action at a time, and the first etcd start (which
         // waits for its peer's member) holds that slot while the peer's start
         // is never dispatched. Not part of the operator's procedure.
-        self.node_sh_ok(&first, "pcs property set load-threshold=2000%")?;
+        // stonith-action=off: a fenced node stays powered off until it is
+        // powered on through its BMC, so that the tests see the survivor
+        // alone first (with the default reboot it is back within seconds).
+        self.node_sh_ok(
+            &first,
+            "pcs property set load-threshold=2000% stonith-action=off",
+        )?;
         let mut pcs_config = format!(
             "etcd-warden pcs-config --no-setup --fence-agent fence_ipmilan \
              --fence-option username={BMC_USER} --fence-option password_script={BMC_PASSWORD_SCRIPT} \

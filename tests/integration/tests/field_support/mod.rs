@@ -183,6 +183,10 @@ pub fn power_cut(suite: &str) {
         .wait_ack_after(Some("node-a"), cut + fenced, Duration::from_secs(120))
         .unwrap();
     let write_after_fence = ack.at.duration_since(cut);
+    assert!(
+        c.launcher("node-b").is_none(),
+        "node-b is powered again already: the survivor's write proves nothing"
+    );
 
     // Power on over IPMI if the fence left it off (stonith-action=off), then
     // node-b boots, rejoins, and becomes a voter again.
