@@ -6,13 +6,14 @@ CARGO ?= cargo
 APT_PACKAGES := pacemaker pacemaker-cli-utils corosync crmsh resource-agents \
 	fence-agents etcd-server etcd-client protobuf-compiler libxml2-utils \
 	iproute2 util-linux procps dbus \
-	dpkg-dev lintian debootstrap
+	dpkg-dev lintian debootstrap \
+	systemd-container openipmi ipmitool
 # Prefer nextest (one process per test: a panicking cluster test cannot take
 # its neighbours down, and cluster tests are grouped so they do not overload
 # two cores); fall back to cargo test where it is missing.
 NEXTEST := $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo yes)
 
-.PHONY: all deps etcd35 build release lint fmt test test-fast test-all test-bins demo failover-bench install uninstall deb man clean
+.PHONY: all deps etcd35 build release lint fmt test test-fast test-all test-bins demo demo-field images test-field failover-bench install uninstall deb man clean
 
 all: build
 
@@ -47,14 +48,18 @@ lint: deps
 
 ifeq ($(NEXTEST),yes)
 test-fast: deps etcd35 test-bins
-	$(CARGO) nextest run --workspace --no-fail-fast -E 'not binary(/^cluster_/)'
+	$(CARGO) nextest run --workspace --no-fail-fast -E 'not binary(/^cluster_/) and not binary(/^field_/)'
 test-all: test-bins
-	$(CARGO) nextest run --workspace --no-fail-fast
+	$(CARGO) nextest run --workspace --no-fail-fast -E 'not binary(/^field_/)'
+test-field: deps images test-bins
+	flock /tmp/warden-cluster.lock $(CARGO) nextest run -p warden-integration --no-fail-fast -E 'binary(/^field_/)'
 else
 test-fast: deps etcd35 test-bins
-	$(CARGO) test --workspace --no-fail-fast -- --skip cluster_
+	$(CARGO) test --workspace --no-fail-fast -- --skip cluster_ --skip field_
 test-all: test-bins
-	$(CARGO) test --workspace --no-fail-fast
+	$(CARGO) test --workspace --no-fail-fast -- --skip field_
+test-field: deps images test-bins
+	flock /tmp/warden-cluster.lock $(CARGO) test -p warden-integration --no-fail-fast -- field_
 endif
 
 # The daemon and agent binaries the integration tests run, built first and
@@ -66,8 +71,26 @@ test-bins:
 
 # Everything: lints, unit tests, and the integration tests on real etcd,
 # Corosync and Pacemaker clusters in network namespaces (needs root).
+# The field tests (Debian nodes booted with systemd as PID 1, the .deb, pcs,
+# fencing over IPMI) run apart with `make test-field`: two of them still
+# fail on product faults they found (see docs/benchmarks.md, "Field nodes").
 test: deps etcd35 lint
 	$(MAKE) test-all
+
+# The Debian node images the field tests boot (systemd as PID 1, corosync,
+# pacemaker, pcs, etcd-server, fence_ipmilan, OpenIPMI), built once from
+# Debian's archive and cached under /var/cache/etcd-warden-test/images, keyed
+# by suite and package list (about 20 min the first time, then instant).
+FIELD_SUITES ?= trixie bookworm
+images: deps
+	for s in $(FIELD_SUITES); do tests/images/build-node-image.sh $$s >/dev/null || exit 1; done
+
+# The demo's story on field nodes: two Debian nodes booted with systemd as
+# PID 1, the .deb installed, the cluster created with pcs, a power cut
+# through the node's BMC, fenced by fence_ipmilan over IPMI, the survivor
+# writing, the node powered on and rejoining as a voter.
+demo-field: deps images test-bins
+	flock /tmp/warden-cluster.lock $(CARGO) test -p warden-integration --test field_power -- --nocapture
 
 demo: deps
 	$(CARGO) build -p etcd-warden -p etcd-warden-agent -p warden-harness --bins

@@ -1,12 +1,14 @@
 #!/bin/bash
 # Builds a minimal Debian root file system for tests, once, and prints its path.
 #
-#   tests/images/build-image.sh SUITE [PACKAGE...]
+#   tests/images/build-image.sh SUITE [PACKAGE...] [--apt PACKAGE...]
 #
 # The root is `debootstrap --variant=minbase SUITE` plus PACKAGE... (with their
-# dependencies), cached under
+# dependencies). Packages after `--apt` are then installed inside the root by
+# `apt-get install`, the way an operator installs them on a node (their
+# maintainer scripts run, their units are enabled). The root is cached under
 #   ${WARDEN_IMAGE_CACHE:-/var/cache/etcd-warden-test/images}/<key>
-# where <key> is a hash of the suite, the sorted package list and this
+# where <key> is a hash of the suite, both sorted package lists and this
 # script's layout version. Callers treat the printed directory as read-only
 # (use an overlay or a copy of it): every test starts from the same root.
 #
@@ -35,6 +37,13 @@ usage() {
 [ $# -ge 1 ] || usage
 suite=$1
 shift
+base_pkgs=()
+apt_pkgs=()
+seen_apt=
+for a in "$@"; do
+    if [ "$a" = --apt ]; then seen_apt=1; continue; fi
+    if [ -n "$seen_apt" ]; then apt_pkgs+=("$a"); else base_pkgs+=("$a"); fi
+done
 case $suite in
     ''|*/*|-*) echo "build-image.sh: bad suite name '$suite'" >&2; exit 2 ;;
 esac
@@ -50,9 +59,12 @@ fi
 
 cache=${WARDEN_IMAGE_CACHE:-/var/cache/etcd-warden-test/images}
 max_age_days=${WARDEN_IMAGE_MAX_AGE_DAYS:-30}
-packages=$(printf '%s\n' "$@" | sed '/^$/d' | LC_ALL=C sort -u | paste -sd, -)
-key=$(printf 'layout=%s\nsuite=%s\nvariant=minbase\npackages=%s\n' \
-    "$LAYOUT_VERSION" "$suite" "$packages" | sha256sum | cut -c1-16)
+packages=$(printf '%s\n' "${base_pkgs[@]}" | sed '/^$/d' | LC_ALL=C sort -u | paste -sd, -)
+apt_packages=$(printf '%s\n' "${apt_pkgs[@]}" | sed '/^$/d' | LC_ALL=C sort -u | paste -sd, -)
+# The apt line only enters the key when there is one, so that images built
+# before the apt stage existed keep their keys.
+key=$( { printf 'layout=%s\nsuite=%s\nvariant=minbase\npackages=%s\n' "$LAYOUT_VERSION" "$suite" "$packages"
+         [ -z "$apt_packages" ] || printf 'apt=%s\n' "$apt_packages"; } | sha256sum | cut -c1-16)
 image="$cache/$key"
 marker="$image/.image-complete"
 
@@ -80,7 +92,7 @@ exec 9>"$cache/.lock-$key"
 flock 9
 
 if fresh; then
-    log "cached: $image (suite $suite, packages: ${packages:-none})"
+    log "cached: $image (suite $suite, packages: ${packages:-none}${apt_packages:+, apt: $apt_packages})"
     echo "$image"
     exit 0
 fi
@@ -98,7 +110,7 @@ trap 'exit 143' TERM INT
 root="$tmp/root"
 
 start=$(date +%s)
-log "building $suite (minbase${packages:+ + $packages}) into $image; this takes a few minutes once"
+log "building $suite (minbase${packages:+ + $packages}${apt_packages:+, then apt-get install $apt_packages}) into $image; this takes a few minutes once"
 include=()
 [ -n "$packages" ] && include=(--include="$packages")
 # debootstrap's own log is long; keep it for a failure, show one line a stage.
@@ -118,9 +130,37 @@ cat > "$root/usr/sbin/policy-rc.d" <<'EOF'
 exit 101
 EOF
 chmod 0755 "$root/usr/sbin/policy-rc.d"
+
+if [ ${#apt_pkgs[@]} -gt 0 ]; then
+    # apt inside the root, as on a node: it needs /proc, /dev and name resolution.
+    # The mounts live in a private mount namespace so that they vanish with it on
+    # every exit path.
+    apt_start=$(date +%s)
+    log "apt-get install ${apt_pkgs[*]} inside the root (several minutes: pcs brings Ruby and Python)"
+    cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+    # A root built for tests needs no crash safety while it is being built.
+    echo force-unsafe-io > "$root/etc/dpkg/dpkg.cfg.d/unsafe-io"
+    if ! unshare --mount --propagation private /bin/sh -c '
+            set -e
+            mount -t proc proc "$1/proc"
+            mount --bind /dev "$1/dev"
+            root=$1; shift
+            chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+                DEBIAN_FRONTEND=noninteractive apt-get update -q
+            chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+                DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@"
+        ' sh "$root" "${apt_pkgs[@]}" >"$tmp/apt.log" 2>&1; then
+        tail -n 40 "$tmp/apt.log" >&2
+        echo "build-image.sh: apt-get install in the $suite root failed (log above)" >&2
+        exit 1
+    fi
+    rm -f "$root/etc/dpkg/dpkg.cfg.d/unsafe-io"
+    log "apt-get install done after $(( $(date +%s) - apt_start )) s"
+fi
+
 # Downloaded packages are not kept in the image (callers may bind a cache).
 rm -f "$root"/var/cache/apt/archives/*.deb
-printf 'suite=%s\npackages=%s\nmirror=%s\nbuilt=%s\n' "$suite" "$packages" "$mirror" \
+printf 'suite=%s\npackages=%s\napt=%s\nmirror=%s\nbuilt=%s\n' "$suite" "$packages" "$apt_packages" "$mirror" \
     "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$root/.image-complete"
 
 # Replace a stale image atomically: move it aside first, then rename.

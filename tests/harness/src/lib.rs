@@ -14,6 +14,7 @@
 pub mod crm;
 pub mod etcd;
 pub mod fence_agent;
+pub mod field;
 pub mod pcmk;
 pub mod ports;
 pub mod process;
