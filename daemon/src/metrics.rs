@@ -359,12 +359,6 @@ impl Metrics {
         self.exec.clone()
     }
 
-    /// A failover pass carried out `done` and archived `archives` member
-    /// directories.
-    pub fn executed(&self, done: &[warden_failover::Step], archives: usize) {
-        self.exec.executed(done, archives);
-    }
-
     /// The failover logic's current state on this node.
     pub fn failover_state(&self, state: WardenState) {
         let i = FAILOVER_STATES

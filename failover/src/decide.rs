@@ -159,39 +159,64 @@ fn down_proof(facts: &Facts, peer: &NodeView, local_join_record: bool) -> Option
         .fence_events()
         .filter(|e| e.target == peer.name && e.status == FenceStatus::Success)
         .filter(|e| e.action != FenceAction::On);
-    if local_join_record {
-        // The rule before: a fence newer than this daemon's own note of
-        // the peer's last join, any fence at all when the note is missing.
-        let fenced = fences
-            .filter_map(|e| e.completed)
-            .filter(|at| peer.last_seen.is_none_or(|seen| *at > seen))
-            .max();
-        if let Some(at) = fenced {
-            return Some(DownProof::Fenced { at });
-        }
-        if !peer.unclean && !peer.expected_up && peer.last_seen.is_some() {
-            return Some(DownProof::CleanlyDown);
-        }
+    #[cfg(feature = "model")]
+    let proof = if local_join_record {
+        proof_from_local_join_note(peer, fences)
     } else {
-        // Pacemaker's record that the node's last membership ended.
-        let ended = !peer.unclean && !peer.expected_up;
-        let mut fences = fences.peekable();
-        if ended && fences.peek().is_some() {
-            let at = fences.filter_map(|e| e.completed).max().unwrap_or(Stamp(0));
-            return Some(DownProof::Fenced { at });
-        }
-        // Left cleanly (or fenced, with the history not yet synced to this
-        // node). A node Pacemaker has never seen as a member is unclean
-        // until fenced (`startup-fencing`, on by default), so it gives no
-        // proof here.
-        if ended {
-            return Some(DownProof::CleanlyDown);
-        }
+        proof_from_membership_end(peer, fences)
+    };
+    #[cfg(not(feature = "model"))]
+    let proof = {
+        debug_assert!(!local_join_record);
+        proof_from_membership_end(peer, fences)
+    };
+    if proof.is_some() {
+        return proof;
     }
     match peer.etcd {
         ResourceState::Stopped { at } if !peer.unclean => Some(DownProof::EtcdStopped { at }),
         _ => None,
     }
+}
+
+/// Pacemaker's record that the node's last membership ended, with the
+/// peer's successful fences (`fences`).
+fn proof_from_membership_end<'f>(
+    peer: &NodeView,
+    fences: impl Iterator<Item = &'f crate::facts::FenceEvent>,
+) -> Option<DownProof> {
+    let ended = !peer.unclean && !peer.expected_up;
+    if !ended {
+        return None;
+    }
+    let mut fences = fences.peekable();
+    if fences.peek().is_some() {
+        let at = fences.filter_map(|e| e.completed).max().unwrap_or(Stamp(0));
+        return Some(DownProof::Fenced { at });
+    }
+    // Left cleanly (or fenced, with the history not yet synced to this
+    // node). A node Pacemaker has never seen as a member is unclean until
+    // fenced (`startup-fencing`, on by default), so it gives no proof here.
+    Some(DownProof::CleanlyDown)
+}
+
+/// The rule before, kept for the model checker only: a fence newer than
+/// this daemon's own note of the peer's last join, any fence at all when
+/// the note is missing.
+#[cfg(feature = "model")]
+fn proof_from_local_join_note<'f>(
+    peer: &NodeView,
+    fences: impl Iterator<Item = &'f crate::facts::FenceEvent>,
+) -> Option<DownProof> {
+    let fenced = fences
+        .filter_map(|e| e.completed)
+        .filter(|at| peer.last_seen.is_none_or(|seen| *at > seen))
+        .max();
+    if let Some(at) = fenced {
+        return Some(DownProof::Fenced { at });
+    }
+    (!peer.unclean && !peer.expected_up && peer.last_seen.is_some())
+        .then_some(DownProof::CleanlyDown)
 }
 
 /// Whether `peer` is online and provably holds no data this node lacks: its

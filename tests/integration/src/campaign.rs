@@ -291,7 +291,7 @@ fn up(w: &WardenCluster, node: &str) -> bool {
 }
 
 /// Powers `node` off and waits for its peer, if up, to fence it.
-fn power_off(w: &WardenCluster, node: &str) -> Result<()> {
+pub fn power_off(w: &WardenCluster, node: &str) -> Result<()> {
     let peer = other(node);
     let peer_up = up(w, peer);
     let before = if peer_up { fences(w, peer, node) } else { 0 };

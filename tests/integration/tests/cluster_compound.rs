@@ -15,16 +15,12 @@ mod failover_support;
 use std::time::{Duration, Instant};
 
 use failover_support::{FAILOVER, OrFail, SETTLE, healthy, wait_acks_everywhere};
-use warden_harness::crm;
+use warden_integration::campaign::{self, Rng};
 use warden_integration::twonode::{Topology, WardenCluster, poll};
 
-/// `node` loses power; waits until Pacemaker on `other` has fenced it once
-/// more than before (the survivor may take writes only after that).
-fn lose_power(w: &WardenCluster, node: &str, other: &str) {
-    let before = w.fence_count(other, node).or_fail(w);
-    w.c.crash(node).or_fail(w);
-    w.c.wait_for(other, crm::fenced_times(node, before + 1), FAILOVER)
-        .or_fail(w);
+/// `node` loses power; waits until Pacemaker on its peer has fenced it.
+fn lose_power(w: &WardenCluster, node: &str) {
+    campaign::power_off(w, node).or_fail(w);
 }
 
 /// Where in the fenced node's return the survivor loses power.
@@ -103,7 +99,7 @@ fn survivor_lost_at_any_point_of_the_peers_return_recovers_by_itself() {
         let second = w.peer(first);
         let round = format!("{point:?} ({first} then {second})");
         let t0 = Instant::now();
-        lose_power(&w, first, &second);
+        lose_power(&w, first);
         writer
             .wait_ack_after(Some(&second), Instant::now(), FAILOVER)
             .or_fail(&w);
@@ -113,7 +109,7 @@ fn survivor_lost_at_any_point_of_the_peers_return_recovers_by_itself() {
             "{round}: {second} loses power {:.2}s after {first} did",
             t0.elapsed().as_secs_f64()
         );
-        lose_power(&w, &second, first);
+        lose_power(&w, &second);
         let reason = w.reason(first).unwrap_or_default();
         eprintln!("{round}: {first} alone: {reason}");
         w.boot(&second, SETTLE).or_fail(&w);
@@ -133,24 +129,6 @@ fn survivor_lost_at_any_point_of_the_peers_return_recovers_by_itself() {
     w.c.stop();
 }
 
-/// A small deterministic generator: the rounds are random but a failing
-/// seed replays (`COMPOUND_SEED`).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// Four power losses of randomly chosen nodes, each a random 0–5 s after
 /// the node lost before came back (joined Pacemaker). At most one node is
 /// down at a time, and it is always fenced, so one node always holds every
@@ -162,7 +140,7 @@ fn power_losses_in_a_row_recover_by_themselves() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0x5eed_2026_u64);
     eprintln!("power losses in a row: COMPOUND_SEED={seed}");
-    let mut rng = Rng(seed.max(1));
+    let mut rng = Rng::new(seed);
     let (w, cid) = healthy(2, Topology::TwoNode);
     let all = w.nodes();
     let writer = w.writer("/compound3", &all).or_fail(&w);
@@ -171,7 +149,7 @@ fn power_losses_in_a_row_recover_by_themselves() {
     for i in 1..=4 {
         let victim = all[rng.below(2) as usize].clone();
         let other = w.peer(&victim);
-        lose_power(&w, &victim, &other);
+        lose_power(&w, &victim);
         eprintln!(
             "loss {i}: {victim} ({})",
             w.reason(&other).unwrap_or_default()
