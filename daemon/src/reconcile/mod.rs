@@ -14,6 +14,7 @@
 
 pub mod agent;
 pub mod exec;
+mod fence_race;
 pub mod gather;
 pub mod local;
 pub mod pcmk;
