@@ -3,7 +3,7 @@
 //! target from the device's id (`<node>_redfish`) breaks on any other naming;
 //! the CIB's `pcmk_host_list` / `pcmk_host_map` say it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::ParseError;
 use crate::xml::{Element, parse_tree};
@@ -16,35 +16,57 @@ use crate::xml::{Element, parse_tree};
 pub struct FenceTargets {
     /// device id → target node names.
     pub devices: BTreeMap<String, Option<Vec<String>>>,
+    /// Nodes whose fencing is delayed (`pcmk_delay_base` or
+    /// `pcmk_delay_max` above zero on a device that fences them, or their
+    /// entry of a per-node delay map).
+    pub delayed: BTreeSet<String>,
 }
 
 impl FenceTargets {
-    /// Parse a CIB document (`cibadmin --query` output or a `cib.xml` file).
+    /// Parse a CIB document (`cibadmin --query` output or a `cib.xml` file;
+    /// the output of `--scope configuration` or `--scope resources` too).
     pub fn from_cib(input: &str) -> Result<Self, ParseError> {
         let doc = parse_tree(input)?;
         let root = Element::root(&doc);
-        let mut devices = BTreeMap::new();
-        if let Some(resources) = root
-            .child("configuration")
-            .and_then(|c| c.child("resources"))
-        {
-            collect(resources, &mut devices, 0);
+        let mut out = Self::default();
+        let resources = match root.name() {
+            "resources" => Some(root),
+            "configuration" => root.child("resources"),
+            _ => root
+                .child("configuration")
+                .and_then(|c| c.child("resources")),
+        };
+        if let Some(resources) = resources {
+            collect(resources, &mut out, 0);
         }
-        Ok(Self { devices })
+        Ok(out)
     }
 
     /// Targets of `device`, if known.
     pub fn targets(&self, device: &str) -> Option<&[String]> {
         self.devices.get(device).and_then(|t| t.as_deref())
     }
+
+    /// The node of `nodes` that wins a fence race: the only one whose
+    /// fencing is delayed (it fences its peer at once while its own fencing
+    /// waits). `None` when none is delayed, or more than one.
+    pub fn fence_race_winner(&self, nodes: &[String]) -> Option<String> {
+        let delayed: Vec<&String> = nodes.iter().filter(|n| self.delayed.contains(*n)).collect();
+        match delayed.as_slice() {
+            [one] if nodes.len() >= 2 => Some((*one).clone()),
+            _ => None,
+        }
+    }
 }
 
-fn collect(el: Element<'_>, out: &mut BTreeMap<String, Option<Vec<String>>>, depth: usize) {
+fn collect(el: Element<'_>, out: &mut FenceTargets, depth: usize) {
     for child in el.children() {
         match child.name() {
             "primitive" if child.attr("class") == Some("stonith") => {
                 if let Some(id) = child.attr("id") {
-                    out.insert(id.to_owned(), targets_of(child));
+                    let targets = targets_of(child);
+                    out.delayed.extend(delayed_of(child, targets.as_deref()));
+                    out.devices.insert(id.to_owned(), targets);
                 }
             }
             // Stonith devices are not normally grouped or cloned, but the
@@ -53,6 +75,44 @@ fn collect(el: Element<'_>, out: &mut BTreeMap<String, Option<Vec<String>>>, dep
             _ => {}
         }
     }
+}
+
+/// The nodes a device delays fencing of: all its targets for a plain
+/// positive delay, or the nodes with a positive entry in a per-node map
+/// (`node1:0s;node2:5s`).
+fn delayed_of(primitive: Element<'_>, targets: Option<&[String]>) -> Vec<String> {
+    let mut out = Vec::new();
+    for ia in primitive.children_named("instance_attributes") {
+        for nv in ia.children_named("nvpair") {
+            if !matches!(nv.attr("name"), Some("pcmk_delay_base" | "pcmk_delay_max")) {
+                continue;
+            }
+            let Some(v) = nv.attr("value") else { continue };
+            if v.contains(':') {
+                for pair in v.split([';', ' ', '\t', '\n']).filter(|s| !s.is_empty()) {
+                    if let Some((node, d)) = pair.split_once(':')
+                        && positive_duration(d)
+                    {
+                        out.push(node.trim().to_owned());
+                    }
+                }
+            } else if positive_duration(v) {
+                out.extend(targets.unwrap_or_default().iter().cloned());
+            }
+        }
+    }
+    out
+}
+
+/// Whether a Pacemaker duration ("2s", "2000ms", "2", "1min") is above
+/// zero: only its number matters, not its unit.
+fn positive_duration(v: &str) -> bool {
+    let number: String = v
+        .trim()
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    number.parse::<f64>().is_ok_and(|d| d > 0.0)
 }
 
 fn targets_of(primitive: Element<'_>) -> Option<Vec<String>> {
@@ -409,6 +469,89 @@ pub mod corosync_conf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn device(target: &str, extra: &str) -> String {
+        format!(
+            r#"<primitive id="fence-{target}" class="stonith" type="fence_ipmilan">
+                 <instance_attributes id="fence-{target}-ia">
+                   <nvpair id="fence-{target}-hl" name="pcmk_host_list" value="{target}"/>{extra}
+                 </instance_attributes>
+               </primitive>"#
+        )
+    }
+
+    fn winner(resources: &str) -> Option<String> {
+        let nodes = ["node1".to_string(), "node2".to_string()];
+        FenceTargets::from_cib(resources)
+            .unwrap()
+            .fence_race_winner(&nodes)
+    }
+
+    #[test]
+    fn the_node_whose_fencing_is_delayed_wins_the_fence_race() {
+        let delayed = r#"<nvpair id="d" name="pcmk_delay_base" value="2s"/>"#;
+        let xml = format!(
+            "<resources>{}{}</resources>",
+            device("node1", delayed),
+            device("node2", "")
+        );
+        assert_eq!(winner(&xml), Some("node1".into()));
+        // The whole CIB and the configuration scope read the same.
+        let cib = format!("<cib><configuration>{xml}</configuration><status/></cib>");
+        assert_eq!(winner(&cib), Some("node1".into()));
+        let conf = format!("<configuration>{xml}</configuration>");
+        assert_eq!(winner(&conf), Some("node1".into()));
+    }
+
+    #[test]
+    fn no_delay_zero_delays_or_two_delays_give_no_winner() {
+        let none = format!(
+            "<resources>{}{}</resources>",
+            device("node1", ""),
+            device("node2", "")
+        );
+        assert_eq!(winner(&none), None);
+        let both = format!(
+            "<resources>{}{}</resources>",
+            device(
+                "node1",
+                r#"<nvpair id="d1" name="pcmk_delay_max" value="5"/>"#
+            ),
+            device(
+                "node2",
+                r#"<nvpair id="d2" name="pcmk_delay_base" value="1000ms"/>"#
+            )
+        );
+        assert_eq!(winner(&both), None);
+        let zero = format!(
+            "<resources>{}{}</resources>",
+            device(
+                "node1",
+                r#"<nvpair id="d1" name="pcmk_delay_base" value="0s"/>"#
+            ),
+            device("node2", "")
+        );
+        assert_eq!(winner(&zero), None);
+    }
+
+    #[test]
+    fn a_shared_device_with_a_per_node_delay_map() {
+        let xml = r#"<resources><primitive id="fence" class="stonith" type="fence_ipmilan">
+            <instance_attributes id="ia">
+              <nvpair id="hl" name="pcmk_host_list" value="node1,node2"/>
+              <nvpair id="d" name="pcmk_delay_base" value="node1:0s;node2:5s"/>
+            </instance_attributes></primitive></resources>"#;
+        assert_eq!(winner(xml), Some("node2".into()));
+    }
+
+    #[test]
+    fn a_delay_on_anything_but_a_fence_device_is_ignored() {
+        let xml = r#"<resources><primitive id="etcd" class="ocf" provider="etcd-warden" type="etcd">
+            <instance_attributes id="ia"><nvpair id="d" name="pcmk_delay_base" value="5s"/>
+            <nvpair id="hl" name="pcmk_host_list" value="node1"/></instance_attributes>
+            </primitive></resources>"#;
+        assert_eq!(winner(xml), None);
+    }
 
     #[test]
     fn fence_targets_from_list_and_map() {

@@ -367,6 +367,26 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                     st.departed = false;
                 })
                 .map_err(local)?;
+            // The log entries a forced restart drops (past the persisted
+            // commit index) are kept for an operator: stop etcd so that
+            // its log is final, copy its tail, then force. The copy is
+            // evidence, not a condition: a failure is logged, not fatal.
+            let started = std::time::Instant::now();
+            ports
+                .supervisor
+                .stop(s.timeouts.stop_grace.min(left / 2))
+                .await
+                .map_err(ops)?;
+            match super::wal_tail::keep(paths, *epoch, now_unix()) {
+                Ok(Some(dir)) => tracing::info!(
+                    copy = %dir.display(),
+                    took_ms = started.elapsed().as_millis() as u64,
+                    "kept the write-ahead log's tail before the forced restart"
+                ),
+                Ok(None) => {}
+                Err(e) => tracing::warn!(error = %e, "could not keep the write-ahead log's tail"),
+            }
+            let left = left.saturating_sub(started.elapsed());
             ports
                 .supervisor
                 .restart_force_new_cluster(proof, left)

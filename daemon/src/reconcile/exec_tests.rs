@@ -358,7 +358,8 @@ async fn force_records_the_epoch_first() {
     )
     .await;
     assert!(r.failed.is_none(), "{:?}", r.failed);
-    assert_eq!(fake.calls(), vec!["force b"]);
+    // Stopped first, so that the log's tail can be kept, then forced.
+    assert_eq!(fake.calls(), vec!["stop", "force b"]);
     // On disk before the restart, as an intent: the epoch itself changes
     // only once the live member list shows this node alone.
     assert_eq!(*fake.epoch_at_force.lock().unwrap(), Some(4));

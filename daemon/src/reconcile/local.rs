@@ -37,7 +37,10 @@ pub enum LocalError {
     },
 }
 
-fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> LocalError + 'a {
+pub(super) fn io<'a>(
+    what: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(std::io::Error) -> LocalError + 'a {
     move |source| LocalError::Io {
         what,
         path: path.to_path_buf(),
@@ -97,7 +100,7 @@ pub fn write_durably(path: &Path, data: &[u8]) -> Result<(), LocalError> {
         .map_err(|e| io("cannot write durably", path)(e.into()))
 }
 
-fn sync_dir(dir: &Path) -> Result<(), LocalError> {
+pub(super) fn sync_dir(dir: &Path) -> Result<(), LocalError> {
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(io("cannot fsync directory", dir))

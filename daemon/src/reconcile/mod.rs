@@ -14,7 +14,6 @@
 
 pub mod agent;
 pub mod exec;
-mod fence_race;
 pub mod gather;
 pub mod local;
 pub mod pcmk;
@@ -23,6 +22,7 @@ pub mod ports;
 mod sim;
 #[cfg(test)]
 mod sim_scenarios;
+mod wal_tail;
 
 use std::path::PathBuf;
 use std::sync::Mutex;

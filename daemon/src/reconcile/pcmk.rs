@@ -79,9 +79,10 @@ pub trait Pacemaker: Send + Sync {
         name: &str,
         deadline: Duration,
     ) -> impl Future<Output = Result<(), PcmkError>> + Send;
-    /// The node of `nodes` that wins fence races by the configured fence
-    /// delays (see [`super::fence_race`]); `None` when none does. Fakes
-    /// without fence devices keep the default.
+    /// The node of `nodes` that wins fence races: the only one whose
+    /// fencing is delayed in the CIB's stonith resources (see
+    /// `crm_xml::cib::FenceTargets::fence_race_winner`); `None` when none
+    /// is. Fakes without fence devices keep the default.
     fn fence_race_winner(
         &self,
         nodes: &[String],
@@ -198,7 +199,10 @@ impl Pacemaker for CrmTools {
                 message: err,
             });
         }
-        Ok(super::fence_race::winner(&out, nodes))
+        // Unparsable configuration: no preference (it decides no safety).
+        Ok(crm_xml::cib::FenceTargets::from_cib(&out)
+            .ok()
+            .and_then(|t| t.fence_race_winner(nodes)))
     }
 }
 
