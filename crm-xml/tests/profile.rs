@@ -51,7 +51,10 @@ fn standins(doc: &crm_xml::CrmMon) -> Options {
         .map(|i| (i.primitive.id.clone(), Some(nodes.clone())))
         .collect();
     let mut o = common::options_with_addresses(doc);
-    o.fence_targets = Some(FenceTargets { devices });
+    o.fence_targets = Some(FenceTargets {
+        devices,
+        ..Default::default()
+    });
     o.etcd_agents = vec![
         "ocf:pacemaker:Stateful".into(),
         "ocf:heartbeat:Dummy".into(),
