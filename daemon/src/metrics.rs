@@ -693,6 +693,41 @@ mod tests {
     }
 
     #[test]
+    fn the_last_defragment_and_the_count_by_result() {
+        let m = Metrics::default();
+        let text = m.render();
+        assert!(
+            text.contains("etcd_warden_defrag_last_timestamp_seconds 0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("etcd_warden_defrags_total{result=\"success\"} 0"),
+            "{text}"
+        );
+        m.defrag()
+            .ran(1_796_040_000, Duration::from_millis(1250), true);
+        m.defrag()
+            .ran(1_796_040_100, Duration::from_millis(500), false);
+        let text = m.render();
+        assert!(
+            text.contains("etcd_warden_defrag_last_timestamp_seconds 1796040100\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("etcd_warden_defrag_last_duration_seconds 0.5\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("etcd_warden_defrags_total{result=\"success\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("etcd_warden_defrags_total{result=\"failure\"} 1"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn names_types_labels_and_help_are_the_ones_dashboards_use() {
         let before = families(include_str!("../tests/fixtures/metrics-before.prom"));
         let mut now = families(&Metrics::default().render());

@@ -39,6 +39,7 @@ struct Run {
     start_ms: u64,
     duration_ms: u64,
     before: i64,
+    in_use_before: i64,
     after: Option<i64>,
     leader_moved_to: Option<String>,
 }
@@ -73,6 +74,7 @@ fn runs(w: &WardenCluster, node: &str) -> anyhow::Result<(Vec<Run>, String)> {
             start_ms: r["startedAtMs"].as_u64().unwrap_or_default(),
             duration_ms: r["durationMs"].as_u64().unwrap_or_default(),
             before: r["dbSizeBefore"].as_i64().unwrap_or_default(),
+            in_use_before: r["dbSizeInUseBefore"].as_i64().unwrap_or_default(),
             after: r["dbSizeAfter"].as_i64(),
             leader_moved_to: r["leaderMovedTo"].as_str().map(str::to_string),
         })
@@ -204,14 +206,10 @@ fn fragmented_members_are_defragmented_one_at_a_time_and_never_while_a_peer_is_a
     let t0 = now_ms();
     fragment(&w, "node1", FRAGMENT_MIB).or_fail(&w);
     let fragmented = now_ms();
-    for n in &all {
-        let (size, in_use) = db(&w, n).or_fail(&w);
-        eprintln!(
-            "{n}: db {size} B, {in_use} B in use ({}% free) after writing, deleting and compacting {FRAGMENT_MIB} MiB in {:.1}s",
-            (size - in_use) * 100 / size.max(1),
-            (fragmented - t0) as f64 / 1000.0
-        );
-    }
+    eprintln!(
+        "wrote, deleted and compacted {FRAGMENT_MIB} MiB in {:.1}s",
+        (fragmented - t0) as f64 / 1000.0
+    );
 
     // 2. Each daemon defragments its own member, one at a time.
     let done = poll("both members defragmented", Duration::from_secs(90), || {
@@ -228,11 +226,12 @@ fn fragmented_members_are_defragmented_one_at_a_time_and_never_while_a_peer_is_a
     let round: Vec<&Run> = done.iter().filter(|r| r.start_ms >= t0).collect();
     for r in &round {
         eprintln!(
-            "{} defragmented at +{:.2}s for {} ms: {} -> {:?} B{}",
+            "{} defragmented at +{:.2}s for {} ms: {} B ({}% free) -> {:?} B{}",
             r.node,
             (r.start_ms.saturating_sub(fragmented)) as f64 / 1000.0,
             r.duration_ms,
             r.before,
+            (r.before - r.in_use_before) * 100 / r.before.max(1),
             r.after,
             r.leader_moved_to
                 .as_deref()
@@ -258,6 +257,13 @@ fn fragmented_members_are_defragmented_one_at_a_time_and_never_while_a_peer_is_a
     let end = round.iter().map(|r| r.end_ms()).max().unwrap_or(fragmented);
     let acks = writer.acks();
     for n in &all {
+        let (gap, _) = longest_gap(&acks, n, 0, t0);
+        eprintln!(
+            "{n}'s writer: longest gap before the fragmentation (baseline): {} ms",
+            gap.as_millis()
+        );
+    }
+    for n in &all {
         let (gap, at) = longest_gap(&acks, n, fragmented, end + 1000);
         eprintln!(
             "{n}'s writer: longest gap between acknowledged writes during the defragmentations: {} ms (ended at +{:.2}s)",
@@ -282,8 +288,17 @@ fn fragmented_members_are_defragmented_one_at_a_time_and_never_while_a_peer_is_a
         .wait_ack_after(Some("node1"), cut + Duration::from_millis(500), FAILOVER)
         .or_fail(&w);
     fragment(&w, "node1", FRAGMENT_MIB).or_fail(&w);
-    let (size, in_use) = db(&w, "node1").or_fail(&w);
-    eprintln!("node1 alone: db {size} B, {in_use} B in use");
+    // The refusals below count only once the policy would defragment a
+    // healthy pair's member: node1's database past the threshold.
+    let (size, in_use) = poll("node1's database past the threshold", SETTLE, || {
+        let (size, in_use) = db(&w, "node1")?;
+        Ok((size >= 8 << 20 && (size - in_use) * 100 >= 45 * size).then_some((size, in_use)))
+    })
+    .or_fail(&w);
+    eprintln!(
+        "node1 alone: db {size} B, {in_use} B in use ({}% free)",
+        (size - in_use) * 100 / size
+    );
     // Five looks of the policy, each refusing.
     let mut refusals = std::collections::BTreeSet::new();
     let window = Instant::now() + Duration::from_secs(5);
