@@ -345,10 +345,15 @@ pub const LEAVE_LOCK_KEY: &str = "/etcd-warden/leave-lock";
 impl LiveEtcd {
     /// The node holding the leave lock, read linearizably now.
     pub async fn leave_lock(&self, deadline: Duration) -> Result<Option<String>, EtcdError> {
+        self.read_value(LEAVE_LOCK_KEY, deadline).await
+    }
+
+    /// The value of `key`, read linearizably now.
+    async fn read_value(&self, key: &str, deadline: Duration) -> Result<Option<String>, EtcdError> {
         let started = tokio::time::Instant::now();
         let mut c = self.client(deadline).await?;
         let left = deadline.saturating_sub(started.elapsed());
-        let r = within(left, c.get(LEAVE_LOCK_KEY, None)).await?;
+        let r = within(left, c.get(key, None)).await?;
         Ok(r.kvs()
             .first()
             .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()))
@@ -377,18 +382,7 @@ impl LiveEtcd {
         if r.succeeded() {
             return Ok(node.to_string());
         }
-        let holder = r
-            .op_responses()
-            .into_iter()
-            .find_map(|op| match op {
-                etcd_client::TxnOpResponse::Get(g) => g
-                    .kvs()
-                    .first()
-                    .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()),
-                _ => None,
-            })
-            .unwrap_or_default();
-        Ok(holder)
+        Ok(holder_in(r))
     }
 
     /// Release the leave lock if `node` holds it (compare-and-swap on the
@@ -439,13 +433,7 @@ impl LiveEtcd {
 
     /// The value of the defragmentation lock, read linearizably now.
     pub async fn defrag_lock(&self, deadline: Duration) -> Result<Option<String>, EtcdError> {
-        let started = tokio::time::Instant::now();
-        let mut c = self.client(deadline).await?;
-        let left = deadline.saturating_sub(started.elapsed());
-        let r = within(left, c.get(DEFRAG_LOCK_KEY, None)).await?;
-        Ok(r.kvs()
-            .first()
-            .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()))
+        self.read_value(DEFRAG_LOCK_KEY, deadline).await
     }
 
     /// Take the defragmentation lock with `value` under a lease of `ttl`
@@ -486,17 +474,7 @@ impl LiveEtcd {
         if taken {
             return Ok(Ok(lease));
         }
-        Ok(Err(r
-            .op_responses()
-            .into_iter()
-            .find_map(|op| match op {
-                etcd_client::TxnOpResponse::Get(g) => g
-                    .kvs()
-                    .first()
-                    .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()),
-                _ => None,
-            })
-            .unwrap_or_default()))
+        Ok(Err(holder_in(r)))
     }
 
     /// Release the defragmentation lock taken under `lease` (revoking the
@@ -512,6 +490,21 @@ impl LiveEtcd {
         within(left, c.lease_revoke(lease)).await?;
         Ok(())
     }
+}
+
+/// The lock holder a failed compare-and-swap read back (its `or_else` get),
+/// empty when the key vanished meanwhile.
+fn holder_in(r: etcd_client::TxnResponse) -> String {
+    r.op_responses()
+        .into_iter()
+        .find_map(|op| match op {
+            etcd_client::TxnOpResponse::Get(g) => g
+                .kvs()
+                .first()
+                .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 /// Status of every member in `members`, each asked at its own client URL,

@@ -93,12 +93,22 @@ impl Defrag {
         *self.answer.lock().unwrap_or_else(|e| e.into_inner()) = Some(s.to_string());
     }
 
+    /// A refusal, recorded as the latest answer.
+    fn refused(&self, message: String) -> DefragReply {
+        self.answered(&message);
+        DefragReply {
+            done: false,
+            message,
+            steps: Vec::new(),
+            run: None,
+        }
+    }
+
     /// Ask the policy now and, when it allows, defragment the local member
     /// (after handing the leadership over, when it leads). `deadline`
     /// bounds each question asked (Status, crm_mon, the lock).
     pub async fn attempt(&self, src: &Sources<'_>, mode: Mode, deadline: Duration) -> DefragReply {
         let _one = self.serial.lock().await;
-        let mut steps = Vec::new();
         let th = Threshold {
             percent: self.settings.fragmentation_percent,
             min_size: self.settings.min_db_size_bytes,
@@ -107,17 +117,10 @@ impl Defrag {
         let decision = match policy::decide(&f, &th, mode) {
             Ok(d) => d,
             Err(r) => {
-                let message = format!("not defragmenting: {r}");
                 if !matches!(r, policy::Refusal::NotNeeded { .. }) {
                     tracing::info!(why = %r, "defragmentation refused");
                 }
-                self.answered(&message);
-                return DefragReply {
-                    done: false,
-                    message,
-                    steps,
-                    run: None,
-                };
+                return self.refused(format!("not defragmenting: {r}"));
             }
         };
         let started_at_ms = now_unix_ms();
@@ -126,27 +129,18 @@ impl Defrag {
         let lease = match src.etcd.acquire_defrag_lock(&value, ttl, deadline).await {
             Ok(Ok(lease)) => lease,
             Ok(Err(holder)) => {
-                let message = format!("not defragmenting: {}", policy::Refusal::Busy(holder));
-                self.answered(&message);
-                return DefragReply {
-                    done: false,
-                    message,
-                    steps,
-                    run: None,
-                };
+                return self.refused(format!(
+                    "not defragmenting: {}",
+                    policy::Refusal::Busy(holder)
+                ));
             }
             Err(e) => {
-                let message = format!("not defragmenting: the lock could not be taken: {e}");
-                self.answered(&message);
-                return DefragReply {
-                    done: false,
-                    message,
-                    steps,
-                    run: None,
-                };
+                return self.refused(format!(
+                    "not defragmenting: the lock could not be taken: {e}"
+                ));
             }
         };
-        steps.push(format!("took the defragmentation lock ({value})"));
+        let mut steps = vec![format!("took the defragmentation lock ({value})")];
         let result = self
             .carry_out(src, &decision, mode, started_at_ms, deadline, &mut steps)
             .await;
