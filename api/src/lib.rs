@@ -47,6 +47,73 @@ pub mod paths {
     /// Resolve what the failover logic refused (`etcd-warden recover`),
     /// under the daemon's one-pass-at-a-time lock.
     pub const RECOVER: &str = "/v1/recover";
+    /// Defragment the local member if the policy allows it now
+    /// (`etcd-warden defrag`).
+    pub const DEFRAG: &str = "/v1/defrag";
+}
+
+/// One defragmentation of the local member.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DefragRun {
+    /// When it started (Unix milliseconds).
+    pub started_at_ms: u64,
+    /// How long etcd's defragment took (ms).
+    pub duration_ms: u64,
+    /// The database file before.
+    pub db_size_before: i64,
+    /// Bytes in use before.
+    pub db_size_in_use_before: i64,
+    /// The database file after, when etcd answered.
+    #[serde(default)]
+    pub db_size_after: Option<i64>,
+    /// The member the leadership was handed to first, when this one led.
+    #[serde(default)]
+    pub leader_moved_to: Option<String>,
+    /// Asked by `etcd-warden defrag` rather than the daemon's own policy.
+    #[serde(default)]
+    pub by_hand: bool,
+    /// Why it failed, when it did.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// The defragmentation policy's record on this node.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DefragStatus {
+    /// The latest defragmentations of the local member, oldest first.
+    #[serde(default)]
+    pub runs: Vec<DefragRun>,
+    /// The policy's latest answer (why it did not defragment, or what it
+    /// did).
+    #[serde(default)]
+    pub answer: Option<String>,
+}
+
+/// `POST /v1/defrag`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DefragRequest {
+    /// Defragment even below the threshold (every other rule holds).
+    #[serde(default)]
+    pub below_threshold: bool,
+}
+
+/// The answer to `POST /v1/defrag`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DefragReply {
+    /// Whether the local member was defragmented.
+    pub done: bool,
+    /// What was done, or why not.
+    pub message: String,
+    /// Each step taken, in order.
+    #[serde(default)]
+    pub steps: Vec<String>,
+    /// The defragmentation, when one ran.
+    #[serde(default)]
+    pub run: Option<DefragRun>,
 }
 
 /// What `etcd-warden recover` resolves.
@@ -354,6 +421,9 @@ pub struct NodeStatus {
     /// etcd's database, version and alarms, from its last Status answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etcd_db: Option<EtcdDb>,
+    /// The defragmentation policy's record (the daemon fills it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defrag: Option<DefragStatus>,
     /// Why the node is in this state, when it is not plainly healthy.
     #[serde(default)]
     pub reason: Option<String>,

@@ -367,6 +367,19 @@ pub fn evaluate(report: &Report, now: OffsetDateTime, th: &Thresholds) -> Evalua
         if etcd.leader.is_none() && !etcd.members.is_empty() {
             push(Degraded, "EtcdNoLeader", "etcd reports no leader".into());
         }
+        // etcd's alarms hold for the whole cluster: NOSPACE refuses every
+        // write, CORRUPT means a member's data differs from its peers'.
+        let mut alarms: Vec<&str> = etcd
+            .nodes
+            .values()
+            .filter_map(|st| st.db.as_ref())
+            .flat_map(|db| db.alarms.iter().map(String::as_str))
+            .collect();
+        alarms.sort_unstable();
+        alarms.dedup();
+        for alarm in alarms {
+            push(Degraded, "EtcdAlarm", alarm_message(alarm));
+        }
         // A daemon that refuses to go on by itself (no automatic answer is
         // safe) needs a person: say why and what to run.
         for (node, st) in &etcd.nodes {
@@ -394,6 +407,15 @@ pub fn evaluate(report: &Report, now: OffsetDateTime, th: &Thresholds) -> Evalua
         last_updated: status.last_updated.clone(),
         age_seconds,
         findings: f,
+    }
+}
+
+/// What an active etcd alarm means and how to clear it.
+pub fn alarm_message(alarm: &str) -> String {
+    match alarm {
+        "NOSPACE" => "etcd raised the NOSPACE alarm: the database reached its quota and every write is refused; compact the history (`etcdctl compact <revision>`), defragment each member one at a time (`etcd-warden defrag` on each node, or `etcdctl defrag`), then clear the alarm with `etcdctl alarm disarm`".into(),
+        "CORRUPT" => "etcd raised the CORRUPT alarm: a member's data differs from its peers'; find the member with `etcdctl endpoint hashkv --cluster`, replace its data from a healthy member (see docs/operations.md), then clear the alarm with `etcdctl alarm disarm`".into(),
+        other => format!("etcd raised the {other} alarm; clear its cause, then `etcdctl alarm disarm`"),
     }
 }
 

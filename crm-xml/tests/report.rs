@@ -353,6 +353,7 @@ fn the_etcd_section_names_each_nodes_archives() {
                 archives: vec![archive.into()],
                 reason: Some("learner catching up".into()),
                 resolve_command: None,
+                db: None,
             },
         )]
         .into_iter()
@@ -398,6 +399,7 @@ fn a_refusing_daemon_is_a_finding_with_its_command() {
                     "resolve with '{cmd}': alone since boot, master-0 unseen"
                 )),
                 resolve_command: Some(cmd.into()),
+                db: None,
             },
         )]
         .into_iter()
@@ -419,4 +421,76 @@ fn a_refusing_daemon_is_a_finding_with_its_command() {
         f.message
     );
     assert_eq!(e.verdict, Verdict::Degraded);
+}
+
+#[test]
+fn an_etcd_alarm_degrades_with_its_cure() {
+    let now = T0;
+    let mut o = opts();
+    let node = |alarms: Vec<String>| report::WardenNodeState {
+        state: report::WardenState::Member,
+        since: None,
+        archives: vec![],
+        reason: None,
+        resolve_command: None,
+        db: Some(report::NodeDb {
+            size: 2_147_483_648,
+            size_in_use: 2_000_000_000,
+            alarms,
+            last_defrag: Some("2026-11-30T11:00:00Z".into()),
+            last_defrag_ms: Some(1200),
+        }),
+    };
+    o.etcd = Some(EtcdSection {
+        nodes: [
+            ("master-0".to_string(), node(vec!["NOSPACE".into()])),
+            ("master-1".to_string(), node(vec!["NOSPACE".into()])),
+        ]
+        .into_iter()
+        .collect(),
+        ..EtcdSection::default()
+    });
+    let r = build(&cluster(&UP, &UP, ""), &o, None, now);
+    let v = serde_json::to_value(&r).unwrap();
+    assert_eq!(
+        v["etcd"]["nodes"]["master-0"]["db"]["sizeInUse"],
+        2_000_000_000_i64
+    );
+    assert_eq!(v["etcd"]["nodes"]["master-0"]["db"]["lastDefragMs"], 1200);
+    let back: Report = serde_json::from_value(v).unwrap();
+    assert_eq!(back, r);
+    let e = evaluate(&r, now, &Thresholds::default());
+    let alarms: Vec<_> = e
+        .findings
+        .iter()
+        .filter(|f| f.code == "EtcdAlarm")
+        .collect();
+    // One finding per alarm, however many nodes report it.
+    assert_eq!(alarms.len(), 1, "{:?}", e.findings);
+    let m = &alarms[0].message;
+    assert!(
+        m.contains("NOSPACE")
+            && m.contains("compact")
+            && m.contains("defrag")
+            && m.contains("alarm disarm"),
+        "{m}"
+    );
+    assert_eq!(e.verdict, Verdict::Degraded);
+
+    // Without an alarm the database alone is no finding.
+    o.etcd = Some(EtcdSection {
+        nodes: [("master-0".to_string(), node(vec![]))]
+            .into_iter()
+            .collect(),
+        ..EtcdSection::default()
+    });
+    let r = build(&cluster(&UP, &UP, ""), &o, None, now);
+    let e = evaluate(&r, now, &Thresholds::default());
+    assert!(
+        e.findings.iter().all(|f| f.code != "EtcdAlarm"),
+        "{:?}",
+        e.findings
+    );
+    // CORRUPT names its own cure.
+    assert!(crm_xml::health::alarm_message("CORRUPT").contains("hashkv"));
 }

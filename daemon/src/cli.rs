@@ -43,6 +43,8 @@ pub enum Command {
     Alert(cmd::alert::AlertArgs),
     /// Resolve a state the daemon refuses to fix on its own.
     Recover(cmd::recover::RecoverArgs),
+    /// Defragment this node's etcd member if the policy allows it now.
+    Defrag(cmd::defrag::DefragArgs),
     /// Write the man pages and shell completions (used by packaging).
     #[command(hide = true)]
     Generate(cmd::generate::GenerateArgs),
@@ -65,6 +67,7 @@ pub fn main() -> ExitCode {
         Command::CrmConfig(a) => cmd::pcs_config::run_crmconfig(a),
         Command::Alert(a) => cmd::alert::run_alert(a),
         Command::Recover(a) => cmd::recover::run_recover(a),
+        Command::Defrag(a) => cmd::defrag::run_defrag(a),
         Command::Generate(a) => cmd::generate::run_generate(a, &Cli::command()),
     };
     match result {

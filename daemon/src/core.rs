@@ -50,6 +50,8 @@ pub struct Core {
     /// The failover driver, when Pacemaker manages a multi-node cluster
     /// (set once by the daemon's main loop; see [`crate::reconcile`]).
     pub failover: std::sync::OnceLock<Arc<crate::reconcile::Reconciler>>,
+    /// The defragmentation policy's state (see [`crate::defrag`]).
+    pub defrag: crate::defrag::Defrag,
     /// Whether etcd should be running (set by start, cleared by stop); the
     /// daemon restarts a dead etcd only when this is set and autostart is on.
     want_running: AtomicBool,
@@ -97,15 +99,22 @@ impl Core {
         let etcd = LiveEtcd::new(settings.local_client_url().to_string(), connector.clone());
         let (state_tx, _) = watch::channel("stopped".to_string());
         let (leader_tx, _) = broadcast::channel(64);
+        let metrics = Metrics::default();
+        let defrag = crate::defrag::Defrag::new(
+            &settings.node_name,
+            settings.defrag.clone(),
+            metrics.defrag(),
+        );
         Core {
             settings,
             supervisor,
             etcd,
             connector,
             pacemaker: SharedPacemaker::new(CrmTools),
-            metrics: Metrics::default(),
+            metrics,
             work: crate::tasks::Work::default(),
             failover: std::sync::OnceLock::new(),
+            defrag,
             want_running: AtomicBool::new(false),
             state_tx,
             leader_tx,
@@ -251,6 +260,7 @@ impl Core {
             revision: None,
             cluster_id: None,
             etcd_db: None,
+            defrag: Some(self.defrag.status()),
             // A refusal first: it names what only an operator can resolve
             // and the command (etcd may run without answering meanwhile);
             // then the process's own trouble; then why the failover logic
@@ -386,12 +396,54 @@ impl Core {
                         .collect(),
                     reason,
                     resolve_command,
+                    db: node.etcd_db.as_ref().map(|db| self.node_db(db)),
                 },
             )]
             .into_iter()
             .collect(),
         };
         (node, members, section)
+    }
+
+    /// The report's view of the local database: etcd's figures and this
+    /// daemon's last defragmentation.
+    fn node_db(&self, db: &warden_api::EtcdDb) -> crm_xml::report::NodeDb {
+        let last = self.defrag.last();
+        crm_xml::report::NodeDb {
+            size: db.db_size,
+            size_in_use: db.db_size_in_use,
+            alarms: db.alarms.clone(),
+            last_defrag: last.as_ref().and_then(|r| {
+                let ms = i128::from(r.started_at_ms) * 1_000_000;
+                time::OffsetDateTime::from_unix_timestamp_nanos(ms)
+                    .ok()
+                    .map(crm_xml::timefmt::format_k8s)
+            }),
+            last_defrag_ms: last.map(|r| r.duration_ms),
+        }
+    }
+
+    /// What the defragmentation policy reads from.
+    pub fn defrag_sources(&self) -> crate::defrag::facts::Sources<'_> {
+        crate::defrag::facts::Sources {
+            settings: &self.settings,
+            etcd: &self.etcd,
+            connector: &self.connector,
+            pacemaker: &self.pacemaker,
+            failover: self.failover.get().map(|f| f.as_ref()),
+        }
+    }
+
+    /// Run the defragmentation policy now (the daemon's loop, or
+    /// `etcd-warden defrag`).
+    pub async fn defrag(&self, mode: crate::defrag::policy::Mode) -> warden_api::DefragReply {
+        self.defrag
+            .attempt(
+                &self.defrag_sources(),
+                mode,
+                self.settings.timeouts.probe_timeout,
+            )
+            .await
     }
 
     /// The report: Pacemaker's view from crm_mon (bounded by

@@ -355,10 +355,15 @@ pub const LEAVE_LOCK_KEY: &str = "/etcd-warden/leave-lock";
 impl LiveEtcd {
     /// The node holding the leave lock, read linearizably now.
     pub async fn leave_lock(&self, deadline: Duration) -> Result<Option<String>, EtcdError> {
+        self.read_value(LEAVE_LOCK_KEY, deadline).await
+    }
+
+    /// The value of `key`, read linearizably now.
+    async fn read_value(&self, key: &str, deadline: Duration) -> Result<Option<String>, EtcdError> {
         let started = tokio::time::Instant::now();
         let mut c = self.client(deadline).await?;
         let left = deadline.saturating_sub(started.elapsed());
-        let r = within(left, c.get(LEAVE_LOCK_KEY, None)).await?;
+        let r = within(left, c.get(key, None)).await?;
         Ok(r.kvs()
             .first()
             .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()))
@@ -387,18 +392,7 @@ impl LiveEtcd {
         if r.succeeded() {
             return Ok(node.to_string());
         }
-        let holder = r
-            .op_responses()
-            .into_iter()
-            .find_map(|op| match op {
-                etcd_client::TxnOpResponse::Get(g) => g
-                    .kvs()
-                    .first()
-                    .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()),
-                _ => None,
-            })
-            .unwrap_or_default();
-        Ok(holder)
+        Ok(holder_in(r))
     }
 
     /// Release the leave lock if `node` holds it (compare-and-swap on the
@@ -418,6 +412,109 @@ impl LiveEtcd {
         within(left, c.txn(txn)).await?;
         Ok(())
     }
+}
+
+/// The key of the defragmentation lock: the node that holds it is the only
+/// one defragmenting (or moving leadership to do so). It lives under a
+/// lease, so a daemon that dies while holding it frees it within the
+/// lease's time to live.
+pub const DEFRAG_LOCK_KEY: &str = "/etcd-warden/defrag-lock";
+
+impl LiveEtcd {
+    /// Defragment the local member (etcd blocks its reads and writes
+    /// meanwhile).
+    pub async fn defragment(&self, deadline: Duration) -> Result<(), EtcdError> {
+        let started = tokio::time::Instant::now();
+        let mut c = self.client(deadline).await?;
+        let left = deadline.saturating_sub(started.elapsed());
+        within(left, c.defragment()).await?;
+        Ok(())
+    }
+
+    /// Hand the leadership to member `to` (the local member must be the
+    /// leader).
+    pub async fn move_leader(&self, to: u64, deadline: Duration) -> Result<(), EtcdError> {
+        let started = tokio::time::Instant::now();
+        let mut c = self.client(deadline).await?;
+        let left = deadline.saturating_sub(started.elapsed());
+        within(left, c.move_leader(to)).await?;
+        Ok(())
+    }
+
+    /// The value of the defragmentation lock, read linearizably now.
+    pub async fn defrag_lock(&self, deadline: Duration) -> Result<Option<String>, EtcdError> {
+        self.read_value(DEFRAG_LOCK_KEY, deadline).await
+    }
+
+    /// Take the defragmentation lock with `value` under a lease of `ttl`
+    /// (compare-and-swap: only if the key is absent). `Ok(Ok(lease))` when
+    /// taken, `Ok(Err(holder))` when another holds it.
+    pub async fn acquire_defrag_lock(
+        &self,
+        value: &str,
+        ttl: Duration,
+        deadline: Duration,
+    ) -> Result<Result<i64, String>, EtcdError> {
+        use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
+        let started = tokio::time::Instant::now();
+        let mut c = self.client(deadline).await?;
+        let left = deadline.saturating_sub(started.elapsed());
+        let secs = i64::try_from(ttl.as_secs().max(5)).unwrap_or(i64::MAX);
+        let lease = within(left, c.lease_grant(secs, None)).await?.id();
+        let txn = Txn::new()
+            .when([Compare::create_revision(
+                DEFRAG_LOCK_KEY,
+                CompareOp::Equal,
+                0,
+            )])
+            .and_then([TxnOp::put(
+                DEFRAG_LOCK_KEY,
+                value,
+                Some(PutOptions::new().with_lease(lease)),
+            )])
+            .or_else([TxnOp::get(DEFRAG_LOCK_KEY, None)]);
+        let left = deadline.saturating_sub(started.elapsed());
+        let r = within(left, c.txn(txn)).await;
+        let taken = matches!(&r, Ok(r) if r.succeeded());
+        if !taken {
+            // Not ours: the lease would only linger until its time to live.
+            let _ = within(left, c.lease_revoke(lease)).await;
+        }
+        let r = r?;
+        if taken {
+            return Ok(Ok(lease));
+        }
+        Ok(Err(holder_in(r)))
+    }
+
+    /// Release the defragmentation lock taken under `lease` (revoking the
+    /// lease deletes the key, and never another node's).
+    pub async fn release_defrag_lock(
+        &self,
+        lease: i64,
+        deadline: Duration,
+    ) -> Result<(), EtcdError> {
+        let started = tokio::time::Instant::now();
+        let mut c = self.client(deadline).await?;
+        let left = deadline.saturating_sub(started.elapsed());
+        within(left, c.lease_revoke(lease)).await?;
+        Ok(())
+    }
+}
+
+/// The lock holder a failed compare-and-swap read back (its `or_else` get),
+/// empty when the key vanished meanwhile.
+fn holder_in(r: etcd_client::TxnResponse) -> String {
+    r.op_responses()
+        .into_iter()
+        .find_map(|op| match op {
+            etcd_client::TxnOpResponse::Get(g) => g
+                .kvs()
+                .first()
+                .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 /// Status of every member in `members`, each asked at its own client URL,

@@ -8,6 +8,7 @@ pub mod clock;
 pub mod cmd;
 pub mod config;
 pub mod core;
+pub mod defrag;
 pub mod etcd;
 pub mod etcd_conf;
 pub mod metrics;

@@ -42,6 +42,25 @@ impl ExecCounters {
     }
 }
 
+/// The defragmentation policy's figures: the last defragment's time and
+/// duration, and the count by result. Clones share their values.
+#[derive(Debug, Clone, Default)]
+pub struct DefragMetrics {
+    last_at: Gauge,
+    last_duration: Gauge<f64, std::sync::atomic::AtomicU64>,
+    runs: Family<ResultLabel, Counter>,
+}
+
+impl DefragMetrics {
+    /// A defragment started at `at` (Unix seconds) took `took`.
+    pub fn ran(&self, at: i64, took: Duration, ok: bool) {
+        self.last_at.set(at);
+        self.last_duration.set(took.as_secs_f64());
+        let result = if ok { "success" } else { "failure" };
+        self.runs.get_or_create(&ResultLabel { result }).inc();
+    }
+}
+
 /// The content type of [`Metrics::render`].
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -154,6 +173,7 @@ pub struct Metrics {
     db_size_in_use: Gauge,
     etcd_version: Family<EtcdVersionLabel, Gauge>,
     alarms: Family<AlarmLabel, Gauge>,
+    defrag: DefragMetrics,
 }
 
 impl Default for Metrics {
@@ -298,8 +318,28 @@ impl Metrics {
             "1 while etcd reports this alarm (NOSPACE: writes refused until compaction, defragment and `etcdctl alarm disarm`)",
             alarms.clone(),
         );
+        let defrag = DefragMetrics::default();
+        for result in ["success", "failure"] {
+            let _ = defrag.runs.get_or_create(&ResultLabel { result });
+        }
+        r.register(
+            "etcd_warden_defrag_last_timestamp_seconds",
+            "When the local member's last defragment started (Unix time; 0: none since the daemon started)",
+            defrag.last_at.clone(),
+        );
+        r.register(
+            "etcd_warden_defrag_last_duration_seconds",
+            "How long the local member's last defragment took (its reads and writes wait meanwhile)",
+            defrag.last_duration.clone(),
+        );
+        r.register(
+            "etcd_warden_defrags",
+            "Defragments of the local member by this daemon, by result",
+            defrag.runs.clone(),
+        );
         Metrics {
             registry: r,
+            defrag,
             exec: ExecCounters {
                 forced_new_clusters,
                 archives,
@@ -357,6 +397,11 @@ impl Metrics {
     /// reconciler does not depend on the rest of the metrics).
     pub fn exec_counters(&self) -> ExecCounters {
         self.exec.clone()
+    }
+
+    /// The figures the defragmentation policy adds to.
+    pub fn defrag(&self) -> DefragMetrics {
+        self.defrag.clone()
     }
 
     /// The failover logic's current state on this node.
@@ -648,6 +693,41 @@ mod tests {
     }
 
     #[test]
+    fn the_last_defragment_and_the_count_by_result() {
+        let m = Metrics::default();
+        let text = m.render();
+        assert!(
+            text.contains("etcd_warden_defrag_last_timestamp_seconds 0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("etcd_warden_defrags_total{result=\"success\"} 0"),
+            "{text}"
+        );
+        m.defrag()
+            .ran(1_796_040_000, Duration::from_millis(1250), true);
+        m.defrag()
+            .ran(1_796_040_100, Duration::from_millis(500), false);
+        let text = m.render();
+        assert!(
+            text.contains("etcd_warden_defrag_last_timestamp_seconds 1796040100\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("etcd_warden_defrag_last_duration_seconds 0.5\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("etcd_warden_defrags_total{result=\"success\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("etcd_warden_defrags_total{result=\"failure\"} 1"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn names_types_labels_and_help_are_the_ones_dashboards_use() {
         let before = families(include_str!("../tests/fixtures/metrics-before.prom"));
         let mut now = families(&Metrics::default().render());
@@ -660,6 +740,9 @@ mod tests {
             "etcd_warden_etcd_db_size_bytes",
             "etcd_warden_etcd_db_size_in_use_bytes",
             "etcd_warden_etcd_alarm",
+            "etcd_warden_defrag_last_timestamp_seconds",
+            "etcd_warden_defrag_last_duration_seconds",
+            "etcd_warden_defrags_total",
         ] {
             assert!(now.remove(added).is_some(), "{added} missing");
         }

@@ -312,6 +312,12 @@ pub async fn run_with(
         )),
         None => loops.report.off(),
     }
+    if settings.defrag.enabled {
+        owned.push((
+            "the defragmentation loop",
+            work.spawn(defrag_loop(core.clone(), cancel.clone())),
+        ));
+    }
     owned.push((
         "the status notifier",
         work.spawn(status_loop(core.clone(), cancel.clone())),
@@ -520,6 +526,27 @@ async fn report_loop(
             // The next tick is at most one interval away.
             b.idle_until(Instant::now() + every);
         }));
+    }
+}
+
+/// The defragmentation policy ([defrag]): a look per `check_interval_ms`,
+/// the first one interval after the start (a starting cluster is no time
+/// for it). A defragment runs inside the loop's task: the next look waits
+/// for it. Not watched by the watchdog: a defragment of a large database
+/// legitimately takes minutes, and nothing else waits for this loop.
+async fn defrag_loop(core: Arc<Core>, cancel: CancellationToken) -> anyhow::Result<()> {
+    let every = core.settings.defrag.check_interval;
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            () = cancel.cancelled() => return Ok(()),
+        }
+        let r = core.defrag(crate::defrag::policy::Mode::Auto).await;
+        if r.done {
+            tracing::info!(steps = ?r.steps, "{}", r.message);
+        } else {
+            tracing::debug!("{}", r.message);
+        }
     }
 }
 

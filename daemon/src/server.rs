@@ -250,6 +250,20 @@ async fn recover(State(core): State<Arc<Core>>, req: Request) -> Response {
     }
 }
 
+/// `POST /v1/defrag`: the defragmentation policy, asked by an operator
+/// (`etcd-warden defrag`). A refusal is a 200 with `done: false` and the
+/// reason: the request was understood and answered.
+async fn defrag(State(core): State<Arc<Core>>, req: Request) -> Response {
+    let req: warden_api::DefragRequest = match read_json(req).await {
+        Ok(r) => r,
+        Err(resp) => return resp,
+    };
+    let mode = crate::defrag::policy::Mode::Manual {
+        below_threshold: req.below_threshold,
+    };
+    json(StatusCode::OK, &core.defrag(mode).await)
+}
+
 async fn event(State(core): State<Arc<Core>>, req: Request) -> Response {
     let ev: ClusterEvent = match read_json(req).await {
         Ok(r) => r,
@@ -319,6 +333,7 @@ pub fn router(core: Arc<Core>, on: Listener) -> Router {
             .route(paths::ACTION, post(action))
             .route(paths::EVENT, post(event))
             .route(paths::RECOVER, post(recover))
+            .route(paths::DEFRAG, post(defrag))
             .route(paths::STATUS, get(status))
             .route(paths::MEMBERS, get(members))
             .route(paths::REPORT, get(report)),

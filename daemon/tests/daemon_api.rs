@@ -267,6 +267,45 @@ fn a_bad_config_file_names_file_line_and_key() {
 }
 
 #[test]
+fn defrag_refuses_the_only_voter_and_the_status_says_why() {
+    let mut d = Daemon::start(true);
+    d.wait_ready(Duration::from_secs(10));
+    let run = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .arg("--standalone")
+            .arg(d.dir.path())
+            .output()
+            .unwrap()
+    };
+    // Even below the threshold, the one member of a one-node cluster is
+    // never defragmented: its stall would stop every write.
+    let out = run(&["defrag", "--below-threshold"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("only voter"), "{stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("asking the daemon to defragment"),
+        "{stderr}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&run(&["status", "--json"]).stdout).unwrap();
+    assert!(
+        json["defrag"]["answer"]
+            .as_str()
+            .is_some_and(|a| a.contains("only voter")),
+        "{json}"
+    );
+    assert_eq!(json["defrag"]["runs"], serde_json::json!([]));
+    let table = String::from_utf8(run(&["status"]).stdout).unwrap();
+    assert!(
+        table.contains("defrag      none by this daemon; policy: not defragmenting"),
+        "{table}"
+    );
+}
+
+#[test]
 fn status_members_and_snapshot_commands() {
     let mut d = Daemon::start(true);
     d.wait_ready(Duration::from_secs(10));

@@ -404,6 +404,31 @@ pub struct WardenNodeState {
     /// answer is safe): the one command that resolves it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolve_command: Option<String>,
+    /// The node's etcd database as its member answered last: size, bytes
+    /// in use, active alarms and the last defragmentation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db: Option<NodeDb>,
+}
+
+/// A node's etcd database.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeDb {
+    /// Size of the database file (bytes).
+    pub size: i64,
+    /// Bytes of it in use (a defragment gives back the rest).
+    pub size_in_use: i64,
+    /// Active alarms (`NOSPACE`, `CORRUPT`); etcd raises them for the whole
+    /// cluster.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alarms: Vec<String>,
+    /// When the last defragmentation by this node's daemon started
+    /// (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_defrag: Option<String>,
+    /// How long it took (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_defrag_ms: Option<u64>,
 }
 
 /// The daemon's states that an operator must see.

@@ -4,6 +4,7 @@ pub mod alert;
 pub mod collect;
 pub mod control;
 pub mod daemon;
+pub mod defrag;
 pub mod generate;
 pub mod health;
 pub mod members;

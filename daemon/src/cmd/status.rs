@@ -59,7 +59,42 @@ pub fn table(s: &NodeStatus) -> String {
         };
         out.push_str(&format!("{:<11} {alarms}\n", "alarms"));
     }
+    if let Some(d) = &s.defrag {
+        out.push_str(&format!("{:<11} {}\n", "defrag", defrag_line(d)));
+    }
     out
+}
+
+/// The last defragmentation (when, how long, the sizes) and the policy's
+/// latest answer.
+fn defrag_line(d: &warden_api::DefragStatus) -> String {
+    let last = match d.runs.last() {
+        None => "none by this daemon".to_string(),
+        Some(r) => {
+            let when = i64::try_from(r.started_at_ms / 1000)
+                .ok()
+                .and_then(|t| time::OffsetDateTime::from_unix_timestamp(t).ok())
+                .map(crm_xml::timefmt::format_k8s)
+                .unwrap_or_else(|| "-".into());
+            let after = r
+                .db_size_after
+                .map(|a| human_size(u64::try_from(a).unwrap_or(0)))
+                .unwrap_or_else(|| "?".into());
+            format!(
+                "last {when}, took {:.2}s, {} -> {after}{}",
+                r.duration_ms as f64 / 1000.0,
+                human_size(u64::try_from(r.db_size_before).unwrap_or(0)),
+                r.error
+                    .as_deref()
+                    .map(|e| format!(", failed: {e}"))
+                    .unwrap_or_default()
+            )
+        }
+    };
+    match &d.answer {
+        Some(a) => format!("{last}; policy: {a}"),
+        None => last,
+    }
 }
 
 /// The alarms and what to do about them.
@@ -177,6 +212,7 @@ mod tests {
             revision: Some(5),
             cluster_id: Some(0xcdf818194e3a8c32),
             etcd_db: None,
+            defrag: None,
             reason: None,
         }
     }
@@ -206,6 +242,33 @@ mod tests {
         assert!(text.contains("`etcdctl alarm disarm`"), "{text}");
         n.etcd_db.as_mut().unwrap().alarms.clear();
         assert!(table(&n).contains("alarms      none\n"));
+    }
+
+    #[test]
+    fn the_last_defragmentation_and_the_policys_answer() {
+        let mut n = node();
+        n.defrag = Some(warden_api::DefragStatus::default());
+        assert!(table(&n).contains("defrag      none by this daemon\n"));
+        n.defrag = Some(warden_api::DefragStatus {
+            runs: vec![warden_api::DefragRun {
+                started_at_ms: 1_796_040_000_250,
+                duration_ms: 1250,
+                db_size_before: 8 * 1024 * 1024,
+                db_size_in_use_before: 2 * 1024 * 1024,
+                db_size_after: Some(2 * 1024 * 1024),
+                leader_moved_to: None,
+                by_hand: false,
+                error: None,
+            }],
+            answer: Some("not defragmenting: the cluster has no quorum".into()),
+        });
+        let text = table(&n);
+        assert!(
+            text.contains(
+                "defrag      last 2026-11-30T12:00:00Z, took 1.25s, 8.0 MiB -> 2.0 MiB; policy: not defragmenting: the cluster has no quorum\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

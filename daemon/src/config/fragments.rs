@@ -201,6 +201,7 @@ section! {
         timeouts: TimeoutsFragment,
         failover: FailoverFragment,
         report: ReportFragment,
+        defrag: DefragFragment,
         // Last: TOML writes arrays of tables after the plain tables.
         nodes: Option<Loc<Vec<NodeFragment>>>,
     }
@@ -322,6 +323,17 @@ section! {
         fence_agents: Option<Loc<Vec<String>>>,
         expected_nodes: Option<Loc<u64>>,
         profile: Option<Loc<String>>,
+    }
+}
+
+section! {
+    /// `[defrag]`.
+    struct DefragFragment {
+        enabled: Option<Loc<bool>>,
+        fragmentation_percent: Option<Loc<u64>>,
+        min_db_size_bytes: Option<Loc<u64>>,
+        check_interval_ms: Option<Loc<u64>>,
+        timeout_ms: Option<Loc<u64>>,
     }
 }
 

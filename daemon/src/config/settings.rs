@@ -258,6 +258,32 @@ pub struct ReportSettings {
     pub profile: crm_xml::report::Profile,
 }
 
+/// The range `defrag.check_interval_ms` accepts: a check asks every member
+/// for its Status and Pacemaker for its view, so not more often than a
+/// second; and at least once an hour.
+pub const DEFRAG_CHECK_INTERVAL_RANGE_MS: std::ops::RangeInclusive<u64> = 1000..=3_600_000;
+
+/// The range `defrag.timeout_ms` accepts: etcd's defragment of a database
+/// of several GB takes minutes on slow disks.
+pub const DEFRAG_TIMEOUT_RANGE_MS: std::ops::RangeInclusive<u64> = 1000..=3_600_000;
+
+/// The defragmentation policy (`[defrag]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DefragSettings {
+    /// Whether the daemon defragments on its own (`etcd-warden defrag`
+    /// works either way).
+    pub enabled: bool,
+    /// Defragment once this percentage of the database file is free
+    /// space: (size − in use) / size.
+    pub fragmentation_percent: u64,
+    /// ... and only a database file at least this large.
+    pub min_db_size_bytes: u64,
+    /// How often the policy looks.
+    pub check_interval: Duration,
+    /// The longest one defragment may take.
+    pub timeout: Duration,
+}
+
 /// Validated settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
@@ -281,6 +307,8 @@ pub struct Settings {
     pub failover: FailoverSettings,
     /// The daemon's report writer.
     pub report: ReportSettings,
+    /// The defragmentation policy.
+    pub defrag: DefragSettings,
     /// The files that were read, in order (the built-in defaults are not
     /// a file and are not listed).
     pub sources: Vec<PathBuf>,

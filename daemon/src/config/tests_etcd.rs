@@ -239,3 +239,50 @@ fn a_config_error_maps_to_ex_config() {
     assert!(!is_config_error(&anyhow::anyhow!("etcd did not answer")));
     assert_eq!(EXIT_CONFIG, 78);
 }
+
+#[test]
+fn auto_compaction_and_defragmentation_are_on_by_default() {
+    let s = load("").unwrap();
+    assert_eq!(
+        s.etcd.tuning.auto_compaction,
+        Some((CompactionMode::Periodic, "1h".into()))
+    );
+    let d = &s.defrag;
+    assert!(d.enabled);
+    assert_eq!(d.fragmentation_percent, 45);
+    assert_eq!(d.min_db_size_bytes, 100 * 1024 * 1024);
+    assert_eq!(d.check_interval, std::time::Duration::from_secs(60));
+    // The retention alone changes the default mode's window; "0" turns
+    // etcd's compaction off.
+    let s = load("[etcd]\nauto_compaction_retention = \"0\"\n").unwrap();
+    assert_eq!(
+        s.etcd.tuning.auto_compaction,
+        Some((CompactionMode::Periodic, "0".into()))
+    );
+    let s = load("[defrag]\nenabled = false\nfragmentation_percent = 10\n").unwrap();
+    assert!(!s.defrag.enabled);
+    assert_eq!(s.defrag.fragmentation_percent, 10);
+}
+
+#[test]
+fn a_defragmentation_threshold_out_of_range_is_refused() {
+    let e = refused(
+        "[defrag]\nfragmentation_percent = 100\n",
+        2,
+        "defrag.fragmentation_percent",
+    );
+    assert!(e.contains("use 1 to 99"), "{e}");
+    refused(
+        "[defrag]\nfragmentation_percent = 0\n",
+        2,
+        "defrag.fragmentation_percent",
+    );
+    let e = refused(
+        "[defrag]\ncheck_interval_ms = 10\n",
+        2,
+        "defrag.check_interval_ms",
+    );
+    assert!(e.contains("out of range"), "{e}");
+    refused("[defrag]\ntimeout_ms = 0\n", 2, "defrag.timeout_ms");
+    refused("[defrag]\nthreshold = 3\n", 2, "defrag.threshold");
+}

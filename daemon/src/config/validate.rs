@@ -12,16 +12,17 @@ use std::time::Duration;
 
 use super::etcd_rules;
 use super::fragments::{
-    ApiFragment, EtcdFragment, FailoverFragment, Fragment, Loc, NodeFragment, ReportFragment,
-    TimeoutsFragment, TlsFilesFragment, positive,
+    ApiFragment, DefragFragment, EtcdFragment, FailoverFragment, Fragment, Loc, NodeFragment,
+    ReportFragment, TimeoutsFragment, TlsFilesFragment, positive,
 };
 use super::inputs::Inputs;
 use super::settings::{
-    ApiSettings, BackendKind, CompactionMode, EtcdSettings, EtcdTuning, FailoverSettings,
-    MAX_RECONCILE_INTERVAL_MS, MAX_REPORT_INTERVAL_MS, MIN_PENDING_INTERVAL_MS,
+    ApiSettings, BackendKind, CompactionMode, DefragSettings, EtcdSettings, EtcdTuning,
+    FailoverSettings, MAX_RECONCILE_INTERVAL_MS, MAX_REPORT_INTERVAL_MS, MIN_PENDING_INTERVAL_MS,
     MIN_REPORT_INTERVAL_MS, NodeSettings, REPORT_CRM_MON_TIMEOUT_RANGE_MS, ReportSettings, RunAs,
     Settings, Timeouts, TlsFiles, Topology,
 };
+use super::settings::{DEFRAG_CHECK_INTERVAL_RANGE_MS, DEFRAG_TIMEOUT_RANGE_MS};
 use super::{ConfigError, Layout};
 
 /// Largest `report.expected_nodes`: far above any Corosync cluster, a
@@ -63,6 +64,7 @@ pub(crate) fn settings(inputs: Inputs, layout: Layout) -> Result<Settings, Confi
         timeouts,
         failover,
         report,
+        defrag,
         nodes,
     } = inputs.merged;
     let node_name = files.need(node_name, "node_name")?;
@@ -86,6 +88,7 @@ pub(crate) fn settings(inputs: Inputs, layout: Layout) -> Result<Settings, Confi
         timeouts: self::timeouts(timeouts, &files)?,
         failover,
         report: self::report(report, node_count, &files)?,
+        defrag: self::defrag(defrag, &files)?,
         sources: inputs.files,
         layout,
     })
@@ -607,6 +610,28 @@ fn absolute(l: Loc<PathBuf>) -> Result<PathBuf, ConfigError> {
     } else {
         Err(l.invalid("must be an absolute path"))
     }
+}
+
+/// `[defrag]`: the threshold and how often and how long the policy runs.
+fn defrag(d: DefragFragment, files: &Files) -> Result<DefragSettings, ConfigError> {
+    let percent = files.need(d.fragmentation_percent, "defrag.fragmentation_percent")?;
+    if !(1..=99).contains(&percent.value) {
+        return Err(percent.invalid(format!(
+            "{} is out of range: use 1 to 99 (percent of the database file that is free space)",
+            percent.value
+        )));
+    }
+    let interval = files.need(d.check_interval_ms, "defrag.check_interval_ms")?;
+    let timeout = files.need(d.timeout_ms, "defrag.timeout_ms")?;
+    Ok(DefragSettings {
+        enabled: files.need(d.enabled, "defrag.enabled")?.value,
+        fragmentation_percent: percent.value,
+        min_db_size_bytes: files
+            .need(d.min_db_size_bytes, "defrag.min_db_size_bytes")?
+            .value,
+        check_interval: ranged_ms(&interval, DEFRAG_CHECK_INTERVAL_RANGE_MS)?,
+        timeout: ranged_ms(&timeout, DEFRAG_TIMEOUT_RANGE_MS)?,
+    })
 }
 
 fn ranged_ms(l: &Loc<u64>, range: RangeInclusive<u64>) -> Result<Duration, ConfigError> {

@@ -58,6 +58,9 @@ pub struct WardenCluster {
     /// A node whose daemon runs in the shipped unit's sandbox, with the
     /// default paths on the node's disk (see [`crate::sandbox`]).
     sandbox: Option<(String, crate::sandbox::Unit)>,
+    /// TOML appended to every node's configuration (a test's own
+    /// sections, e.g. a small defragmentation threshold).
+    extra: String,
 }
 
 /// Polls `f` every 100 ms until it returns `Some`, failing with `what` and
@@ -105,7 +108,13 @@ impl WardenCluster {
     /// daemons and applies the generated CIB; returns once Pacemaker shows
     /// etcd started on every node.
     pub fn start(nodes: usize, topology: Topology) -> Result<Self> {
-        let w = Self::start_daemons(nodes, topology)?;
+        Self::start_with(nodes, topology, "")
+    }
+
+    /// As [`Self::start`], with `extra` (TOML sections) appended to every
+    /// node's configuration.
+    pub fn start_with(nodes: usize, topology: Topology, extra: &str) -> Result<Self> {
+        let w = Self::start_daemons_with(nodes, topology, None, extra)?;
         w.configure_pacemaker()?;
         w.wait_started(&w.c.node_names(), Duration::from_secs(120))?;
         Ok(w)
@@ -114,7 +123,7 @@ impl WardenCluster {
     /// The cluster and the daemons, without etcd in the CIB yet (adoption
     /// starts etcd by hand first).
     pub fn start_daemons(nodes: usize, topology: Topology) -> Result<Self> {
-        Self::start_daemons_with(nodes, topology, None)
+        Self::start_daemons_with(nodes, topology, None, "")
     }
 
     /// As [`Self::start`], with `node`'s daemon in `unit`'s sandbox and on
@@ -126,7 +135,7 @@ impl WardenCluster {
         node: &str,
         unit: crate::sandbox::Unit,
     ) -> Result<Self> {
-        let w = Self::start_daemons_with(nodes, topology, Some((node.to_string(), unit)))?;
+        let w = Self::start_daemons_with(nodes, topology, Some((node.to_string(), unit)), "")?;
         w.configure_pacemaker()?;
         w.wait_started(&w.c.node_names(), Duration::from_secs(120))?;
         Ok(w)
@@ -141,6 +150,7 @@ impl WardenCluster {
         nodes: usize,
         topology: Topology,
         sandbox: Option<(String, crate::sandbox::Unit)>,
+        extra: &str,
     ) -> Result<Self> {
         bins::install_agent()?;
         let warden = bins::warden()?;
@@ -156,6 +166,7 @@ impl WardenCluster {
             topology,
             daemons: Mutex::new(Vec::new()),
             sandbox,
+            extra: extra.to_string(),
         };
         if let Some((node, unit)) = &w.sandbox {
             crate::sandbox::prepare_disk(unit, &w.disk(node)?)?;
@@ -237,6 +248,7 @@ impl WardenCluster {
             dir.join("etcd").display(),
             dir.join("state").display()
         ));
+        toml.push_str(&self.extra);
         let path = self.config_path(node)?;
         std::fs::create_dir_all(path.parent().context("config dir")?)?;
         std::fs::write(&path, toml).with_context(|| format!("writing {}", path.display()))

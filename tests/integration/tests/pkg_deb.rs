@@ -48,6 +48,7 @@ const EXPECTED: &[&str] = &[
     "/usr/share/man/man8/etcd-warden-crm-config.8.gz",
     "/usr/share/man/man8/etcd-warden-alert.8.gz",
     "/usr/share/man/man8/etcd-warden-recover.8.gz",
+    "/usr/share/man/man8/etcd-warden-defrag.8.gz",
     "/usr/share/man/man7/ocf_etcd-warden_etcd.7.gz",
     "/usr/share/bash-completion/completions/etcd-warden",
     "/usr/share/zsh/vendor-completions/_etcd-warden",
