@@ -431,16 +431,6 @@ impl LiveEtcd {
         Ok(())
     }
 
-    /// Hand the leadership to member `to` (the local member must be the
-    /// leader).
-    pub async fn move_leader(&self, to: u64, deadline: Duration) -> Result<(), EtcdError> {
-        let started = tokio::time::Instant::now();
-        let mut c = self.client(deadline).await?;
-        let left = deadline.saturating_sub(started.elapsed());
-        within(left, c.move_leader(to)).await?;
-        Ok(())
-    }
-
     /// The value of the defragmentation lock, read linearizably now.
     pub async fn defrag_lock(&self, deadline: Duration) -> Result<Option<String>, EtcdError> {
         self.read_value(DEFRAG_LOCK_KEY, deadline).await
