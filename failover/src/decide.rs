@@ -1059,7 +1059,7 @@ impl<'a> Decider<'a> {
                 "learner catching up; the voter promotes it once etcd reports it in sync".into()
             } else {
                 format!(
-                    "learner without a leader: waiting for the voter on {}",
+                    "learner not in contact with a leader (receiving the data, or the leader is gone): waiting for the voter on {}",
                     peer.name
                 )
             };
@@ -1220,6 +1220,7 @@ impl<'a> Decider<'a> {
         }
         if live.is_leader {
             self.membership_changes(live, std::slice::from_ref(&peer));
+            self.keep_leader_on_fence_race_winner(live, peer);
         }
         let voters = live.voters().count();
         let learner = live.members.iter().find(|m| m.is_learner);
@@ -1282,6 +1283,42 @@ impl<'a> Decider<'a> {
         {
             self.steps.push(Step::AddLearner {
                 node: p.name.clone(),
+            });
+        }
+    }
+
+    /// A follower learns that an entry is committed only from the leader's
+    /// next message, after the leader has already acknowledged the write:
+    /// if a partition cuts that message off and the follower then forces a
+    /// new cluster, etcd drops the entry as uncommitted and reuses its
+    /// revision. The leader itself knows every entry it committed. So in a
+    /// healthy pair the leader belongs on the node that wins fence races
+    /// (the one that forces after a partition): a leader elsewhere (an
+    /// election after a restart, or moved by an operator) hands its
+    /// leadership over. Only with both members voting and the peer's
+    /// member answering (the transfer waits for it to catch up), and never
+    /// beside a membership change.
+    fn keep_leader_on_fence_race_winner(&mut self, live: &LiveEtcd, peer: &NodeView) {
+        let f = self.f;
+        if f.pacemaker.fence_race_winner.as_deref() != Some(peer.name.as_str())
+            || f.trigger != Trigger::Reconcile
+            || !peer.online
+            || peer.etcd != ResourceState::Started
+            || self.steps.iter().any(Step::changes_membership)
+        {
+            return;
+        }
+        let voters: Vec<&MemberInfo> = live.voters().collect();
+        let Some(target) = voters
+            .iter()
+            .find(|m| m.node == peer.name && m.id != live.member_id && m.in_sync)
+        else {
+            return;
+        };
+        if voters.len() == 2 && !live.members.iter().any(|m| m.is_learner) {
+            self.steps.push(Step::TransferLeadership {
+                id: target.id,
+                node: target.node.clone(),
             });
         }
     }
