@@ -329,7 +329,7 @@ impl LiveEtcd {
 
     /// Hand this member's leadership to member `id` (etcd answers an error
     /// unless this member is the leader).
-    pub async fn move_leader(&self, id: u64, deadline: Duration) -> Result<(), EtcdError> {
+    pub(crate) async fn move_leader(&self, id: u64, deadline: Duration) -> Result<(), EtcdError> {
         let started = tokio::time::Instant::now();
         let mut c = self.client(deadline).await?;
         let left = deadline.saturating_sub(started.elapsed());

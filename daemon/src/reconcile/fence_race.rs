@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 /// resources`): the only one of `nodes` fenced by a delayed device while
 /// the others are not. `None` when no node or more than one is delayed,
 /// or when the XML does not parse.
-pub fn winner(resources_xml: &str, nodes: &[String]) -> Option<String> {
+pub(crate) fn winner(resources_xml: &str, nodes: &[String]) -> Option<String> {
     let doc = roxmltree::Document::parse(resources_xml).ok()?;
     let mut delayed = BTreeSet::new();
     for p in doc
