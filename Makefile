@@ -109,10 +109,11 @@ failover-bench: deps
 
 # Randomised compound-fault rounds on the two-node harness: one line per
 # round, then `campaign: R rounds, P passed, L lost, O order, S stuck, U unsafe`.
-# SEED replays a campaign (default: the time, printed first).
+# SEED replays a campaign (default: the time, printed first); ROUND_SEEDS=a,b
+# replays chosen rounds by the seeds their lines print.
 .PHONY: campaign
 campaign: deps
-	ROUNDS=$(ROUNDS) SEED=$(SEED) $(CARGO) run -p warden-integration --bin campaign
+	ROUNDS=$(ROUNDS) SEED=$(SEED) ROUND_SEEDS=$(ROUND_SEEDS) $(CARGO) run -p warden-integration --bin campaign
 
 # The collect cycle against the crm_mon call alone (the goal: at most 1.1x):
 # `etcd-warden collect` as a process and the daemon's [report] cycle in-process,

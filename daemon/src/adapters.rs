@@ -83,6 +83,10 @@ impl EtcdOps for Core {
     async fn remove(&self, id: u64, deadline: Duration) -> Result<Vec<Member>, OpsError> {
         Ok(self.etcd.remove(id, deadline).await?)
     }
+
+    async fn move_leader(&self, id: u64, deadline: Duration) -> Result<(), OpsError> {
+        Ok(self.etcd.move_leader(id, deadline).await?)
+    }
 }
 
 impl Supervisor for Core {

@@ -327,6 +327,16 @@ impl LiveEtcd {
         Ok(r.members().iter().map(member_from).collect())
     }
 
+    /// Hand this member's leadership to member `id` (etcd answers an error
+    /// unless this member is the leader).
+    pub(crate) async fn move_leader(&self, id: u64, deadline: Duration) -> Result<(), EtcdError> {
+        let started = tokio::time::Instant::now();
+        let mut c = self.client(deadline).await?;
+        let left = deadline.saturating_sub(started.elapsed());
+        within(left, c.move_leader(id)).await?;
+        Ok(())
+    }
+
     /// Remove a member.
     pub(crate) async fn remove(
         &self,

@@ -83,6 +83,18 @@ pub enum Step {
         /// Its node, for the log.
         node: String,
     },
+    /// Move etcd's leadership from this member, the leader, to the voter
+    /// `id` on `node`, the node that wins fence races: a partition then
+    /// leaves the leader, which knows every entry it committed, on the side
+    /// that forces, so no write it acknowledged is lost. Only a leader can
+    /// transfer its leadership; the transfer waits for the target to catch
+    /// up, and writes pause for about one round trip while it runs.
+    TransferLeadership {
+        /// Member id of the new leader.
+        id: u64,
+        /// Its node, for the log.
+        node: String,
+    },
     /// Take the leave lock in etcd: a transaction that writes this node's
     /// name only if the key is absent. At most one node can hold it.
     AcquireLeaveLock,
@@ -117,6 +129,14 @@ impl Step {
     /// Whether the step changes anything (Wait and Refuse do not).
     pub fn acts(&self) -> bool {
         !matches!(self, Step::Wait { .. } | Step::Refuse { .. })
+    }
+
+    /// Whether the step changes etcd's member list.
+    pub fn changes_membership(&self) -> bool {
+        matches!(
+            self,
+            Step::AddLearner { .. } | Step::PromoteLearner { .. } | Step::RemoveMember { .. }
+        )
     }
 }
 

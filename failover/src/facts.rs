@@ -127,6 +127,13 @@ pub struct PacemakerView {
     /// it by hand, so every automatic failover step is paused.
     #[serde(default)]
     pub etcd_unmanaged: bool,
+    /// The node that wins a fence race: the only node whose fence device
+    /// is configured with a delay (`pcmk_delay_base` or `pcmk_delay_max`),
+    /// so that fencing it waits while it fences its peer at once. `None`
+    /// when no device is delayed, or when more than one is (no node wins
+    /// then). Read from Pacemaker's configuration on every gathering.
+    #[serde(default)]
+    pub fence_race_winner: Option<String>,
 }
 
 impl PacemakerView {

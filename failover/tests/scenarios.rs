@@ -1420,3 +1420,68 @@ fn maintenance_pauses_every_automatic_step() {
         );
     }
 }
+
+/// A partition cuts the follower off before it learns of the leader's
+/// last commits; the node that wins the fence race then forces from its
+/// own log. So the leader belongs on that node: a leader elsewhere hands
+/// its leadership over, and only in a healthy pair.
+#[test]
+fn a_leader_on_the_fence_race_loser_hands_leadership_to_the_winner() {
+    let leading_b = || {
+        let mut f = healthy(B);
+        f.trigger = Trigger::Reconcile;
+        f.pacemaker.fence_race_winner = Some(A.into());
+        let l = live_mut(&mut f);
+        l.is_leader = true;
+        f
+    };
+    let transfers = |f: &Facts| {
+        decide(f)
+            .steps
+            .into_iter()
+            .filter(|s| matches!(s, Step::TransferLeadership { .. }))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        transfers(&leading_b()),
+        vec![Step::TransferLeadership {
+            id: ID_A,
+            node: A.into()
+        }]
+    );
+
+    // The winner leads already, or no node wins: nothing to move.
+    let mut f = leading_b();
+    f.pacemaker.fence_race_winner = Some(B.into());
+    assert!(transfers(&f).is_empty());
+    let mut f = leading_b();
+    f.pacemaker.fence_race_winner = None;
+    assert!(transfers(&f).is_empty());
+    let mut f = healthy(A);
+    f.trigger = Trigger::Reconcile;
+    f.pacemaker.fence_race_winner = Some(A.into());
+    assert!(transfers(&f).is_empty(), "a follower never transfers");
+
+    // Only in a healthy pair, and never from a monitor.
+    let mut f = leading_b();
+    peer_mut(&mut f, A).online = false;
+    assert!(transfers(&f).is_empty());
+    let mut f = leading_b();
+    peer_mut(&mut f, A).etcd = ResourceState::Stopping;
+    assert!(transfers(&f).is_empty());
+    let mut f = leading_b();
+    live_mut(&mut f).members[0].in_sync = false;
+    assert!(
+        transfers(&f).is_empty(),
+        "the winner's member does not answer"
+    );
+    let mut f = leading_b();
+    live_mut(&mut f).members[0].is_learner = true;
+    assert!(transfers(&f).is_empty(), "beside a learner");
+    let mut f = leading_b();
+    f.trigger = Trigger::Monitor;
+    assert!(transfers(&f).is_empty());
+    let mut f = leading_b();
+    f.pacemaker.maintenance_mode = true;
+    assert!(transfers(&f).is_empty(), "maintenance pauses it");
+}

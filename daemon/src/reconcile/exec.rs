@@ -139,6 +139,10 @@ const MEMBERSHIP_RETRY: Duration = Duration::from_secs(10);
 /// after a promotion) and the call times out; a shorter attempt leaves time
 /// to ask again once the pending change has been applied.
 const MEMBERSHIP_ATTEMPT: Duration = Duration::from_secs(3);
+/// How long a leadership transfer may take: etcd waits for the target to
+/// catch up, then gives up after an election timeout; writes pause while it
+/// runs, so a transfer that cannot finish soon is abandoned, not retried.
+const LEADER_TRANSFER: Duration = Duration::from_secs(3);
 
 /// Retry `f` while etcd answers with a transient error (unavailable, a
 /// timeout, or a precondition such as a learner not yet in sync), by the
@@ -325,9 +329,14 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
             // until the majority is back (in HA mode it may wait for the
             // very start Pacemaker holds back while this one is in flight;
             // in a two-node pair after a total outage, for a peer whose data
-            // is gone and that will never start a member): wait only
-            // briefly; the next round decides on "running, no quorum".
-            let wait = if matches!(mode, Mode::Existing) {
+            // is gone and that will never start a member). A joining learner
+            // answers only once the leader has sent it the data: never, if
+            // the leader's node lost power meanwhile, and only after the
+            // whole snapshot of a large database. Either way, wait only
+            // briefly; the next round decides on "running, not answering",
+            // and a start does not hold Pacemaker's transition (and so the
+            // peer's own start) up.
+            let wait = if matches!(mode, Mode::Existing | Mode::Join { .. }) {
                 left.min(RESTART_ANSWER)
             } else {
                 left
@@ -401,6 +410,22 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
             retrying(left.min(MEMBERSHIP_RETRY), |d| ports.etcd.remove(*id, d))
                 .await
                 .map(|_| tracing::info!(node, id, "removed from the member list"))
+                .map_err(ops)
+        }
+        Step::TransferLeadership { id, node } => {
+            let started = std::time::Instant::now();
+            ports
+                .etcd
+                .move_leader(*id, left.min(LEADER_TRANSFER))
+                .await
+                .map(|_| {
+                    tracing::info!(
+                        node,
+                        id,
+                        took_ms = started.elapsed().as_millis() as u64,
+                        "leadership handed to the node that wins fence races"
+                    )
+                })
                 .map_err(ops)
         }
         Step::AcquireLeaveLock => {

@@ -157,6 +157,11 @@ impl EtcdOps for Fake {
         self.next_err()?;
         Ok(vec![])
     }
+    async fn move_leader(&self, id: u64, d: Duration) -> Result<(), OpsError> {
+        self.log(format!("move leader {id}"));
+        self.deadlines.lock().unwrap().push(d);
+        self.next_err()
+    }
 }
 
 impl Pacemaker for Fake {

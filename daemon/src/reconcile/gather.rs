@@ -235,10 +235,28 @@ pub(crate) async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
         }
         Ok::<_, PcmkError>(out)
     };
-    let (doc, attrs, etcd) =
-        tokio::join!(pcmk.crm_mon(deadline), attrs, local_etcd(core, deadline));
+    // Not a proof of anything, only where the leader belongs: a failed
+    // read means "no preference" and never fails the gathering.
+    let winner = async {
+        if s.topology != crate::config::Topology::TwoNode {
+            return None;
+        }
+        pcmk.fence_race_winner(&names, deadline)
+            .await
+            .map_err(|e| tracing::debug!(error = %e, "fence delays not read"))
+            .ok()
+            .flatten()
+    };
+    let (doc, attrs, etcd, winner) = tokio::join!(
+        pcmk.crm_mon(deadline),
+        attrs,
+        local_etcd(core, deadline),
+        winner
+    );
     let doc = doc?;
     let attrs = attrs?;
+    // Whether the local member itself answered (not the stand-in below).
+    let mut answered = true;
     let etcd = match etcd {
         // In HA mode a member restarted while the majority is down runs but
         // answers no client before it has a leader (etcd 3.4/3.5 serve only
@@ -254,6 +272,7 @@ pub(crate) async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
         // the peer holds nothing this node lacks.
         Err(GatherError::Etcd(e)) => {
             tracing::debug!(error = %e, "etcd runs but does not answer yet");
+            answered = false;
             let st = paths.read_state()?;
             let members = match s.topology {
                 crate::config::Topology::Ha => Vec::new(),
@@ -276,7 +295,10 @@ pub(crate) async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
             EtcdView::Running(LiveFacts {
                 member_id: st.member_id.unwrap_or_default(),
                 cluster_id: st.cluster_id.unwrap_or_default(),
-                is_learner: false,
+                // A member started to join answers only once the leader has
+                // sent it the data; until then it is the learner it was
+                // added as (and never a voter that could force).
+                is_learner: st.joining,
                 has_leader: false,
                 is_leader: false,
                 linearizable_ok: false,
@@ -287,7 +309,8 @@ pub(crate) async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
         }
         r => r?,
     };
-    let pacemaker = pcmk::view(&doc, &names, &attrs);
+    let mut pacemaker = pcmk::view(&doc, &names, &attrs);
+    pacemaker.fence_race_winner = winner;
 
     let quorate_here = matches!(&etcd, EtcdView::Running(l) if l.quorate());
     let cluster = if quorate_here {
@@ -307,8 +330,10 @@ pub(crate) async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
     // reads its role from it instead of guessing from notify counts).
     let state = match &etcd {
         EtcdView::Running(l) => paths.update_state(|st| {
-            // The joined member runs: its data is there from now on.
-            st.joining = false;
+            // The joined member answers: its data is there from now on.
+            if answered {
+                st.joining = false;
+            }
             if l.quorate() && !l.is_learner {
                 let voters: Vec<String> = l.voters().map(|m| m.node.clone()).collect();
                 st.formed = true;

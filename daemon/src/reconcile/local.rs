@@ -123,9 +123,27 @@ impl LocalPaths {
         self.data_dir.join("member")
     }
 
-    /// Whether a member directory exists.
+    /// Whether a member directory with data exists. A join that failed
+    /// early (the leader's node lost power while etcd asked it for the
+    /// cluster) leaves a member directory without a write-ahead log: etcd
+    /// creates the directory first. Started on it, etcd would bootstrap a
+    /// new cluster of its own; so while the state file says the join never
+    /// completed, such a directory is no data and the join is retried over
+    /// it.
     pub fn has_data(&self) -> bool {
-        self.member_dir().is_dir()
+        if !self.member_dir().is_dir() {
+            return false;
+        }
+        self.has_wal() || !self.read_state().is_ok_and(|st| st.joining)
+    }
+
+    /// Whether the member directory holds a write-ahead log file (what
+    /// etcd itself checks to restart rather than bootstrap or join).
+    fn has_wal(&self) -> bool {
+        std::fs::read_dir(self.member_dir().join("wal")).is_ok_and(|rd| {
+            rd.flatten()
+                .any(|e| e.file_name().to_string_lossy().ends_with(".wal"))
+        })
     }
 
     /// Read the state file; a missing file is the default state.
@@ -541,6 +559,24 @@ mod tests {
             run_dir: t.join("run"),
             archive_dir: t.join("archive"),
         }
+    }
+
+    #[test]
+    fn a_member_dir_left_by_a_failed_join_is_no_data() {
+        let t = tempfile::tempdir().unwrap();
+        let p = paths(t.path());
+        std::fs::create_dir_all(p.member_dir().join("snap")).unwrap();
+        assert!(p.has_data(), "outside a join, any member directory counts");
+        p.update_state(|s| s.joining = true).unwrap();
+        assert!(!p.has_data(), "a join's directory without a log is none");
+        std::fs::create_dir_all(p.member_dir().join("wal")).unwrap();
+        std::fs::write(
+            p.member_dir()
+                .join("wal/0000000000000000-0000000000000000.wal"),
+            b"x",
+        )
+        .unwrap();
+        assert!(p.has_data(), "once etcd wrote its log, it is data");
     }
 
     #[test]

@@ -14,6 +14,7 @@
 
 pub(crate) mod agent;
 pub mod exec;
+mod fence_race;
 pub(crate) mod gather;
 pub mod local;
 pub mod pcmk;

@@ -79,6 +79,17 @@ pub trait Pacemaker: Send + Sync {
         name: &str,
         deadline: Duration,
     ) -> impl Future<Output = Result<(), PcmkError>> + Send;
+    /// The node of `nodes` that wins fence races by the configured fence
+    /// delays (see [`super::fence_race`]); `None` when none does. Fakes
+    /// without fence devices keep the default.
+    fn fence_race_winner(
+        &self,
+        nodes: &[String],
+        deadline: Duration,
+    ) -> impl Future<Output = Result<Option<String>, PcmkError>> + Send {
+        let _ = (nodes, deadline);
+        async { Ok(None) }
+    }
 }
 
 /// The real Pacemaker command-line tools.
@@ -171,6 +182,23 @@ impl Pacemaker for CrmTools {
         transient_attr(node, name, &["--delete"], deadline)
             .await
             .map(|_| ())
+    }
+
+    async fn fence_race_winner(
+        &self,
+        nodes: &[String],
+        deadline: Duration,
+    ) -> Result<Option<String>, PcmkError> {
+        let (code, out, err) =
+            run("cibadmin", &["--query", "--scope", "resources"], deadline).await?;
+        if code != Some(0) {
+            return Err(PcmkError::Failed {
+                tool: "cibadmin",
+                code,
+                message: err,
+            });
+        }
+        Ok(super::fence_race::winner(&out, nodes))
     }
 }
 
@@ -338,6 +366,8 @@ pub(crate) fn view(
         quorate: doc.summary.with_quorum,
         maintenance_mode: doc.summary.options.maintenance_mode,
         etcd_unmanaged: etcd_unmanaged(doc),
+        // Read from the CIB's configuration by the gathering, not crm_mon.
+        fence_race_winner: None,
         nodes,
         fence_history: doc
             .fence_history

@@ -110,6 +110,12 @@ pub trait EtcdOps: EtcdReads {
         id: u64,
         deadline: Duration,
     ) -> impl Future<Output = Result<Vec<Member>, OpsError>> + Send;
+    /// Hand the leadership of the local member, the leader, to member `id`.
+    fn move_leader(
+        &self,
+        id: u64,
+        deadline: Duration,
+    ) -> impl Future<Output = Result<(), OpsError>> + Send;
 }
 
 /// Result of one probe of the local etcd.
@@ -189,6 +195,12 @@ pub trait DynPacemaker: Send + Sync + std::fmt::Debug {
         name: &'a str,
         deadline: Duration,
     ) -> BoxFuture<'a, Result<(), PcmkError>>;
+    /// See [`Pacemaker::fence_race_winner`].
+    fn fence_race_winner_dyn<'a>(
+        &'a self,
+        nodes: &'a [String],
+        deadline: Duration,
+    ) -> BoxFuture<'a, Result<Option<String>, PcmkError>>;
 }
 
 impl<T: Pacemaker + std::fmt::Debug> DynPacemaker for T {
@@ -219,6 +231,13 @@ impl<T: Pacemaker + std::fmt::Debug> DynPacemaker for T {
         deadline: Duration,
     ) -> BoxFuture<'a, Result<(), PcmkError>> {
         Box::pin(self.delete_attr(node, name, deadline))
+    }
+    fn fence_race_winner_dyn<'a>(
+        &'a self,
+        nodes: &'a [String],
+        deadline: Duration,
+    ) -> BoxFuture<'a, Result<Option<String>, PcmkError>> {
+        Box::pin(self.fence_race_winner(nodes, deadline))
     }
 }
 
@@ -263,5 +282,12 @@ impl Pacemaker for SharedPacemaker {
         deadline: Duration,
     ) -> Result<(), PcmkError> {
         self.0.delete_attr_dyn(node, name, deadline).await
+    }
+    async fn fence_race_winner(
+        &self,
+        nodes: &[String],
+        deadline: Duration,
+    ) -> Result<Option<String>, PcmkError> {
+        self.0.fence_race_winner_dyn(nodes, deadline).await
     }
 }

@@ -629,6 +629,13 @@ impl EtcdOps for Sim {
             self.member_list_of(w)
         }))
     }
+
+    async fn move_leader(&self, id: u64, _d: Duration) -> Result<(), OpsError> {
+        // The simulated leader follows from who asks (see `leader`): the
+        // move is only logged.
+        self.with(|w| w.log.push(format!("move leader {id:x}")));
+        Ok(())
+    }
 }
 
 impl Supervisor for Sim {

@@ -898,6 +898,9 @@ impl EtcdModel {
                 fence_history,
                 maintenance_mode: s.maintenance,
                 etcd_unmanaged: false,
+                // The model derives the leader from the logs (the longest
+                // wins) and has no fence delays: no transfer is decided.
+                fence_race_winner: None,
             },
             etcd,
             cluster,
@@ -1234,7 +1237,8 @@ impl EtcdModel {
             }
             Step::MarkInSync => s.nodes[x].in_sync = true,
             Step::ClearInSync => s.nodes[x].in_sync = false,
-            Step::Wait { .. } | Step::Refuse { .. } => {}
+            // The model's leader follows from the logs, not from a choice.
+            Step::TransferLeadership { .. } | Step::Wait { .. } | Step::Refuse { .. } => {}
         }
     }
 

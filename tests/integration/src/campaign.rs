@@ -673,19 +673,76 @@ fn judge(
     Verdict::Passed
 }
 
+/// Keeps what explains a failed round before its cluster is torn down:
+/// each node's daemon log, Pacemaker's and Corosync's logs, crm_mon with
+/// fail counts and fence history, and the daemon's status. Written under
+/// `CAMPAIGN_EVIDENCE` (default: the temp dir's `etcd-warden-campaign`),
+/// in a directory named by the round and its seed.
+fn keep_evidence(w: &WardenCluster, n: usize, seed: u64) -> Result<std::path::PathBuf> {
+    let base = std::env::var_os("CAMPAIGN_EVIDENCE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("etcd-warden-campaign"));
+    let dir = base.join(format!("r{n:04}-{seed}"));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let write = |name: String, text: String| {
+        std::fs::write(dir.join(&name), text).with_context(|| format!("writing {name}"))
+    };
+    for node in ["node1", "node2"] {
+        write(format!("{node}-etcd-warden.log"), w.daemon_log(node))?;
+        let crm =
+            w.c.exec(
+                node,
+                &[
+                    "crm_mon",
+                    "-1",
+                    "--failcounts",
+                    "--fence-history=2",
+                    "--show-detail",
+                ],
+            )
+            .map(|o| format!("{}{}", o.stdout, o.stderr))
+            .unwrap_or_else(|e| format!("({e:#})"));
+        write(format!("{node}-crm_mon.txt"), crm)?;
+        let status = w
+            .status(node)
+            .map(|v| serde_json::to_string_pretty(&v).unwrap_or_default())
+            .unwrap_or_else(|e| format!("({e:#})"));
+        write(format!("{node}-status.json"), status)?;
+        if let Ok(d) = w.c.log_dir(node) {
+            for f in ["pacemaker.log", "corosync.log"] {
+                if let Ok(text) = std::fs::read_to_string(d.join("log-pacemaker").join(f)) {
+                    write(format!("{node}-{f}"), text)?;
+                }
+            }
+        }
+    }
+    if let Ok(text) = std::fs::read_to_string(w.c.root().join("fence.log")) {
+        write("fence.log".into(), text)?;
+    }
+    Ok(dir)
+}
+
 /// Runs `rounds` rounds from `seed`, calling `line` with one line per
 /// round; a round that ends stuck or unsafe leaves its cluster behind for
 /// a fresh one (its evidence is in the line). Returns the tally.
-pub fn run(rounds: usize, seed: u64, mut line: impl FnMut(String)) -> Result<Tally> {
+pub fn run(rounds: usize, seed: u64, line: impl FnMut(String)) -> Result<Tally> {
     let mut seeds = Rng::new(seed);
+    let round_seeds: Vec<u64> = (0..rounds).map(|_| seeds.next_u64()).collect();
+    run_rounds(&round_seeds, line)
+}
+
+/// Runs one round per seed in `round_seeds` (the seeds a campaign's lines
+/// print): replays chosen rounds of an earlier campaign.
+pub fn run_rounds(round_seeds: &[u64], mut line: impl FnMut(String)) -> Result<Tally> {
+    let rounds = round_seeds.len();
     let mut tally = Tally::default();
     let mut cluster: Option<WardenCluster> = None;
-    for n in 1..=rounds {
+    for (i, &round_seed) in round_seeds.iter().enumerate() {
+        let n = i + 1;
         let w = match cluster.take() {
             Some(w) => w,
             None => fresh_cluster().context("starting a fresh two-node cluster")?,
         };
-        let round_seed = seeds.next_u64();
         let mut rng = Rng::new(round_seed);
         let t = Instant::now();
         let (faults, verdict) = round(&w, n, &mut rng);
@@ -706,6 +763,10 @@ pub fn run(rounds: usize, seed: u64, mut line: impl FnMut(String)) -> Result<Tal
         if verdict == Verdict::Passed {
             cluster = Some(w);
         } else {
+            match keep_evidence(&w, n, round_seed) {
+                Ok(dir) => line(format!("  evidence of round {n}: {}", dir.display())),
+                Err(e) => line(format!("  evidence of round {n} not kept: {e:#}")),
+            }
             // Its state is unknown: the next round starts from a fresh pair.
             w.c.stop();
         }

@@ -2,6 +2,7 @@
 //! the two-node namespace harness (see `warden_integration::campaign`).
 //! Prints one line per round and, last, the summary line
 //! `campaign: R rounds, P passed, L lost, O order, S stuck, U unsafe`;
+//! `ROUND_SEEDS=a,b` replays chosen rounds by the seeds their lines print;
 //! exits 1 unless nothing was lost, reordered or unsafe and every stuck
 //! round was explained by the daemons.
 
@@ -36,6 +37,23 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Result<Tally> {
+    // ROUND_SEEDS replays chosen rounds (the seeds the round lines print).
+    if let Ok(list) = std::env::var("ROUND_SEEDS")
+        && !list.trim().is_empty()
+    {
+        let seeds = list
+            .split(',')
+            .map(|s| {
+                s.trim()
+                    .parse::<u64>()
+                    .with_context(|| format!("ROUND_SEEDS: {s:?} is not a whole number"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        println!("campaign: replaying {} round(s)", seeds.len());
+        let tally = campaign::run_rounds(&seeds, |line| println!("{line}"))?;
+        println!("{tally}");
+        return Ok(tally);
+    }
     let rounds = env_u64("ROUNDS")?.unwrap_or(10) as usize;
     ensure!(rounds >= 1, "ROUNDS must be at least 1");
     let seed = match env_u64("SEED")? {
