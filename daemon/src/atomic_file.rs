@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 /// How much a completed [`write`] survives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Replace {
+pub(crate) enum Replace {
     /// The contents are on disk before the rename, but the rename itself may
     /// be lost in a crash: the previous complete file then remains. For
     /// files rewritten every few seconds whose age tells a reader they are
@@ -81,7 +81,7 @@ impl From<WriteError> for std::io::Error {
 /// Replace `path` with `data` via a temp file in the same directory (the
 /// rename must not cross filesystems). The temp name is hidden and carries
 /// the process id, so two writers never share one; it is removed on failure.
-pub fn write(path: &Path, data: &[u8], how: Replace) -> Result<(), WriteError> {
+pub(crate) fn write(path: &Path, data: &[u8], how: Replace) -> Result<(), WriteError> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),

@@ -10,15 +10,15 @@ use crate::cmd;
 /// Keeps etcd available and safe on Pacemaker clusters, above all two-node ones.
 #[derive(Debug, Parser)]
 #[command(name = "etcd-warden", version, propagate_version = true)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// What to do.
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run the host daemon (supervises etcd, serves the local API).
     Daemon(cmd::daemon::DaemonArgs),
     /// Show this node's state and etcd's live view.

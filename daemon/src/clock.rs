@@ -4,7 +4,7 @@
 
 /// Now, in seconds since the Unix epoch; 0 if the clock is set before 1970
 /// (nothing sensible to record then, and no reason to fail a pass over it).
-pub fn now_unix() -> u64 {
+pub(crate) fn now_unix() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())

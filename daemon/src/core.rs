@@ -25,7 +25,7 @@ use crate::reconcile::pcmk::CrmTools;
 use crate::reconcile::ports::{Ports, SharedPacemaker};
 use crate::supervise::{AnySupervisor, ProcState, SuperviseError, Supervisor};
 
-pub use crate::reconcile::ports::Probe;
+pub(crate) use crate::reconcile::ports::Probe;
 
 /// A leader change, as sent on the event stream.
 pub use warden_api::LeaderEvent;
@@ -36,22 +36,22 @@ pub struct Core {
     /// Validated settings.
     pub settings: Arc<Settings>,
     /// The supervisor backend.
-    pub supervisor: AnySupervisor,
+    pub(crate) supervisor: AnySupervisor,
     /// The local member, live.
     pub etcd: LiveEtcd,
     /// For connections to other members.
-    pub connector: Connector,
+    pub(crate) connector: Connector,
     /// Pacemaker's tools (a fake in tests).
-    pub pacemaker: SharedPacemaker,
+    pub(crate) pacemaker: SharedPacemaker,
     /// Metrics.
-    pub metrics: Metrics,
+    pub(crate) metrics: Metrics,
     /// The owner of every task the daemon starts (see [`crate::tasks`]).
-    pub work: crate::tasks::Work,
+    pub(crate) work: crate::tasks::Work,
     /// The failover driver, when Pacemaker manages a multi-node cluster
     /// (set once by the daemon's main loop; see [`crate::reconcile`]).
-    pub failover: std::sync::OnceLock<Arc<crate::reconcile::Reconciler>>,
+    pub(crate) failover: std::sync::OnceLock<Arc<crate::reconcile::Reconciler>>,
     /// The defragmentation policy's state (see [`crate::defrag`]).
-    pub defrag: crate::defrag::Defrag,
+    pub(crate) defrag: crate::defrag::Defrag,
     /// Whether etcd should be running (set by start, cleared by stop); the
     /// daemon restarts a dead etcd only when this is set and autostart is on.
     want_running: AtomicBool,
@@ -69,7 +69,7 @@ pub struct Core {
 pub struct StatusDoc {
     /// The live node status.
     #[serde(flatten)]
-    pub node: NodeStatus,
+    pub(crate) node: NodeStatus,
     /// Where archives go (`failover.archive_dir`).
     #[serde(default)]
     pub archive_dir: Option<std::path::PathBuf>,
@@ -89,7 +89,7 @@ pub struct LastArchive {
     pub path: std::path::PathBuf,
     /// Why it was made, when recorded.
     #[serde(default)]
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
 }
 
 impl Core {
@@ -123,12 +123,12 @@ impl Core {
     }
 
     /// Follow state changes (for sd_notify STATUS=).
-    pub fn subscribe_state(&self) -> watch::Receiver<String> {
+    pub(crate) fn subscribe_state(&self) -> watch::Receiver<String> {
         self.state_tx.subscribe()
     }
 
     /// Follow leader changes.
-    pub fn subscribe_leader(&self) -> broadcast::Receiver<LeaderEvent> {
+    pub(crate) fn subscribe_leader(&self) -> broadcast::Receiver<LeaderEvent> {
         self.leader_tx.subscribe()
     }
 
@@ -145,13 +145,13 @@ impl Core {
     }
 
     /// The node state shown to operators.
-    pub fn state(&self) -> String {
+    pub(crate) fn state(&self) -> String {
         self.state_tx.borrow().clone()
     }
 
     /// Ask etcd now: process state, Status and (when `read`) a
     /// linearizable read, all within `deadline`.
-    pub async fn probe(&self, deadline: Duration, read: bool) -> Probe {
+    pub(crate) async fn probe(&self, deadline: Duration, read: bool) -> Probe {
         let started = Instant::now();
         let proc = self.supervisor.state().await;
         let (status, lin) = match proc {
@@ -184,7 +184,7 @@ impl Core {
     }
 
     /// Record what a probe saw: node state, metrics, leader changes.
-    pub fn record(&self, p: &Probe) {
+    pub(crate) fn record(&self, p: &Probe) {
         let (role, up) = match &p.status {
             Some(Ok(s)) if s.is_learner => (Role::Learner, true),
             Some(Ok(s)) if s.leader == s.member_id && s.leader != 0 => (Role::Leader, true),
@@ -234,7 +234,7 @@ impl Core {
 
     /// `/metrics`: the content type and the exposition, with the failover
     /// state as of now.
-    pub fn metrics_text(&self) -> (&'static str, String) {
+    pub(crate) fn metrics_text(&self) -> (&'static str, String) {
         if let Some(f) = self.failover.get() {
             self.metrics.failover_state(f.warden_state().0);
         }
@@ -242,7 +242,7 @@ impl Core {
     }
 
     /// The node's status, asked live.
-    pub async fn node_status(&self, deadline: Duration) -> NodeStatus {
+    pub(crate) async fn node_status(&self, deadline: Duration) -> NodeStatus {
         let p = self.probe(deadline, true).await;
         self.record(&p);
         let mut st = NodeStatus {
@@ -288,7 +288,7 @@ impl Core {
 
     /// The latest failover decision's reason, and the resolving command when
     /// that decision refused to go on by itself.
-    pub fn decision_reason(&self) -> (Option<String>, Option<String>) {
+    pub(crate) fn decision_reason(&self) -> (Option<String>, Option<String>) {
         let Some(d) = self.failover.get().and_then(|f| f.last()) else {
             return (None, None);
         };
@@ -303,7 +303,7 @@ impl Core {
 
     /// This node's failover files: the failover driver's when it runs, the
     /// configuration's otherwise (archives may exist from `recover`).
-    pub fn local_paths(&self) -> LocalPaths {
+    pub(crate) fn local_paths(&self) -> LocalPaths {
         match self.failover.get() {
             Some(f) => f.paths.clone(),
             None => crate::reconcile::paths_for(&self.settings),
@@ -312,7 +312,7 @@ impl Core {
 
     /// The archives kept on this node, oldest first (read from the archive
     /// directory now, off the async workers).
-    pub async fn archives(&self) -> Vec<ArchiveInfo> {
+    pub(crate) async fn archives(&self) -> Vec<ArchiveInfo> {
         let paths = self.local_paths();
         tokio::task::spawn_blocking(move || paths.archive_infos())
             .await
@@ -424,7 +424,7 @@ impl Core {
     }
 
     /// What the defragmentation policy reads from.
-    pub fn defrag_sources(&self) -> crate::defrag::facts::Sources<'_> {
+    pub(crate) fn defrag_sources(&self) -> crate::defrag::facts::Sources<'_> {
         crate::defrag::facts::Sources {
             settings: &self.settings,
             etcd: &self.etcd,
@@ -436,7 +436,10 @@ impl Core {
 
     /// Run the defragmentation policy now (the daemon's loop, or
     /// `etcd-warden defrag`).
-    pub async fn defrag(&self, mode: crate::defrag::policy::Mode) -> warden_api::DefragReply {
+    pub(crate) async fn defrag(
+        &self,
+        mode: crate::defrag::policy::Mode,
+    ) -> warden_api::DefragReply {
         self.defrag
             .attempt(
                 &self.defrag_sources(),
@@ -453,7 +456,10 @@ impl Core {
     /// previous report at `report.path` for transition times), only not
     /// written, so the two never disagree. Without Pacemaker (standalone,
     /// crm_mon failing) the error and the etcd part alone.
-    pub async fn report(&self, deadline: Duration) -> Result<serde_json::Value, serde_json::Value> {
+    pub(crate) async fn report(
+        &self,
+        deadline: Duration,
+    ) -> Result<serde_json::Value, serde_json::Value> {
         let mut cycle = crate::report_cycle::Cycle::for_daemon(&self.settings);
         cycle.output = None;
         cycle.timeout = cycle.timeout.min(CRM_MON_DEADLINE);
@@ -501,7 +507,7 @@ impl Core {
 
     /// Whether the local member is a voter and the cluster has a leader,
     /// asked now.
-    pub async fn ready(&self, deadline: Duration) -> Result<(), String> {
+    pub(crate) async fn ready(&self, deadline: Duration) -> Result<(), String> {
         match self.etcd.status(deadline).await {
             Ok(s) if s.is_learner => Err("the local member is a learner".into()),
             Ok(s) if !s.has_leader() => Err("the cluster has no leader".into()),
@@ -511,7 +517,11 @@ impl Core {
     }
 
     /// Start etcd and wait until the local member answers Status.
-    pub async fn start_etcd(&self, mode: StartMode, deadline: Duration) -> Result<u32, String> {
+    pub(crate) async fn start_etcd(
+        &self,
+        mode: StartMode,
+        deadline: Duration,
+    ) -> Result<u32, String> {
         let started = Instant::now();
         self.want_running.store(true, Ordering::SeqCst);
         let pid = match self.supervisor.state().await {
@@ -560,12 +570,12 @@ impl Core {
     }
 
     /// Whether the daemon should restart a dead etcd itself.
-    pub fn should_restart(&self) -> bool {
+    pub(crate) fn should_restart(&self) -> bool {
         self.settings.autostart && self.want_running.load(Ordering::SeqCst)
     }
 
     /// Carry out one OCF action; always answers within the request's deadline.
-    pub async fn action(self: &Arc<Self>, req: ActionRequest) -> ActionReply {
+    pub(crate) async fn action(self: &Arc<Self>, req: ActionRequest) -> ActionReply {
         let started = Instant::now();
         let deadline = Duration::from_millis(req.deadline_ms);
         let action = req.action;
@@ -605,7 +615,7 @@ impl Core {
     /// carry it out, under the failover reconciler's one-pass-at-a-time lock
     /// (no pass or agent action acts on the files meanwhile). A plan that
     /// needs etcd stopped is refused while it runs.
-    pub async fn recover(&self, req: RecoverRequest) -> Result<RecoverReply, String> {
+    pub(crate) async fn recover(&self, req: RecoverRequest) -> Result<RecoverReply, String> {
         let why = |e: anyhow::Error| format!("{e:#}");
         crate::recover::check_node(&self.settings, &req.node).map_err(why)?;
         let _one = match self.failover.get() {
@@ -662,7 +672,7 @@ impl Core {
 
     /// What the reconciler acts through: this core's etcd client and
     /// supervision, and its Pacemaker.
-    pub fn ports(&self) -> Ports<'_, SharedPacemaker, Core, Core> {
+    pub(crate) fn ports(&self) -> Ports<'_, SharedPacemaker, Core, Core> {
         Ports {
             pacemaker: &self.pacemaker,
             etcd: self,
@@ -673,4 +683,4 @@ impl Core {
 }
 
 /// How long crm_mon may take for a report.
-pub const CRM_MON_DEADLINE: Duration = Duration::from_secs(5);
+pub(crate) const CRM_MON_DEADLINE: Duration = Duration::from_secs(5);

@@ -97,26 +97,26 @@ pub struct MemberStatus {
     /// The answering member's ID.
     pub member_id: u64,
     /// The leader it knows (0 = none).
-    pub leader: u64,
+    pub(crate) leader: u64,
     /// Raft term.
-    pub raft_term: u64,
+    pub(crate) raft_term: u64,
     /// Raft index.
-    pub raft_index: u64,
+    pub(crate) raft_index: u64,
     /// Whether it is a learner.
-    pub is_learner: bool,
+    pub(crate) is_learner: bool,
     /// Store revision in the response header.
-    pub revision: i64,
+    pub(crate) revision: i64,
     /// Cluster ID.
     pub cluster_id: u64,
     /// etcd version.
     pub version: String,
     /// Backend size in bytes.
-    pub db_size: i64,
+    pub(crate) db_size: i64,
     /// Bytes of the backend in use (the rest is free space a defragment
     /// gives back).
-    pub db_size_in_use: i64,
+    pub(crate) db_size_in_use: i64,
     /// Errors etcd itself reports (alarms such as NOSPACE).
-    pub errors: Vec<String>,
+    pub(crate) errors: Vec<String>,
 }
 
 impl MemberStatus {
@@ -126,7 +126,7 @@ impl MemberStatus {
     }
 
     /// The database, version and alarms, as `/status` shows them.
-    pub fn db(&self) -> warden_api::EtcdDb {
+    pub(crate) fn db(&self) -> warden_api::EtcdDb {
         warden_api::EtcdDb {
             version: self.version.clone(),
             db_size: self.db_size,
@@ -137,7 +137,7 @@ impl MemberStatus {
 
     /// The active alarms (`NOSPACE`, `CORRUPT`): etcd lists each in the
     /// Status errors as `memberID:<id> alarm:<NAME> `.
-    pub fn alarms(&self) -> Vec<String> {
+    pub(crate) fn alarms(&self) -> Vec<String> {
         let mut out: Vec<String> = self
             .errors
             .iter()
@@ -152,7 +152,7 @@ impl MemberStatus {
 }
 
 /// A member as MemberList reports it.
-pub type Member = warden_api::Member;
+pub(crate) type Member = warden_api::Member;
 
 /// Run `fut` under `deadline`, turning an expiry into [`EtcdError::Timeout`].
 async fn within<T>(
@@ -173,7 +173,7 @@ pub struct Connector {
 
 impl Connector {
     /// From the settings (the client-side TLS files).
-    pub fn new(s: &Settings) -> Self {
+    pub(crate) fn new(s: &Settings) -> Self {
         Connector {
             tls: s.etcd.client_tls.clone(),
         }
@@ -185,7 +185,7 @@ impl Connector {
     }
 
     /// A client for `endpoints`, connected within `deadline`.
-    pub async fn connect(
+    pub(crate) async fn connect(
         &self,
         endpoints: &[String],
         deadline: Duration,
@@ -235,11 +235,6 @@ impl LiveEtcd {
         }
     }
 
-    /// The endpoint asked.
-    pub fn endpoint(&self) -> &str {
-        &self.endpoint
-    }
-
     async fn client(&self, deadline: Duration) -> Result<Client, EtcdError> {
         let mut slot = self.client.lock().await;
         if let Some(c) = slot.as_ref() {
@@ -255,7 +250,7 @@ impl LiveEtcd {
 
     /// Forget the channel (after etcd was restarted on another port or with
     /// other certificates).
-    pub async fn reset(&self) {
+    pub(crate) async fn reset(&self) {
         *self.client.lock().await = None;
     }
 
@@ -296,7 +291,7 @@ impl LiveEtcd {
     }
 
     /// Add a member as a learner; returns the new member and the list after.
-    pub async fn add_learner(
+    pub(crate) async fn add_learner(
         &self,
         peer_urls: &[String],
         deadline: Duration,
@@ -320,7 +315,11 @@ impl LiveEtcd {
     }
 
     /// Promote a learner to voter.
-    pub async fn promote(&self, id: u64, deadline: Duration) -> Result<Vec<Member>, EtcdError> {
+    pub(crate) async fn promote(
+        &self,
+        id: u64,
+        deadline: Duration,
+    ) -> Result<Vec<Member>, EtcdError> {
         let started = tokio::time::Instant::now();
         let mut c = self.client(deadline).await?;
         let left = deadline.saturating_sub(started.elapsed());
@@ -330,7 +329,7 @@ impl LiveEtcd {
 
     /// Hand this member's leadership to member `id` (etcd answers an error
     /// unless this member is the leader).
-    pub async fn move_leader(&self, id: u64, deadline: Duration) -> Result<(), EtcdError> {
+    pub(crate) async fn move_leader(&self, id: u64, deadline: Duration) -> Result<(), EtcdError> {
         let started = tokio::time::Instant::now();
         let mut c = self.client(deadline).await?;
         let left = deadline.saturating_sub(started.elapsed());
@@ -339,7 +338,11 @@ impl LiveEtcd {
     }
 
     /// Remove a member.
-    pub async fn remove(&self, id: u64, deadline: Duration) -> Result<Vec<Member>, EtcdError> {
+    pub(crate) async fn remove(
+        &self,
+        id: u64,
+        deadline: Duration,
+    ) -> Result<Vec<Member>, EtcdError> {
         let started = tokio::time::Instant::now();
         let mut c = self.client(deadline).await?;
         let left = deadline.saturating_sub(started.elapsed());
@@ -350,11 +353,11 @@ impl LiveEtcd {
 
 /// The key of the leave lock: the node that holds it is the only one allowed
 /// to leave the member list (rule 5: the last voter never leaves).
-pub const LEAVE_LOCK_KEY: &str = "/etcd-warden/leave-lock";
+pub(crate) const LEAVE_LOCK_KEY: &str = "/etcd-warden/leave-lock";
 
 impl LiveEtcd {
     /// The node holding the leave lock, read linearizably now.
-    pub async fn leave_lock(&self, deadline: Duration) -> Result<Option<String>, EtcdError> {
+    pub(crate) async fn leave_lock(&self, deadline: Duration) -> Result<Option<String>, EtcdError> {
         self.read_value(LEAVE_LOCK_KEY, deadline).await
     }
 
@@ -371,7 +374,7 @@ impl LiveEtcd {
 
     /// Take the leave lock for `node` with a compare-and-swap (only if the
     /// key is absent, or already ours). Returns the holder after the call.
-    pub async fn acquire_leave_lock(
+    pub(crate) async fn acquire_leave_lock(
         &self,
         node: &str,
         deadline: Duration,
@@ -397,7 +400,7 @@ impl LiveEtcd {
 
     /// Release the leave lock if `node` holds it (compare-and-swap on the
     /// value: never another node's lock).
-    pub async fn release_leave_lock(
+    pub(crate) async fn release_leave_lock(
         &self,
         node: &str,
         deadline: Duration,
@@ -509,7 +512,7 @@ fn holder_in(r: etcd_client::TxnResponse) -> String {
 
 /// Status of every member in `members`, each asked at its own client URL,
 /// all at once, each under `deadline`.
-pub async fn status_of_members(
+pub(crate) async fn status_of_members(
     connector: &Connector,
     members: &[Member],
     deadline: Duration,

@@ -12,7 +12,7 @@ use crate::config::{BackendKind, CompactionMode, Settings, TlsFiles};
 
 /// Where etcd writes its log under the process backend: `STATE_DIR/etcd.log`
 /// (also its stdout and stderr, for Go runtime messages).
-pub fn log_path(s: &Settings) -> std::path::PathBuf {
+pub(crate) fn log_path(s: &Settings) -> std::path::PathBuf {
     s.state_dir.join("etcd.log")
 }
 
@@ -47,7 +47,7 @@ pub enum StartMode {
 }
 
 /// Build the configuration document for `mode`.
-pub fn render(s: &Settings, mode: &StartMode) -> Value {
+pub(crate) fn render(s: &Settings, mode: &StartMode) -> Value {
     let local = s.local_node();
     let mut m = Map::new();
     let mut put = |k: &str, v: Value| {
@@ -159,7 +159,7 @@ fn tls_section(t: &TlsFiles) -> Value {
 }
 
 /// Render and write the etcd configuration for `mode`.
-pub fn write(s: &Settings, mode: &StartMode) -> std::io::Result<()> {
+pub(crate) fn write(s: &Settings, mode: &StartMode) -> std::io::Result<()> {
     let doc = render(s, mode);
     let text = serde_json::to_vec_pretty(&doc).map_err(std::io::Error::other)?;
     crate::atomic_file::write(&s.etcd_config_path(), &text, Replace::Durable).map_err(Into::into)

@@ -1,24 +1,27 @@
 //! The etcd-warden daemon and CLI as a library, so that the binary stays thin
 //! and tests can drive every subcommand without a process.
+//! Only what the binary, the tests and the benchmarks use is `pub`; everything
+//! else is `pub(crate)`, and `unreachable_pub` keeps it that way.
+#![warn(unreachable_pub)]
 
-pub mod adapters;
-pub mod atomic_file;
+pub(crate) mod adapters;
+pub(crate) mod atomic_file;
 pub mod cli;
-pub mod clock;
-pub mod cmd;
+pub(crate) mod clock;
+pub(crate) mod cmd;
 pub mod config;
 pub mod core;
-pub mod defrag;
+pub(crate) mod defrag;
 pub mod etcd;
 pub mod etcd_conf;
-pub mod metrics;
+pub(crate) mod metrics;
 pub mod pcmk_tool;
 pub mod reconcile;
-pub mod recover;
+pub(crate) mod recover;
 pub mod report_cycle;
 pub mod run;
 pub mod server;
-pub mod snapshot_file;
+pub(crate) mod snapshot_file;
 pub mod standalone;
 pub mod supervise;
-pub mod tasks;
+pub(crate) mod tasks;

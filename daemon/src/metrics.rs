@@ -24,7 +24,7 @@ use warden_api::Action;
 /// Counters of what failover passes carried out: forced new clusters and
 /// archived member directories. Clones share their values.
 #[derive(Debug, Clone, Default)]
-pub struct ExecCounters {
+pub(crate) struct ExecCounters {
     forced_new_clusters: Counter,
     archives: Counter,
 }
@@ -32,7 +32,7 @@ pub struct ExecCounters {
 impl ExecCounters {
     /// A failover pass carried out `done` and archived `archives` member
     /// directories.
-    pub fn executed(&self, done: &[warden_failover::Step], archives: usize) {
+    pub(crate) fn executed(&self, done: &[warden_failover::Step], archives: usize) {
         for s in done {
             if matches!(s, warden_failover::Step::ForceNewCluster { .. }) {
                 self.forced_new_clusters.inc();
@@ -45,7 +45,7 @@ impl ExecCounters {
 /// The defragmentation policy's figures: the last defragment's time and
 /// duration, and the count by result. Clones share their values.
 #[derive(Debug, Clone, Default)]
-pub struct DefragMetrics {
+pub(crate) struct DefragMetrics {
     last_at: Gauge,
     last_duration: Gauge<f64, std::sync::atomic::AtomicU64>,
     runs: Family<ResultLabel, Counter>,
@@ -53,7 +53,7 @@ pub struct DefragMetrics {
 
 impl DefragMetrics {
     /// A defragment started at `at` (Unix seconds) took `took`.
-    pub fn ran(&self, at: i64, took: Duration, ok: bool) {
+    pub(crate) fn ran(&self, at: i64, took: Duration, ok: bool) {
         self.last_at.set(at);
         self.last_duration.set(took.as_secs_f64());
         let result = if ok { "success" } else { "failure" };
@@ -62,7 +62,7 @@ impl DefragMetrics {
 }
 
 /// The content type of [`Metrics::render`].
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Upper bounds of the action latency histogram, in seconds.
 const BUCKETS: [f64; 12] = [
@@ -92,7 +92,7 @@ const FAILOVER_STATES: [(WardenState, &str); 5] = [
 
 /// The role of the local member, as last observed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
+pub(crate) enum Role {
     /// etcd is not running or did not answer.
     None,
     /// A learner.
@@ -149,7 +149,7 @@ fn action_histogram() -> Histogram {
 
 /// The daemon's metrics.
 #[derive(Debug)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Registry,
     // The role and failover state are kept as one value each and written
     // into their one-hot families when rendered, so that a scrape never sees
@@ -184,7 +184,7 @@ impl Default for Metrics {
 
 impl Metrics {
     /// All metrics at zero (the role `none`, no failover state).
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut r = Registry::default();
         // Help texts are given without their final period: the library adds it.
         let role = Family::<RoleLabel, Gauge>::default();
@@ -366,7 +366,7 @@ impl Metrics {
     }
 
     /// Record the last observation of the local member.
-    pub fn observe(&self, role: Role, quorum: bool, etcd_up: bool) {
+    pub(crate) fn observe(&self, role: Role, quorum: bool, etcd_up: bool) {
         self.role_now.store(role as i64, Ordering::Relaxed);
         self.quorum.set(i64::from(quorum));
         self.etcd_up.set(i64::from(etcd_up));
@@ -374,7 +374,7 @@ impl Metrics {
 
     /// What the local member's last Status answer said of its database,
     /// version and alarms.
-    pub fn observe_etcd(&self, st: &crate::etcd::MemberStatus) {
+    pub(crate) fn observe_etcd(&self, st: &crate::etcd::MemberStatus) {
         self.db_size.set(st.db_size);
         self.db_size_in_use.set(st.db_size_in_use);
         // One version only: an upgraded member's old version disappears.
@@ -395,17 +395,17 @@ impl Metrics {
 
     /// The counters the failover reconciler adds to (shared: the
     /// reconciler does not depend on the rest of the metrics).
-    pub fn exec_counters(&self) -> ExecCounters {
+    pub(crate) fn exec_counters(&self) -> ExecCounters {
         self.exec.clone()
     }
 
     /// The figures the defragmentation policy adds to.
-    pub fn defrag(&self) -> DefragMetrics {
+    pub(crate) fn defrag(&self) -> DefragMetrics {
         self.defrag.clone()
     }
 
     /// The failover logic's current state on this node.
-    pub fn failover_state(&self, state: WardenState) {
+    pub(crate) fn failover_state(&self, state: WardenState) {
         let i = FAILOVER_STATES
             .iter()
             .position(|(s, _)| *s == state)
@@ -414,27 +414,27 @@ impl Metrics {
     }
 
     /// A leader change was observed.
-    pub fn leader_changed(&self) {
+    pub(crate) fn leader_changed(&self) {
         self.leader_changes.inc();
     }
 
     /// The daemon restarted etcd after it died.
-    pub fn restarted(&self) {
+    pub(crate) fn restarted(&self) {
         self.restarts.inc();
     }
 
     /// etcd exited without being asked to.
-    pub fn unexpected_exit(&self) {
+    pub(crate) fn unexpected_exit(&self) {
         self.unexpected_exits.inc();
     }
 
     /// A probe failed.
-    pub fn probe_failed(&self) {
+    pub(crate) fn probe_failed(&self) {
         self.probe_failures.inc();
     }
 
     /// A report cycle wrote the report; `at` is the Unix time (seconds).
-    pub fn report_written(&self, at: i64) {
+    pub(crate) fn report_written(&self, at: i64) {
         self.report_cycles
             .get_or_create(&ResultLabel { result: "success" })
             .inc();
@@ -442,19 +442,19 @@ impl Metrics {
     }
 
     /// A report cycle failed (the previous report was left as it was).
-    pub fn report_failed(&self) {
+    pub(crate) fn report_failed(&self) {
         self.report_cycles
             .get_or_create(&ResultLabel { result: "failure" })
             .inc();
     }
 
     /// A report tick came while the previous cycle still ran.
-    pub fn report_skipped(&self) {
+    pub(crate) fn report_skipped(&self) {
         self.report_skipped.inc();
     }
 
     /// An action took `took`.
-    pub fn action(&self, action: Action, took: Duration) {
+    pub(crate) fn action(&self, action: Action, took: Duration) {
         let Some((_, name)) = ACTIONS.iter().find(|(a, _)| *a == action) else {
             return;
         };
@@ -464,7 +464,7 @@ impl Metrics {
     }
 
     /// The OpenMetrics text exposition ([`CONTENT_TYPE`]).
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let role = self.role_now.load(Ordering::Relaxed);
         for (i, name) in ROLES.iter().enumerate() {
             self.role

@@ -26,7 +26,7 @@ use nix::unistd::Pid;
 
 /// Largest output accepted from a tool by default (bytes): far above the
 /// crm_mon status of any real cluster, far below what would hurt the host.
-pub const DEFAULT_MAX_OUTPUT: usize = 16 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_OUTPUT: usize = 16 * 1024 * 1024;
 
 /// A tool that did not give its output.
 #[derive(Debug, thiserror::Error)]
@@ -118,26 +118,26 @@ pub enum ToolError {
 /// that give exit codes a meaning (crm_attribute's "no such attribute") read
 /// the code; the others call [`Output::into_stdout`].
 #[derive(Debug)]
-pub struct Output {
+pub(crate) struct Output {
     /// The program.
-    pub prog: String,
+    pub(crate) prog: String,
     /// How it exited.
-    pub status: ExitStatus,
+    pub(crate) status: ExitStatus,
     /// Its stdout, up to the cap.
-    pub stdout: Vec<u8>,
+    pub(crate) stdout: Vec<u8>,
     /// Its stderr, up to [`STDERR_KEEP`] bytes.
-    pub stderr: Vec<u8>,
+    pub(crate) stderr: Vec<u8>,
 }
 
 impl Output {
     /// The exit code; `None` when a signal ended it.
-    pub fn code(&self) -> Option<i32> {
+    pub(crate) fn code(&self) -> Option<i32> {
         self.status.code()
     }
 
     /// Why it failed, in its own words: stderr, or, when that is empty, the
     /// `<error>` texts of its XML output (where Pacemaker's tools put them).
-    pub fn reason(&self) -> String {
+    pub(crate) fn reason(&self) -> String {
         let stderr = String::from_utf8_lossy(&self.stderr).trim().to_owned();
         if !stderr.is_empty() {
             return stderr;
@@ -147,7 +147,7 @@ impl Output {
 
     /// stdout as text when the tool succeeded; otherwise an error with its
     /// exit status and [`Output::reason`].
-    pub fn into_stdout(self) -> Result<String, ToolError> {
+    pub(crate) fn into_stdout(self) -> Result<String, ToolError> {
         if !self.status.success() {
             return Err(ToolError::Exit {
                 reason: self.reason(),
@@ -163,7 +163,7 @@ impl Output {
 /// The texts of the `<error>` elements of a Pacemaker tool's XML output
 /// (`<status><errors><error>…`), entities decoded. Output cut short or not
 /// XML at all still gives the errors it shows on lines of their own.
-pub fn xml_errors(text: &str) -> Vec<String> {
+pub(crate) fn xml_errors(text: &str) -> Vec<String> {
     if let Ok(doc) = roxmltree::Document::parse(text) {
         return doc
             .descendants()
@@ -180,7 +180,12 @@ pub fn xml_errors(text: &str) -> Vec<String> {
 }
 
 /// Run a tool to the end and return its stdout; any failure is an error.
-pub fn run(argv: &[String], timeout: Duration, max_output: usize) -> Result<String, ToolError> {
+#[cfg(test)]
+pub(crate) fn run(
+    argv: &[String],
+    timeout: Duration,
+    max_output: usize,
+) -> Result<String, ToolError> {
     Running::spawn(argv, timeout, max_output).finish()
 }
 
@@ -188,7 +193,7 @@ pub fn run(argv: &[String], timeout: Duration, max_output: usize) -> Result<Stri
 /// code. The wait happens on a blocking thread; dropping the future stops
 /// the tool at once (its reads are woken, it is killed and reaped by that
 /// thread, which owns it).
-pub async fn run_async(
+pub(crate) async fn run_async(
     argv: &[&str],
     timeout: Duration,
     max_output: usize,
@@ -243,7 +248,7 @@ impl Abandoner {
 /// read takes a timeout, so one thread enforces the deadline and reads both,
 /// with no reader or watchdog threads to start, wake and join on every
 /// report cycle.
-pub struct Running {
+pub(crate) struct Running {
     prog: String,
     max_output: usize,
     deadline: Instant,
@@ -272,12 +277,12 @@ enum Cut {
 const EXIT_CHECK_MAX: Duration = Duration::from_millis(10);
 
 /// stderr kept for the error message.
-pub const STDERR_KEEP: usize = 64 * 1024;
+pub(crate) const STDERR_KEEP: usize = 64 * 1024;
 
 impl Running {
     /// Start `argv` (no shell). A failure to start is reported by
     /// [`Running::finish`], so that callers handle one result.
-    pub fn spawn(argv: &[String], timeout: Duration, max_output: usize) -> Self {
+    pub(crate) fn spawn(argv: &[String], timeout: Duration, max_output: usize) -> Self {
         let prog = argv.first().cloned().unwrap_or_default();
         let started = Some(Self::start(argv));
         Running {
@@ -324,12 +329,12 @@ impl Running {
     }
 
     /// Wait for the tool and return its stdout; see [`Output::into_stdout`].
-    pub fn finish(self) -> Result<String, ToolError> {
+    pub(crate) fn finish(self) -> Result<String, ToolError> {
         self.finish_output()?.into_stdout()
     }
 
     /// Wait for the tool and return what it left, whatever its exit code.
-    pub fn finish_output(mut self) -> Result<Output, ToolError> {
+    pub(crate) fn finish_output(mut self) -> Result<Output, ToolError> {
         let Started {
             mut child,
             pid,

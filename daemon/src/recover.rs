@@ -16,7 +16,7 @@ use crate::config::Settings;
 use crate::reconcile::local::{LocalPaths, StateFile};
 
 /// `node` must be one of the configured nodes.
-pub fn check_node(settings: &Settings, node: &str) -> anyhow::Result<()> {
+pub(crate) fn check_node(settings: &Settings, node: &str) -> anyhow::Result<()> {
     if settings.nodes.iter().any(|n| n.name == node) {
         return Ok(());
     }
@@ -32,7 +32,7 @@ pub fn check_node(settings: &Settings, node: &str) -> anyhow::Result<()> {
 }
 
 /// This node's etcd as the configuration names it.
-pub fn local_etcd(settings: &Settings) -> LocalEtcd {
+pub(crate) fn local_etcd(settings: &Settings) -> LocalEtcd {
     LocalEtcd {
         binary: settings.etcd.binary.clone(),
         peer_urls: settings.local_node().peer_urls.clone(),
@@ -41,7 +41,7 @@ pub fn local_etcd(settings: &Settings) -> LocalEtcd {
 
 /// What a resolution does on this node.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RecoverAction {
+pub(crate) enum RecoverAction {
     /// Set the in-sync marker for this boot.
     MarkInSync,
     /// Raise the data's epoch by one.
@@ -57,16 +57,16 @@ pub enum RecoverAction {
 /// What this node's etcd is: the binary (the restore tools are looked for
 /// beside it) and its peer URLs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LocalEtcd {
+pub(crate) struct LocalEtcd {
     /// The configured etcd binary.
-    pub binary: PathBuf,
+    pub(crate) binary: PathBuf,
     /// This node's peer URLs.
-    pub peer_urls: Vec<String>,
+    pub(crate) peer_urls: Vec<String>,
 }
 
 /// The tool that restores a snapshot into a data directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RestoreTool {
+pub(crate) enum RestoreTool {
     /// `etcdutl snapshot restore` (etcd 3.5 and later).
     Etcdutl(PathBuf),
     /// `etcdctl snapshot restore` (etcd 3.4; deprecated in 3.5).
@@ -88,7 +88,7 @@ fn executable(p: &Path) -> bool {
 /// The restore tool of the configured etcd: `etcdutl`, else `etcdctl`,
 /// beside the etcd binary (the same release, so the restored data is in a
 /// format that etcd reads), else on PATH.
-pub fn find_restore_tool(etcd_binary: &Path) -> anyhow::Result<RestoreTool> {
+pub(crate) fn find_restore_tool(etcd_binary: &Path) -> anyhow::Result<RestoreTool> {
     let beside = etcd_binary.parent().map(Path::to_path_buf);
     let path_dirs: Vec<PathBuf> = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect())
@@ -111,20 +111,20 @@ pub fn find_restore_tool(etcd_binary: &Path) -> anyhow::Result<RestoreTool> {
 
 /// A planned snapshot restore.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SnapshotRestore {
+pub(crate) struct SnapshotRestore {
     /// The snapshot file.
-    pub snapshot: PathBuf,
+    pub(crate) snapshot: PathBuf,
     /// The tool that restores it.
-    pub tool: RestoreTool,
+    pub(crate) tool: RestoreTool,
     /// This node's member name.
-    pub name: String,
+    pub(crate) name: String,
     /// This node's peer URLs.
-    pub peer_urls: Vec<String>,
+    pub(crate) peer_urls: Vec<String>,
     /// The new cluster's `initial-cluster-token`: fresh, so that the new
     /// cluster's and member's ids differ from the old ones.
-    pub token: String,
+    pub(crate) token: String,
     /// The epoch the restored data gets.
-    pub epoch: u64,
+    pub(crate) epoch: u64,
 }
 
 /// A fresh random cluster token.
@@ -151,17 +151,17 @@ fn highest_epoch(paths: &LocalPaths) -> anyhow::Result<u64> {
 
 /// The plan: the action and its description.
 #[derive(Debug)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// The action.
-    pub action: RecoverAction,
+    pub(crate) action: RecoverAction,
     /// Human-readable lines.
-    pub describe: Vec<String>,
+    pub(crate) describe: Vec<String>,
     /// The local etcd must not run.
-    pub needs_etcd_stopped: bool,
+    pub(crate) needs_etcd_stopped: bool,
 }
 
 /// What `what` means on node `me`.
-pub fn plan(
+pub(crate) fn plan(
     req: &RecoverRequest,
     me: &str,
     paths: &LocalPaths,
@@ -464,7 +464,7 @@ fn restore_snapshot(
 
 /// Carry out `action`, telling `progress` about long steps; returns what
 /// was done.
-pub fn apply(
+pub(crate) fn apply(
     action: &RecoverAction,
     paths: &LocalPaths,
     progress: &mut dyn FnMut(&str),

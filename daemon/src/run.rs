@@ -29,7 +29,7 @@ use crate::tasks::{Heartbeat, Loops, OVERRUN_ALLOWANCE, SHUTDOWN_GRACE};
 /// Log to journald when stderr is connected to it (systemd sets
 /// JOURNAL_STREAM), formatted to stderr otherwise. Uses tracing-journald, the
 /// tracing layer (systemd-journal-logger is a `log` backend).
-pub fn init_logging(verbose: u8) {
+pub(crate) fn init_logging(verbose: u8) {
     use tracing_subscriber::prelude::*;
     let default = match verbose {
         0 => "info",
@@ -62,11 +62,11 @@ fn notify(states: &[NotifyState<'_>]) {
 }
 
 /// A boxed future, for the [`Pass`] trait's methods.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// What the failover loop runs: the failover reconciler's pass, through
 /// the core's ports.
-pub trait Pass: Send + Sync {
+pub(crate) trait Pass: Send + Sync {
     /// One pass; returns whether something is pending, so that the next
     /// pass comes sooner.
     fn run<'a>(&'a self, core: &'a Arc<Core>) -> BoxFuture<'a, bool>;
@@ -115,7 +115,7 @@ pub struct Options {
 /// Resolves on the first SIGTERM or SIGINT; the handlers are installed when
 /// this is called, so a signal that comes before the future is awaited is
 /// not lost.
-pub fn signals() -> anyhow::Result<impl Future<Output = ()> + Send + 'static> {
+pub(crate) fn signals() -> anyhow::Result<impl Future<Output = ()> + Send + 'static> {
     let mut sigterm = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut sigint = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
     Ok(async move {
@@ -124,12 +124,6 @@ pub fn signals() -> anyhow::Result<impl Future<Output = ()> + Send + 'static> {
             _ = sigint.recv() => tracing::info!("SIGINT: shutting down"),
         }
     })
-}
-
-/// Run the daemon until `shutdown` resolves (the binary passes
-/// [`signals`]), then stop: see [`run_with`].
-pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
-    run_with(settings, Options::default(), shutdown).await
 }
 
 /// Run the daemon until `shutdown` resolves or one of its loops ends. The

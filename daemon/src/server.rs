@@ -47,7 +47,7 @@ const MAX_BODY: usize = 1024 * 1024;
 
 /// Connections served at once on the Unix socket (the agent, the CLI, the
 /// alert agent); more wait to be accepted.
-pub const MAX_CONNECTIONS_UNIX: usize = 64;
+pub(crate) const MAX_CONNECTIONS_UNIX: usize = 64;
 
 /// Connections served at once on the TCP listener (scrapes, probes, event
 /// streams); more wait to be accepted.
@@ -55,7 +55,7 @@ pub const MAX_CONNECTIONS_TCP: usize = 32;
 
 /// The uids allowed on the Unix socket.
 #[derive(Debug, Clone)]
-pub struct AllowList {
+pub(crate) struct AllowList {
     uids: BTreeSet<u32>,
     names: Vec<String>,
 }
@@ -63,7 +63,7 @@ pub struct AllowList {
 impl AllowList {
     /// Resolve user names to uids. Unknown names are skipped with a warning
     /// (e.g. `hacluster` on a machine without Pacemaker).
-    pub fn resolve(names: &[String]) -> Self {
+    pub(crate) fn resolve(names: &[String]) -> Self {
         let mut uids = BTreeSet::new();
         for n in names {
             let uid = match n.parse::<u32>() {
@@ -85,13 +85,13 @@ impl AllowList {
     }
 
     /// Whether `uid` may use the API.
-    pub fn allows(&self, uid: u32) -> bool {
+    pub(crate) fn allows(&self, uid: u32) -> bool {
         self.uids.contains(&uid)
     }
 }
 
 /// Bind the Unix socket: mode 0660, group `group` when it exists.
-pub fn bind_unix(path: &Path, group: &str) -> std::io::Result<UnixListener> {
+pub(crate) fn bind_unix(path: &Path, group: &str) -> std::io::Result<UnixListener> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -310,7 +310,7 @@ async fn wrong_method(method: Method, uri: Uri) -> Response {
 
 /// Which listener a router serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Listener {
+pub(crate) enum Listener {
     /// The Unix socket: every route (the agent's, the CLI's, the alert
     /// agent's), behind the allow-list.
     Unix,
@@ -321,7 +321,7 @@ pub enum Listener {
 
 /// The API's routes for `on`: the routes both listeners share, then the
 /// listener's own; the same 404 and 405 answers on both.
-pub fn router(core: Arc<Core>, on: Listener) -> Router {
+pub(crate) fn router(core: Arc<Core>, on: Listener) -> Router {
     let common = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -347,7 +347,7 @@ pub fn router(core: Arc<Core>, on: Listener) -> Router {
 }
 
 /// Serve the Unix socket until `shutdown`.
-pub async fn serve_unix(
+pub(crate) async fn serve_unix(
     listener: UnixListener,
     core: Arc<Core>,
     allow: AllowList,
@@ -401,7 +401,7 @@ pub async fn serve_unix(
 }
 
 /// Serve the loopback TCP listener until `shutdown`.
-pub async fn serve_tcp(
+pub(crate) async fn serve_tcp(
     listener: TcpListener,
     core: Arc<Core>,
     shutdown: CancellationToken,

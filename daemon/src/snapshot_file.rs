@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 
 /// Why a snapshot file is not trustworthy.
 #[derive(Debug, thiserror::Error)]
-pub enum VerifyError {
+pub(crate) enum VerifyError {
     /// Too short to hold a database and its checksum.
     #[error("the snapshot is too short ({0} bytes)")]
     TooShort(u64),
@@ -31,7 +31,7 @@ const MIN_DB_LEN: u64 = 4096;
 /// bbolt database followed by the SHA-256 of that database. Memory use is
 /// constant, whatever the database size.
 #[derive(Default)]
-pub struct Verifier {
+pub(crate) struct Verifier {
     hasher: Sha256,
     /// The last (up to) 32 bytes seen: the trailer, once the stream ends.
     tail: Vec<u8>,
@@ -42,12 +42,12 @@ pub struct Verifier {
 
 impl Verifier {
     /// Bytes fed so far.
-    pub fn received(&self) -> u64 {
+    pub(crate) fn received(&self) -> u64 {
         self.len
     }
 
     /// Feed the next bytes.
-    pub fn update(&mut self, chunk: &[u8]) {
+    pub(crate) fn update(&mut self, chunk: &[u8]) {
         self.len += chunk.len() as u64;
         if self.head.len() < 20 {
             let n = (20 - self.head.len()).min(chunk.len());
@@ -62,7 +62,7 @@ impl Verifier {
     }
 
     /// The verdict on everything fed; the total size when sound.
-    pub fn finish(self) -> Result<u64, VerifyError> {
+    pub(crate) fn finish(self) -> Result<u64, VerifyError> {
         if self.len < MIN_DB_LEN + SUM_LEN as u64 {
             return Err(VerifyError::TooShort(self.len));
         }
@@ -80,14 +80,15 @@ impl Verifier {
 
 /// Check a snapshot as etcd sends it: a bbolt database followed by the
 /// SHA-256 of that database.
-pub fn verify(bytes: &[u8]) -> Result<(), VerifyError> {
+#[cfg(test)]
+pub(crate) fn verify(bytes: &[u8]) -> Result<(), VerifyError> {
     let mut v = Verifier::default();
     v.update(bytes);
     v.finish().map(|_| ())
 }
 
 /// Check a snapshot file on disk, reading it in chunks.
-pub fn verify_file(path: &Path) -> anyhow::Result<u64> {
+pub(crate) fn verify_file(path: &Path) -> anyhow::Result<u64> {
     let mut f =
         std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut v = Verifier::default();

@@ -14,12 +14,12 @@ use crate::config::fragments::{Fragment, Loc, NodeFragment};
 use crate::config::{self, Settings};
 
 /// The configuration file inside a standalone directory.
-pub fn config_path(dir: &Path) -> PathBuf {
+pub(crate) fn config_path(dir: &Path) -> PathBuf {
     dir.join("config.toml")
 }
 
 /// Load the settings of an existing standalone directory (for the CLI).
-pub fn load(dir: &Path) -> anyhow::Result<Settings> {
+pub(crate) fn load(dir: &Path) -> anyhow::Result<Settings> {
     let p = config_path(dir);
     config::Layout::beside(&p).load().with_context(|| {
         format!(
@@ -104,7 +104,11 @@ fn first_run_fragment(dir: &Path, group: String, users: Vec<String>) -> anyhow::
 /// Prepare (on first use) and load the standalone setup in `dir`.
 /// `http_addr` and `autostart` come from the command line and override the
 /// file.
-pub fn prepare(dir: &Path, http_addr: Option<&str>, autostart: bool) -> anyhow::Result<Settings> {
+pub(crate) fn prepare(
+    dir: &Path,
+    http_addr: Option<&str>,
+    autostart: bool,
+) -> anyhow::Result<Settings> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let dir = dir
         .canonicalize()

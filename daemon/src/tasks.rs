@@ -29,17 +29,17 @@ use tokio_util::task::TaskTracker;
 /// on to stop etcd. Abandoning drops the work at an await point, which is no
 /// different from the daemon being killed there (as systemd does after
 /// `TimeoutStopSec=`): the failover steps are written to survive that.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
 /// How late past its promise a loop may be before the watchdog calls it
 /// wedged and stops pinging systemd (which then restarts the daemon). It
 /// covers what a promise leaves out: archive retention after a pass (file
 /// removal), a slow D-Bus answer, a scheduler delay.
-pub const OVERRUN_ALLOWANCE: Duration = Duration::from_secs(30);
+pub(crate) const OVERRUN_ALLOWANCE: Duration = Duration::from_secs(30);
 
 /// The owner of every task the daemon starts.
 #[derive(Debug, Clone, Default)]
-pub struct Work {
+pub(crate) struct Work {
     tracker: TaskTracker,
     abandon: CancellationToken,
     actions: Arc<InFlight>,
@@ -48,7 +48,7 @@ pub struct Work {
 impl Work {
     /// Spawn `fut` as a task owned by the daemon: a shutdown waits for it
     /// (up to [`SHUTDOWN_GRACE`]), then drops it.
-    pub fn spawn<F>(&self, fut: F) -> tokio::task::JoinHandle<Option<F::Output>>
+    pub(crate) fn spawn<F>(&self, fut: F) -> tokio::task::JoinHandle<Option<F::Output>>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
@@ -61,7 +61,7 @@ impl Work {
     /// Spawn the work of an OCF action that must be done by `deadline` from
     /// now; while it runs it counts as a promise the watchdog checks (see
     /// [`Loops::wedged`]).
-    pub fn spawn_action<F>(
+    pub(crate) fn spawn_action<F>(
         &self,
         deadline: Duration,
         fut: F,
@@ -78,14 +78,14 @@ impl Work {
     }
 
     /// The latest deadline of the OCF action work in flight, if any.
-    pub fn actions_due(&self) -> Option<Instant> {
+    pub(crate) fn actions_due(&self) -> Option<Instant> {
         self.actions.latest()
     }
 
     /// Wait for every task: no new task is accepted after this; work still
     /// running after `grace` is abandoned (dropped at its next await point).
     /// Returns whether everything ended within the grace.
-    pub async fn shut_down(&self, grace: Duration) -> bool {
+    pub(crate) async fn shut_down(&self, grace: Duration) -> bool {
         self.tracker.close();
         if tokio::time::timeout(grace, self.tracker.wait())
             .await
@@ -105,13 +105,9 @@ impl Work {
         false
     }
 
-    /// How many tasks are alive.
-    pub fn len(&self) -> usize {
-        self.tracker.len()
-    }
-
     /// Whether no task is alive.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.tracker.is_empty()
     }
 }
@@ -164,7 +160,7 @@ impl Drop for Ticket {
 
 /// What a loop is doing, as last published.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
+pub(crate) enum Phase {
     /// Waiting for its next tick or event.
     Idle,
     /// In a pass since this instant.
@@ -176,17 +172,17 @@ pub enum Phase {
 
 /// A loop's promise: what it is doing, and by when it reports again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Promise {
+pub(crate) struct Promise {
     /// What the loop is doing.
-    pub phase: Phase,
+    pub(crate) phase: Phase,
     /// By when it reports again (the end of its tick wait, or its pass's
     /// deadline).
-    pub due: Instant,
+    pub(crate) due: Instant,
 }
 
 /// One loop's progress.
 #[derive(Debug)]
-pub struct Heartbeat {
+pub(crate) struct Heartbeat {
     name: &'static str,
     // Whether the loop may queue behind OCF action work (the failover pass
     // takes the same lock as an action's pass).
@@ -197,7 +193,7 @@ pub struct Heartbeat {
 
 impl Heartbeat {
     /// A loop called `name`, idle and due now.
-    pub fn new(name: &'static str) -> Arc<Self> {
+    pub(crate) fn new(name: &'static str) -> Arc<Self> {
         Self::with_queue(name, false)
     }
 
@@ -213,18 +209,13 @@ impl Heartbeat {
         })
     }
 
-    /// The loop's name.
-    pub fn name(&self) -> &'static str {
-        self.name
-    }
-
     fn set(&self, p: Promise) {
         *self.promise.lock().unwrap_or_else(|e| e.into_inner()) = p;
         self.beats.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The loop waits until `due` (its next tick).
-    pub fn idle_until(&self, due: Instant) {
+    pub(crate) fn idle_until(&self, due: Instant) {
         self.set(Promise {
             phase: Phase::Idle,
             due,
@@ -232,7 +223,7 @@ impl Heartbeat {
     }
 
     /// The loop starts a pass that ends within `limit`.
-    pub fn busy_for(&self, limit: Duration) {
+    pub(crate) fn busy_for(&self, limit: Duration) {
         let now = Instant::now();
         self.set(Promise {
             phase: Phase::Busy { since: now },
@@ -242,31 +233,26 @@ impl Heartbeat {
 
     /// The loop does not run in this daemon (no failover, no report
     /// path): it promises nothing the watchdog could find late.
-    pub fn off(&self) {
+    pub(crate) fn off(&self) {
         // Thirty years: what tokio itself takes for "never".
         self.idle_until(Instant::now() + Duration::from_secs(86_400 * 365 * 30));
     }
 
     /// The latest promise.
-    pub fn promise(&self) -> Promise {
+    pub(crate) fn promise(&self) -> Promise {
         *self.promise.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// How many times the loop published progress.
-    pub fn beats(&self) -> u64 {
-        self.beats.load(Ordering::Relaxed)
     }
 }
 
 /// The loops the watchdog checks.
 #[derive(Debug, Clone)]
-pub struct Loops {
+pub(crate) struct Loops {
     /// The probe loop (a probe per `probe_interval_ms`).
-    pub probe: Arc<Heartbeat>,
+    pub(crate) probe: Arc<Heartbeat>,
     /// The failover loop (a pass per interval, alert or leader change).
-    pub reconcile: Arc<Heartbeat>,
+    pub(crate) reconcile: Arc<Heartbeat>,
     /// The report writer (a cycle per `report.interval_ms`).
-    pub report: Arc<Heartbeat>,
+    pub(crate) report: Arc<Heartbeat>,
 }
 
 impl Default for Loops {
@@ -281,13 +267,13 @@ impl Default for Loops {
 
 /// A loop (or action work) found past its promise.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Wedged {
+pub(crate) struct Wedged {
     /// The loop's name, or `action` for OCF action work.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// Its promise.
-    pub phase: Phase,
+    pub(crate) phase: Phase,
     /// How late it is past its promise.
-    pub late: Duration,
+    pub(crate) late: Duration,
 }
 
 impl Loops {
@@ -299,7 +285,7 @@ impl Loops {
     /// loop that may queue behind OCF action work (the failover pass) is
     /// held to the later of its own deadline and the latest action's, and
     /// the action work to its deadline.
-    pub fn wedged(
+    pub(crate) fn wedged(
         &self,
         now: Instant,
         actions_due: Option<Instant>,
@@ -332,7 +318,7 @@ impl Loops {
 /// The watchdog: pings every `every` (half of systemd's `WatchdogSec=`)
 /// while no loop is wedged; stops pinging while one is, so that systemd
 /// restarts the daemon. Never waits on a pass: it only reads promises.
-pub async fn watchdog(
+pub(crate) async fn watchdog(
     loops: Loops,
     work: Work,
     every: Duration,

@@ -280,20 +280,27 @@ fn no_module_imports_a_module_that_imports_it_back() {
 }
 
 #[test]
-fn no_source_file_of_the_daemon_is_over_800_lines() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+fn no_source_file_of_the_daemon_or_the_failover_logic_is_over_800_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let failover = root.join("../failover/src");
     let mut long = Vec::new();
-    for p in modules(&src).values() {
-        let text = std::fs::read_to_string(p).unwrap();
-        // The lines before a file's own test module are its code.
-        let lines = text
-            .lines()
-            .take_while(|l| l.trim() != "#[cfg(test)]")
-            .count();
-        let name = p.file_name().unwrap().to_string_lossy();
-        let test_file = name.starts_with("tests") || name.ends_with("_tests.rs");
-        if lines > 800 && !test_file {
-            long.push(format!("{} ({lines} lines)", p.display()));
+    for src in [root.join("src"), failover.clone()] {
+        for p in modules(&src).values() {
+            let text = std::fs::read_to_string(p).unwrap();
+            // The lines before a file's own test module are its code.
+            let lines = text
+                .lines()
+                .take_while(|l| l.trim() != "#[cfg(test)]")
+                .count();
+            let name = p.file_name().unwrap().to_string_lossy();
+            // The model checker is test machinery: compiled only with the
+            // `model` feature, which only the failover crate's tests enable.
+            let test_file = name.starts_with("tests")
+                || name.ends_with("_tests.rs")
+                || p.starts_with(failover.join("model"));
+            if lines > 800 && !test_file {
+                long.push(format!("{} ({lines} lines)", p.display()));
+            }
         }
     }
     assert!(long.is_empty(), "over 800 lines: {long:?}");

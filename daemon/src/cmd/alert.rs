@@ -24,23 +24,23 @@ use warden_api::{Ack, ClusterEvent, paths};
 
 /// Arguments of `etcd-warden alert`.
 #[derive(Debug, clap::Args)]
-pub struct AlertArgs {
+pub(crate) struct AlertArgs {
     /// The daemon's API socket. Default: CRM_alert_recipient when it is an
     /// absolute path (the configured recipient), else the default socket.
     #[arg(long, value_name = "PATH")]
-    pub socket: Option<PathBuf>,
+    pub(crate) socket: Option<PathBuf>,
     /// How long to wait for the daemon, in milliseconds. Keep it below the
     /// alert's timeout in the CIB (10 s as generated).
     #[arg(long, default_value_t = 5000, value_name = "MS")]
-    pub timeout_ms: u64,
+    pub(crate) timeout_ms: u64,
     /// Print the event as JSON instead of sending it (for checking an alert
     /// configuration by hand).
     #[arg(long)]
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
 }
 
 /// Pacemaker alert agent: forward CRM_alert_* events to the daemon.
-pub fn run_alert(args: AlertArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run_alert(args: AlertArgs) -> anyhow::Result<ExitCode> {
     let env: BTreeMap<String, String> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .filter(|(k, _)| k.starts_with(PREFIX))
@@ -96,7 +96,7 @@ fn socket_for(arg: Option<&Path>, env: &BTreeMap<String, String>) -> PathBuf {
 /// Builds the event from the `CRM_alert_*` variables. Variables the event
 /// has no field for go to `extra` (without the prefix), so nothing Pacemaker
 /// said is lost; a number that does not parse is kept there too.
-pub fn event_from_env(env: &BTreeMap<String, String>) -> anyhow::Result<ClusterEvent> {
+pub(crate) fn event_from_env(env: &BTreeMap<String, String>) -> anyhow::Result<ClusterEvent> {
     let get = |k: &str| {
         env.get(&format!("{PREFIX}{k}"))
             .map(|v| v.trim().to_string())

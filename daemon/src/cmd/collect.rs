@@ -22,95 +22,95 @@ use crate::report_cycle::{
 
 /// Arguments: Build the PacemakerCluster report from crm_mon and write it.
 #[derive(Debug, clap::Args)]
-pub struct CollectArgs {
+pub(crate) struct CollectArgs {
     /// Build the report from a saved crm_mon XML document instead of running
     /// crm_mon; the report goes to stdout (and to --output if given).
     #[arg(long, value_name = "FILE")]
-    pub from_file: Option<PathBuf>,
+    pub(crate) from_file: Option<PathBuf>,
 
     /// The crm_mon command, split on whitespace (no shell).
     #[arg(long, default_value = "crm_mon --one-shot --inactive --output-as=xml")]
-    pub crm_mon_cmd: String,
+    pub(crate) crm_mon_cmd: String,
 
     /// Deadline for each external command, in seconds.
     #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
-    pub timeout: f64,
+    pub(crate) timeout: f64,
 
     /// Largest output accepted from crm_mon or cibadmin (bytes); more is an error.
     #[arg(long, default_value_t = 16 * 1024 * 1024, value_name = "BYTES")]
-    pub max_output: usize,
+    pub(crate) max_output: usize,
 
     /// Write the report here, atomically (temp file, fsync, rename). The
     /// previous report at this path supplies unchanged conditions'
     /// lastTransitionTime.
     #[arg(long, value_name = "PATH")]
-    pub output: Option<PathBuf>,
+    pub(crate) output: Option<PathBuf>,
 
     /// Also print the report on stdout (the default when --output is absent).
     #[arg(long)]
-    pub stdout: bool,
+    pub(crate) stdout: bool,
 
     /// Previous report to carry transition times from (default: --output).
     #[arg(long, value_name = "FILE")]
-    pub previous: Option<PathBuf>,
+    pub(crate) previous: Option<PathBuf>,
 
     /// Read fence device targets (pcmk_host_list / pcmk_host_map) from this
     /// CIB file. Default without --from-file: /var/lib/pacemaker/cib/cib.xml,
     /// falling back to --cibadmin-cmd when it cannot be read.
     #[arg(long, value_name = "FILE")]
-    pub cib_file: Option<PathBuf>,
+    pub(crate) cib_file: Option<PathBuf>,
 
     /// Command printing the live CIB (fallback; not used with --from-file).
     #[arg(long, default_value = "cibadmin --query")]
-    pub cibadmin_cmd: String,
+    pub(crate) cibadmin_cmd: String,
 
     /// Corosync configuration to read node addresses from (default
     /// /etc/corosync/corosync.conf). Used when its node list agrees with
     /// crm_mon's (names and node ids); with --from-file it may also hold
     /// saved corosync-cmapctl output.
     #[arg(long, value_name = "FILE")]
-    pub corosync_conf: Option<PathBuf>,
+    pub(crate) corosync_conf: Option<PathBuf>,
 
     /// Command printing Corosync's runtime node list, run only when the
     /// Corosync configuration is absent, malformed or disagrees with crm_mon
     /// (not used with --from-file).
     #[arg(long, default_value = "corosync-cmapctl nodelist.node")]
-    pub cmapctl_cmd: String,
+    pub(crate) cmapctl_cmd: String,
 
     /// A node's address, NAME=IP (repeatable); overrides Corosync's.
     #[arg(long = "node-address", value_name = "NAME=IP")]
-    pub node_addresses: Vec<String>,
+    pub(crate) node_addresses: Vec<String>,
 
     /// Resource agent of etcd (repeatable; `*` at the end matches a prefix).
     /// Default: ocf:etcd-warden:etcd and ocf:heartbeat:podman-etcd.
     #[arg(long = "etcd-resource-agent", value_name = "AGENT")]
-    pub etcd_agents: Vec<String>,
+    pub(crate) etcd_agents: Vec<String>,
 
     /// Resource agent of kubelet (repeatable). Default: systemd:kubelet.
     #[arg(long = "kubelet-resource-agent", value_name = "AGENT")]
-    pub kubelet_agents: Vec<String>,
+    pub(crate) kubelet_agents: Vec<String>,
 
     /// Resource agent of fence devices (repeatable). Default: stonith:*.
     #[arg(long = "fence-resource-agent", value_name = "AGENT")]
-    pub fence_agents: Vec<String>,
+    pub(crate) fence_agents: Vec<String>,
 
     /// Number of member nodes the cluster should have.
     #[arg(long, default_value_t = 2)]
-    pub expected_nodes: usize,
+    pub(crate) expected_nodes: usize,
 
     /// JSON file holding the `etcd` section (as the daemon writes it).
     #[arg(long, value_name = "FILE")]
-    pub etcd_json: Option<PathBuf>,
+    pub(crate) etcd_json: Option<PathBuf>,
 
     /// The rules the report follows: `generic` for any Pacemaker cluster,
     /// `openshift` for a status valid for the PacemakerCluster CRD (see
     /// docs/report.md).
     #[arg(long, value_enum, default_value = "generic", value_name = "PROFILE")]
-    pub profile: super::health::ProfileArg,
+    pub(crate) profile: super::health::ProfileArg,
 }
 
 /// Build the PacemakerCluster report from crm_mon and write it.
-pub fn run_collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run_collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
     let timeout = duration(args.timeout)?;
     let mut opts = Options {
         expected_node_count: args.expected_nodes,

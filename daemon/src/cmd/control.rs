@@ -9,18 +9,18 @@ use super::target::Target;
 
 /// Arguments: Ask the daemon to start etcd on this node.
 #[derive(Debug, clap::Args)]
-pub struct StartArgs {
+pub(crate) struct StartArgs {
     /// Where the daemon is.
     #[command(flatten)]
-    pub target: Target,
+    pub(crate) target: Target,
 }
 
 /// Arguments: Ask the daemon to stop etcd on this node.
 #[derive(Debug, clap::Args)]
-pub struct StopArgs {
+pub(crate) struct StopArgs {
     /// Where the daemon is.
     #[command(flatten)]
-    pub target: Target,
+    pub(crate) target: Target,
 }
 
 fn act(target: &Target, action: Action) -> anyhow::Result<ExitCode> {
@@ -54,11 +54,11 @@ fn act(target: &Target, action: Action) -> anyhow::Result<ExitCode> {
 }
 
 /// Ask the daemon to start etcd on this node.
-pub fn run_start(args: StartArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run_start(args: StartArgs) -> anyhow::Result<ExitCode> {
     act(&args.target, Action::Start)
 }
 
 /// Ask the daemon to stop etcd on this node.
-pub fn run_stop(args: StopArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run_stop(args: StopArgs) -> anyhow::Result<ExitCode> {
     act(&args.target, Action::Stop)
 }

@@ -10,17 +10,17 @@ use anyhow::Context;
 /// Two modes, and each flag belongs to one of them (or both): a flag that
 /// does not apply to the chosen mode is refused, never ignored.
 #[derive(Debug, clap::Args)]
-pub struct DaemonArgs {
+pub(crate) struct DaemonArgs {
     /// The main configuration file. The default path reads the installed
     /// layers (/usr/lib/etcd-warden/config.d/, this file,
     /// /etc/etcd-warden/config.d/, /run/etcd-warden/config.d/); another
     /// path reads that file and the config.d/ directory beside it.
     #[arg(long, value_name = "PATH", default_value = crate::config::DEFAULT_CONFIG, conflicts_with = "standalone")]
-    pub config: PathBuf,
+    pub(crate) config: PathBuf,
     /// Run a one-node setup with everything under DIR (no configuration
     /// needed).
     #[arg(long, value_name = "DIR", help_heading = "Standalone mode")]
-    pub standalone: Option<PathBuf>,
+    pub(crate) standalone: Option<PathBuf>,
     /// Serve /healthz, /readyz, /metrics, /status on this loopback address
     /// (requires --standalone; otherwise set api.http_addr in the
     /// configuration).
@@ -35,7 +35,7 @@ pub struct DaemonArgs {
         conflicts_with = "config",
         help_heading = "Standalone mode"
     )]
-    pub http_addr: Option<String>,
+    pub(crate) http_addr: Option<String>,
     /// Start etcd at once (requires --standalone; otherwise set autostart
     /// in the configuration). Without it etcd waits for `etcd-warden start`
     /// or the OCF agent, as under Pacemaker.
@@ -45,14 +45,14 @@ pub struct DaemonArgs {
         conflicts_with = "config",
         help_heading = "Standalone mode"
     )]
-    pub autostart: bool,
+    pub(crate) autostart: bool,
     /// More logging (-v debug, -vv trace); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count)]
-    pub verbose: u8,
+    pub(crate) verbose: u8,
 }
 
 /// Run the host daemon (supervises etcd, serves the local API).
-pub fn run_daemon(args: DaemonArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run_daemon(args: DaemonArgs) -> anyhow::Result<ExitCode> {
     crate::run::init_logging(args.verbose);
     let (settings, standalone) = match &args.standalone {
         Some(dir) => (

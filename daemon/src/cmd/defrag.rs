@@ -12,7 +12,7 @@ use super::target::Target;
 
 /// Arguments: Defragment this node's etcd member if the policy allows it now.
 #[derive(Debug, clap::Args)]
-pub struct DefragArgs {
+pub(crate) struct DefragArgs {
     /// Where the daemon is. `--timeout` bounds the whole defragment
     /// (default 300 s; a large database takes minutes).
     #[command(flatten)]
@@ -33,7 +33,7 @@ const DEFRAG_TIMEOUT_SECS: u64 = 300;
 
 /// Ask the daemon to defragment the local member; exit 0 when it did, 1
 /// when the policy refused (the reason printed), 2 when it failed.
-pub fn run_defrag(args: DefragArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run_defrag(args: DefragArgs) -> anyhow::Result<ExitCode> {
     let mut target = args.target.clone();
     target.timeout = target.timeout.max(DEFRAG_TIMEOUT_SECS);
     if !args.json {

@@ -30,15 +30,15 @@ const CLI_SECTION: &str = "8";
 
 /// Arguments of `etcd-warden generate`.
 #[derive(Debug, clap::Args)]
-pub struct GenerateArgs {
+pub(crate) struct GenerateArgs {
     /// What to generate.
     #[command(subcommand)]
-    pub what: GenerateWhat,
+    pub(crate) what: GenerateWhat,
 }
 
 /// The generated artefacts.
 #[derive(Debug, clap::Subcommand)]
-pub enum GenerateWhat {
+pub(crate) enum GenerateWhat {
     /// Write etcd-warden.8 and one page per subcommand into DIR.
     Man {
         /// The output directory (created if missing).
@@ -67,7 +67,7 @@ pub enum GenerateWhat {
 /// `cli` is the whole command line's definition (the pages and completions
 /// describe it); the caller owns it, so that this module does not depend on
 /// the module that dispatches to it.
-pub fn run_generate(args: GenerateArgs, cli: &clap::Command) -> anyhow::Result<ExitCode> {
+pub(crate) fn run_generate(args: GenerateArgs, cli: &clap::Command) -> anyhow::Result<ExitCode> {
     let written = match args.what {
         GenerateWhat::Man { dir } => write_man_pages(&dir, cli)?,
         GenerateWhat::Completions { dir } => write_completions(&dir, cli)?,
@@ -126,7 +126,7 @@ fn documented(cmd: &clap::Command) -> bool {
 }
 
 /// Writes the CLI's pages into `dir`, returning their paths.
-pub fn write_man_pages(dir: &Path, cli: &clap::Command) -> anyhow::Result<Vec<PathBuf>> {
+pub(crate) fn write_man_pages(dir: &Path, cli: &clap::Command) -> anyhow::Result<Vec<PathBuf>> {
     create_dir(dir)?;
     let mut written = Vec::new();
     write_page(&built_cli(cli), dir, &mut written)?;
@@ -174,7 +174,7 @@ fn page_name(cmd: &clap::Command) -> String {
 }
 
 /// Writes the completions into `dir`, returning their paths.
-pub fn write_completions(dir: &Path, cli: &clap::Command) -> anyhow::Result<Vec<PathBuf>> {
+pub(crate) fn write_completions(dir: &Path, cli: &clap::Command) -> anyhow::Result<Vec<PathBuf>> {
     create_dir(dir)?;
     let mut written = Vec::new();
     for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
@@ -188,17 +188,17 @@ pub fn write_completions(dir: &Path, cli: &clap::Command) -> anyhow::Result<Vec<
 
 /// A rendered OCF man page.
 #[derive(Debug)]
-pub struct OcfPage {
+pub(crate) struct OcfPage {
     /// `ocf_PROVIDER_NAME`, the page's name and file stem.
-    pub name: String,
+    pub(crate) name: String,
     /// The roff source.
-    pub text: String,
+    pub(crate) text: String,
 }
 
 /// Renders an OCF agent's meta-data into a section 7 man page in the style
 /// of the resource-agents package's pages: description, every parameter with
 /// its type and default, every action with its timeout, interval and depth.
-pub fn render_ocf_man(xml: &str, provider: &str) -> anyhow::Result<OcfPage> {
+pub(crate) fn render_ocf_man(xml: &str, provider: &str) -> anyhow::Result<OcfPage> {
     // The DOCTYPE names a DTD roxmltree does not need.
     let opts = roxmltree::ParsingOptions {
         allow_dtd: true,

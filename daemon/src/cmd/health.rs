@@ -11,7 +11,7 @@ use crm_xml::report::{Profile, Report};
 
 /// The report profile, as `collect --profile` and `health --profile` take it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ProfileArg {
+pub(crate) enum ProfileArg {
     /// Any Pacemaker cluster: every member node whatever its name, kubelet
     /// judged only where a kubelet resource is configured, every fence
     /// device listed; etcd and fencing always judged.
@@ -33,7 +33,7 @@ impl From<ProfileArg> for Profile {
 
 /// Output format.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     /// One line for the verdict, one per finding.
     Text,
     /// The evaluation as JSON.
@@ -42,29 +42,29 @@ pub enum Format {
 
 /// Arguments: Evaluate a report into Healthy, Warning or Degraded.
 #[derive(Debug, clap::Args)]
-pub struct HealthArgs {
+pub(crate) struct HealthArgs {
     /// The report written by `etcd-warden collect`.
     #[arg(long, value_name = "FILE")]
-    pub report: PathBuf,
+    pub(crate) report: PathBuf,
 
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
-    pub format: Format,
+    pub(crate) format: Format,
 
     /// A report older than this (seconds, from its own lastUpdated) degrades.
     #[arg(long, default_value_t = 300, value_name = "SECONDS")]
-    pub stale_after: u64,
+    pub(crate) stale_after: u64,
 
     /// The profile the report must have been built with (`collect
     /// --profile`); a report of another profile is Unknown (exit 3). Default:
     /// the profile recorded in the report (`openshift` for reports written
     /// before profiles existed).
     #[arg(long, value_enum, value_name = "PROFILE")]
-    pub profile: Option<ProfileArg>,
+    pub(crate) profile: Option<ProfileArg>,
 }
 
 /// Evaluate a report into Healthy, Warning or Degraded.
-pub fn run_health(args: HealthArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run_health(args: HealthArgs) -> anyhow::Result<ExitCode> {
     // Every failure is "unknown" (3), never the generic 1 that means Warning.
     let report = std::fs::read_to_string(&args.report)
         .map_err(|e| format!("cannot read {}: {e}", args.report.display()))

@@ -8,17 +8,17 @@ use super::target::Target;
 
 /// Arguments: List etcd's members, live.
 #[derive(Debug, clap::Args)]
-pub struct MembersArgs {
+pub(crate) struct MembersArgs {
     /// Where the daemon is.
     #[command(flatten)]
-    pub target: Target,
+    pub(crate) target: Target,
     /// Print JSON instead of a table.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 /// Render members as a table (IDs in hex, as etcdctl prints them).
-pub fn table(ms: &[Member]) -> String {
+pub(crate) fn table(ms: &[Member]) -> String {
     let mut out = format!(
         "{:<16}  {:<16}  {:<7}  {:<30}  {}\n",
         "ID", "NAME", "ROLE", "PEER URLS", "CLIENT URLS"
@@ -41,7 +41,7 @@ pub fn table(ms: &[Member]) -> String {
 }
 
 /// List etcd's members, live.
-pub fn run_members(args: MembersArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run_members(args: MembersArgs) -> anyhow::Result<ExitCode> {
     let client = args.target.client();
     let ms: Vec<Member> = client.get(paths::MEMBERS, args.target.timeout())?;
     if args.json {

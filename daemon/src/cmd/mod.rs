@@ -1,15 +1,15 @@
 //! One module per subcommand (or group of closely related subcommands).
 
-pub mod alert;
-pub mod collect;
-pub mod control;
-pub mod daemon;
-pub mod defrag;
-pub mod generate;
-pub mod health;
-pub mod members;
-pub mod pcs_config;
-pub mod recover;
-pub mod snapshot;
-pub mod status;
-pub mod target;
+pub(crate) mod alert;
+pub(crate) mod collect;
+pub(crate) mod control;
+pub(crate) mod daemon;
+pub(crate) mod defrag;
+pub(crate) mod generate;
+pub(crate) mod health;
+pub(crate) mod members;
+pub(crate) mod pcs_config;
+pub(crate) mod recover;
+pub(crate) mod snapshot;
+pub(crate) mod status;
+pub(crate) mod target;

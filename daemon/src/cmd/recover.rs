@@ -29,15 +29,15 @@ use crate::recover::{apply, check_node, local_etcd, plan};
 
 /// Arguments of `etcd-warden recover`.
 #[derive(Debug, clap::Args)]
-pub struct RecoverArgs {
+pub(crate) struct RecoverArgs {
     /// What to resolve.
     #[command(subcommand)]
-    pub what: RecoverCommand,
+    pub(crate) what: RecoverCommand,
 }
 
 /// The resolutions.
 #[derive(Debug, clap::Subcommand)]
-pub enum RecoverCommand {
+pub(crate) enum RecoverCommand {
     /// Let NODE (this node) force a new one-member cluster from its local
     /// data although it cannot prove it holds every acknowledged write: you
     /// assert that the peer is down and that NODE's data is the one to keep.
@@ -62,38 +62,38 @@ pub enum RecoverCommand {
 
 /// The node to act for, and the confirmation.
 #[derive(Debug, clap::Args)]
-pub struct NodeArgs {
+pub(crate) struct NodeArgs {
     /// The node (as named in the configuration).
     #[arg(long, value_name = "NODE")]
-    pub node: String,
+    pub(crate) node: String,
     /// Do it (without: print the plan only and exit 2).
     #[arg(long, alias = "i-understand-the-peer-is-down")]
-    pub confirm: bool,
+    pub(crate) confirm: bool,
     /// Where the daemon and its configuration are.
     #[command(flatten)]
-    pub target: Target,
+    pub(crate) target: Target,
 }
 
 /// `restore-archive` arguments.
 #[derive(Debug, clap::Args)]
-pub struct RestoreArgs {
+pub(crate) struct RestoreArgs {
     /// Node and confirmation.
     #[command(flatten)]
-    pub node: NodeArgs,
+    pub(crate) node: NodeArgs,
     /// The archive directory to restore (default: the newest).
     #[arg(long, value_name = "DIR")]
-    pub archive: Option<PathBuf>,
+    pub(crate) archive: Option<PathBuf>,
 }
 
 /// `restore-snapshot` arguments.
 #[derive(Debug, clap::Args)]
-pub struct RestoreSnapshotArgs {
+pub(crate) struct RestoreSnapshotArgs {
     /// Node and confirmation.
     #[command(flatten)]
-    pub node: NodeArgs,
+    pub(crate) node: NodeArgs,
     /// The snapshot file (verified before anything is done).
     #[arg(long, value_name = "FILE")]
-    pub snapshot: PathBuf,
+    pub(crate) snapshot: PathBuf,
 }
 
 /// How long the daemon may take for a resolution: a snapshot restore runs
@@ -135,7 +135,7 @@ fn request(what: &RecoverCommand) -> anyhow::Result<(RecoverRequest, &Target)> {
 }
 
 /// Run `etcd-warden recover`.
-pub fn run_recover(args: RecoverArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run_recover(args: RecoverArgs) -> anyhow::Result<ExitCode> {
     let (req, target) = request(&args.what)?;
     let settings = target.settings()?;
     check_node(&settings, &req.node)?;

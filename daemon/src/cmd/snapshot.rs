@@ -23,15 +23,15 @@ use crate::etcd::{Connector, EtcdError};
 
 /// Arguments: Save a verified etcd snapshot.
 #[derive(Debug, clap::Args)]
-pub struct SnapshotArgs {
+pub(crate) struct SnapshotArgs {
     /// What to do.
     #[command(subcommand)]
-    pub command: SnapshotCommand,
+    pub(crate) command: SnapshotCommand,
 }
 
 /// Snapshot subcommands.
 #[derive(Debug, clap::Subcommand)]
-pub enum SnapshotCommand {
+pub(crate) enum SnapshotCommand {
     /// Save a snapshot to PATH, or into --dir under a name holding this
     /// node's name and the UTC time (verified before it gets that name;
     /// written 0600).
@@ -41,28 +41,28 @@ pub enum SnapshotCommand {
 /// `snapshot save` arguments.
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("destination").required(true).args(["path", "dir"])))]
-pub struct SaveArgs {
+pub(crate) struct SaveArgs {
     /// Where to write it (an existing file there is replaced, once the new
     /// snapshot is verified).
-    pub path: Option<PathBuf>,
+    pub(crate) path: Option<PathBuf>,
     /// Write into this directory (created 0700 if missing) as
     /// `etcd-warden-snapshot-<node>-<YYYYMMDDTHHMMSSZ>.db`.
     #[arg(long, value_name = "DIR", conflicts_with = "path")]
-    pub dir: Option<PathBuf>,
+    pub(crate) dir: Option<PathBuf>,
     /// After a successful save into --dir, keep the newest N snapshots of
     /// this node that this command named there and remove older ones. Files
     /// with any other name are never touched.
     #[arg(long, value_name = "N", requires = "dir", value_parser = clap::value_parser!(u32).range(1..))]
-    pub keep: Option<u32>,
+    pub(crate) keep: Option<u32>,
     /// Where etcd and its TLS settings are found.
     #[command(flatten)]
-    pub target: Target,
+    pub(crate) target: Target,
     /// etcd client URL (default: this node's, from the configuration).
     #[arg(long)]
-    pub endpoint: Option<String>,
+    pub(crate) endpoint: Option<String>,
 }
 
-pub use crate::snapshot_file::{Verifier, VerifyError, verify, verify_file};
+pub(crate) use crate::snapshot_file::{Verifier, verify_file};
 
 /// The `.part` file beside `target`: removed when dropped unless kept, so
 /// that every failure (an error or a panic) leaves no partial snapshot.
@@ -236,7 +236,7 @@ fn stamp(t: time::OffsetDateTime) -> String {
 }
 
 /// The name of a snapshot of `node` taken at `t`.
-pub fn snapshot_name(node: &str, t: time::OffsetDateTime) -> String {
+pub(crate) fn snapshot_name(node: &str, t: time::OffsetDateTime) -> String {
     format!("{PREFIX}{}-{}{SUFFIX}", file_node_name(node), stamp(t))
 }
 
@@ -259,7 +259,7 @@ fn stamp_of<'a>(name: &'a str, node: &str) -> Option<&'a str> {
 }
 
 /// The snapshots of `node` in `dir` that this command named, oldest first.
-pub fn named_snapshots(dir: &Path, node: &str) -> anyhow::Result<Vec<PathBuf>> {
+pub(crate) fn named_snapshots(dir: &Path, node: &str) -> anyhow::Result<Vec<PathBuf>> {
     let mut v: Vec<(String, PathBuf)> = Vec::new();
     for e in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
         let e = e.with_context(|| format!("cannot list {}", dir.display()))?;
@@ -277,7 +277,12 @@ pub fn named_snapshots(dir: &Path, node: &str) -> anyhow::Result<Vec<PathBuf>> {
 
 /// Keep the newest `keep` of `node`'s named snapshots in `dir`, never
 /// `just_saved`; returns what was removed.
-pub fn prune(dir: &Path, node: &str, keep: u32, just_saved: &Path) -> anyhow::Result<Vec<PathBuf>> {
+pub(crate) fn prune(
+    dir: &Path,
+    node: &str,
+    keep: u32,
+    just_saved: &Path,
+) -> anyhow::Result<Vec<PathBuf>> {
     let all = named_snapshots(dir, node)?;
     let excess = all.len().saturating_sub(keep as usize);
     let mut removed = Vec::new();
@@ -300,7 +305,7 @@ fn hostname() -> String {
 }
 
 /// Save a verified etcd snapshot.
-pub fn run_snapshot(args: SnapshotArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run_snapshot(args: SnapshotArgs) -> anyhow::Result<ExitCode> {
     let SnapshotCommand::Save(a) = args.command;
     let settings = a.target.settings();
     let (connector, endpoint) = match (&settings, a.endpoint) {
@@ -356,6 +361,7 @@ pub fn run_snapshot(args: SnapshotArgs) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::snapshot_file::{VerifyError, verify};
     use sha2::{Digest, Sha256};
     use time::macros::datetime;
 

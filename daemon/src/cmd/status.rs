@@ -11,17 +11,17 @@ use crate::reconcile::local::ArchiveInfo;
 
 /// Arguments: Show this node's state and etcd's live view.
 #[derive(Debug, clap::Args)]
-pub struct StatusArgs {
+pub(crate) struct StatusArgs {
     /// Where the daemon is.
     #[command(flatten)]
-    pub target: Target,
+    pub(crate) target: Target,
     /// Print JSON instead of a table.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 /// Render a status as a two-column table.
-pub fn table(s: &NodeStatus) -> String {
+pub(crate) fn table(s: &NodeStatus) -> String {
     let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
     let rows = [
         ("node", s.node.clone()),
@@ -98,7 +98,7 @@ fn defrag_line(d: &warden_api::DefragStatus) -> String {
 }
 
 /// The alarms and what to do about them.
-pub fn alarm_text(alarms: &[String]) -> String {
+pub(crate) fn alarm_text(alarms: &[String]) -> String {
     let mut t = alarms.join(", ");
     if alarms.iter().any(|a| a == "NOSPACE") {
         t.push_str(
@@ -125,7 +125,7 @@ fn failover_line(reason: Option<&str>) -> String {
 
 /// The node table followed by the archives, newest last, one per line:
 /// path, size, creation time, reason.
-pub fn table_with_archives(d: &StatusDoc) -> String {
+pub(crate) fn table_with_archives(d: &StatusDoc) -> String {
     let mut out = table(&d.node);
     let dir = d
         .archive_dir
@@ -181,7 +181,7 @@ fn human_size(b: u64) -> String {
 }
 
 /// Show this node's state, etcd's live view and the archives.
-pub fn run_status(args: StatusArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run_status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let client = args.target.client();
     let s: StatusDoc = client.get(paths::STATUS, args.target.timeout())?;
     if args.json {

@@ -12,24 +12,24 @@ use crate::config::Settings;
 
 /// Where the daemon is.
 #[derive(Debug, Clone, clap::Args)]
-pub struct Target {
+pub(crate) struct Target {
     /// The daemon's API socket (overrides the configuration).
     #[arg(long, value_name = "PATH")]
-    pub socket: Option<PathBuf>,
+    pub(crate) socket: Option<PathBuf>,
     /// The daemon's configuration file.
     #[arg(long, value_name = "PATH", default_value = crate::config::DEFAULT_CONFIG)]
-    pub config: PathBuf,
+    pub(crate) config: PathBuf,
     /// A standalone directory (see `etcd-warden daemon --standalone`).
     #[arg(long, value_name = "DIR", conflicts_with = "config")]
-    pub standalone: Option<PathBuf>,
+    pub(crate) standalone: Option<PathBuf>,
     /// How long to wait for an answer.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
-    pub timeout: u64,
+    pub(crate) timeout: u64,
 }
 
 impl Target {
     /// The settings, when a configuration is there.
-    pub fn settings(&self) -> anyhow::Result<Settings> {
+    pub(crate) fn settings(&self) -> anyhow::Result<Settings> {
         match &self.standalone {
             Some(dir) => crate::standalone::load(dir),
             None => crate::config::load(&self.config)
@@ -38,7 +38,7 @@ impl Target {
     }
 
     /// A client for the daemon's socket.
-    pub fn client(&self) -> Client {
+    pub(crate) fn client(&self) -> Client {
         if let Some(s) = &self.socket {
             return Client::new(s);
         }
@@ -52,7 +52,7 @@ impl Target {
     }
 
     /// The answer deadline.
-    pub fn timeout(&self) -> Duration {
+    pub(crate) fn timeout(&self) -> Duration {
         Duration::from_secs(self.timeout.max(1))
     }
 }

@@ -29,7 +29,7 @@ use std::sync::Arc;
 mod etcd_rules;
 pub(crate) mod fragments;
 mod inputs;
-pub mod settings;
+pub(crate) mod settings;
 mod validate;
 
 #[cfg(test)]
@@ -40,30 +40,30 @@ mod tests_etcd;
 mod tests_layers;
 
 pub use settings::*;
-pub use validate::default_archive_dir;
 
 use fragments::Fragment;
 use inputs::{Inputs, Layer, LayerKind};
 
 /// Default location of the main configuration file.
-pub const DEFAULT_CONFIG: &str = "/etc/etcd-warden/config.toml";
+pub(crate) const DEFAULT_CONFIG: &str = "/etc/etcd-warden/config.toml";
 
 /// The shipped defaults, built in: the lowest layer of every configuration.
-pub const BUILTIN_DEFAULTS: &str = include_str!("../../config/00-defaults.toml");
+pub(crate) const BUILTIN_DEFAULTS: &str = include_str!("../../config/00-defaults.toml");
 
 /// The name errors give the built-in defaults.
 const BUILTIN_NAME: &str = "(built-in defaults)";
 
 /// The file name of the shipped defaults in the vendor directory.
-pub const DEFAULTS_FILE_NAME: &str = "00-defaults.toml";
+#[cfg(test)]
+pub(crate) const DEFAULTS_FILE_NAME: &str = "00-defaults.toml";
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
     /// The file.
-    pub file: Arc<PathBuf>,
+    pub(crate) file: Arc<PathBuf>,
     /// 1-based line number.
-    pub line: usize,
+    pub(crate) line: usize,
 }
 
 impl Origin {
@@ -130,25 +130,25 @@ pub enum ConfigError {
 /// installed one; tests and the standalone mode use [`Layout::beside`], and
 /// [`Layout::under`] moves the whole tree under another root.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Layout {
+pub(crate) struct Layout {
     /// The shipped drop-in directory, read before the main file.
-    pub vendor_dir: Option<PathBuf>,
+    pub(crate) vendor_dir: Option<PathBuf>,
     /// The main file (it may be absent when drop-ins say everything).
-    pub main: PathBuf,
+    pub(crate) main: PathBuf,
     /// Drop-in directories read after the main file; for a file name in
     /// several, the last directory's file is the one read.
-    pub dropin_dirs: Vec<PathBuf>,
+    pub(crate) dropin_dirs: Vec<PathBuf>,
 }
 
 impl Layout {
     /// `/usr/lib/etcd-warden/config.d` → `/etc/etcd-warden/config.toml` +
     /// `/etc/etcd-warden/config.d` → `/run/etcd-warden/config.d`.
-    pub fn system() -> Self {
+    pub(crate) fn system() -> Self {
         Self::under(Path::new("/"))
     }
 
     /// The system layout under `root` instead of `/`.
-    pub fn under(root: &Path) -> Self {
+    pub(crate) fn under(root: &Path) -> Self {
         Layout {
             vendor_dir: Some(root.join("usr/lib/etcd-warden/config.d")),
             main: root.join("etc/etcd-warden/config.toml"),
@@ -162,7 +162,7 @@ impl Layout {
     /// `main` and the `config.d/` directory beside it, nothing else: a
     /// configuration kept in one directory (the standalone mode, tests, a
     /// second instance) is not changed by the host's directories.
-    pub fn beside(main: &Path) -> Self {
+    pub(crate) fn beside(main: &Path) -> Self {
         Layout {
             vendor_dir: None,
             main: main.to_path_buf(),
@@ -172,7 +172,7 @@ impl Layout {
 
     /// The layout `--config PATH` means: the system layout for the default
     /// path, else [`Layout::beside`] the given file.
-    pub fn for_main(main: &Path) -> Self {
+    pub(crate) fn for_main(main: &Path) -> Self {
         if main == Path::new(DEFAULT_CONFIG) {
             Self::system()
         } else {
@@ -220,7 +220,7 @@ impl Layout {
     }
 
     /// Read, merge and validate the configuration.
-    pub fn load(&self) -> Result<Settings, ConfigError> {
+    pub(crate) fn load(&self) -> Result<Settings, ConfigError> {
         let mut layers = vec![builtin_layer()];
         for (path, kind) in self.files()? {
             let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
@@ -265,27 +265,16 @@ fn builtin_layer() -> Layer {
     }
 }
 
-/// The files that make up the configuration rooted at `main`, in the order
-/// they are read (see [`Layout::for_main`]; the built-in defaults are not a
-/// file and are not listed).
-pub fn config_files(main: &Path) -> Result<Vec<PathBuf>, ConfigError> {
-    Ok(Layout::for_main(main)
-        .files()?
-        .into_iter()
-        .map(|(p, _)| p)
-        .collect())
-}
-
 /// Load and validate the configuration rooted at `main` (`--config`): the
 /// system layout for the default path, else `main` and `config.d/` beside
 /// it.
-pub fn load(main: &Path) -> Result<Settings, ConfigError> {
+pub(crate) fn load(main: &Path) -> Result<Settings, ConfigError> {
     Layout::for_main(main).load()
 }
 
 /// Read the configuration again the way `settings` was read (after an
 /// operator edited it, before a restart would pick it up).
-pub fn reload(settings: &Settings) -> Result<Settings, ConfigError> {
+pub(crate) fn reload(settings: &Settings) -> Result<Settings, ConfigError> {
     settings.layout.load()
 }
 
@@ -322,11 +311,11 @@ pub(crate) fn render(header: &str, fragment: &Fragment) -> Result<String, toml::
 
 /// Whether an error chain holds a configuration error (exit code 78,
 /// `EX_CONFIG`).
-pub fn is_config_error(e: &anyhow::Error) -> bool {
+pub(crate) fn is_config_error(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.is::<ConfigError>())
 }
 
 /// The exit code of a configuration error: `EX_CONFIG` from sysexits.h,
 /// which the unit lists in `RestartPreventExitStatus=` so that systemd does
 /// not restart a daemon that would only fail again.
-pub const EXIT_CONFIG: u8 = 78;
+pub(crate) const EXIT_CONFIG: u8 = 78;

@@ -11,7 +11,7 @@ use super::Layout;
 
 /// The cluster's shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Topology {
+pub(crate) enum Topology {
     /// Two nodes with fencing: the survivor may force a new cluster once
     /// Pacemaker confirms the peer is fenced.
     TwoNode,
@@ -21,7 +21,7 @@ pub enum Topology {
 
 impl Topology {
     /// The name used in configuration and in the API.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Topology::TwoNode => "two-node",
             Topology::Ha => "ha",
@@ -31,7 +31,7 @@ impl Topology {
 
 /// How etcd is supervised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BackendKind {
+pub(crate) enum BackendKind {
     /// etcd is the daemon's child process.
     Process,
     /// etcd is a transient systemd unit (survives daemon restarts).
@@ -40,7 +40,7 @@ pub enum BackendKind {
 
 /// etcd's auto-compaction mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CompactionMode {
+pub(crate) enum CompactionMode {
     /// Retention is a duration (`1h`, `30m`).
     Periodic,
     /// Retention is a number of revisions.
@@ -55,55 +55,55 @@ pub struct NodeSettings {
     /// etcd peer URLs.
     pub peer_urls: Vec<String>,
     /// etcd client URLs.
-    pub client_urls: Vec<String>,
+    pub(crate) client_urls: Vec<String>,
 }
 
 /// TLS files for one side (clients or peers).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TlsFiles {
+pub(crate) struct TlsFiles {
     /// Certificate.
-    pub cert_file: PathBuf,
+    pub(crate) cert_file: PathBuf,
     /// Private key.
-    pub key_file: PathBuf,
+    pub(crate) key_file: PathBuf,
     /// CA bundle to verify the other side.
-    pub trusted_ca_file: PathBuf,
+    pub(crate) trusted_ca_file: PathBuf,
     /// Whether the other side must present a certificate.
-    pub client_cert_auth: bool,
+    pub(crate) client_cert_auth: bool,
 }
 
 /// The closed set of etcd settings an operator may tune. Deliberately not a
 /// free-form flag map: flags such as `--initial-cluster-state` or
 /// `--force-new-cluster` belong to the failover logic alone.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EtcdTuning {
+pub(crate) struct EtcdTuning {
     /// `quota-backend-bytes`.
-    pub quota_backend_bytes: Option<u64>,
+    pub(crate) quota_backend_bytes: Option<u64>,
     /// `auto-compaction-mode` and `auto-compaction-retention`.
-    pub auto_compaction: Option<(CompactionMode, String)>,
+    pub(crate) auto_compaction: Option<(CompactionMode, String)>,
     /// `snapshot-count`.
-    pub snapshot_count: Option<u64>,
+    pub(crate) snapshot_count: Option<u64>,
     /// `heartbeat-interval` in ms.
-    pub heartbeat_interval_ms: Option<u64>,
+    pub(crate) heartbeat_interval_ms: Option<u64>,
     /// `election-timeout` in ms.
-    pub election_timeout_ms: Option<u64>,
+    pub(crate) election_timeout_ms: Option<u64>,
 }
 
 /// The account etcd runs as: the daemon drops to it in etcd's process
 /// alone, between fork and exec, and etcd owns its data directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunAs {
+pub(crate) struct RunAs {
     /// The user name, as configured.
-    pub name: String,
+    pub(crate) name: String,
     /// Its uid.
-    pub uid: u32,
+    pub(crate) uid: u32,
     /// Its primary gid.
-    pub gid: u32,
+    pub(crate) gid: u32,
 }
 
 impl RunAs {
     /// Whether etcd runs under another uid than the daemon's, which then
     /// drops privileges for it.
-    pub fn drops(&self) -> bool {
+    pub(crate) fn drops(&self) -> bool {
         self.uid != nix::unistd::geteuid().as_raw()
     }
 }
@@ -112,71 +112,73 @@ impl RunAs {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EtcdSettings {
     /// The etcd binary.
-    pub binary: PathBuf,
+    pub(crate) binary: PathBuf,
     /// The data directory.
     pub data_dir: PathBuf,
     /// The account etcd runs as (`etcd.user`), resolved when the
     /// configuration is loaded.
-    pub user: RunAs,
+    pub(crate) user: RunAs,
     /// How etcd is supervised.
-    pub backend: BackendKind,
+    pub(crate) backend: BackendKind,
     /// systemd unit name (systemd backend).
-    pub unit_name: String,
+    pub(crate) unit_name: String,
     /// `initial-cluster-token`.
-    pub initial_cluster_token: String,
+    pub(crate) initial_cluster_token: String,
     /// The tunable extras.
-    pub tuning: EtcdTuning,
+    pub(crate) tuning: EtcdTuning,
     /// TLS for clients.
-    pub client_tls: Option<TlsFiles>,
+    pub(crate) client_tls: Option<TlsFiles>,
     /// TLS for peers.
-    pub peer_tls: Option<TlsFiles>,
+    pub(crate) peer_tls: Option<TlsFiles>,
 }
 
 /// The local API.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiSettings {
+pub(crate) struct ApiSettings {
     /// The Unix socket.
-    pub socket: PathBuf,
+    pub(crate) socket: PathBuf,
     /// Group owning the socket (mode 0660).
-    pub socket_group: String,
+    pub(crate) socket_group: String,
     /// User names allowed to talk to the socket (checked with SO_PEERCRED).
-    pub allowed_users: Vec<String>,
+    pub(crate) allowed_users: Vec<String>,
     /// Localhost TCP listener for /healthz, /readyz, /metrics, /status.
-    pub http_addr: Option<SocketAddr>,
+    pub(crate) http_addr: Option<SocketAddr>,
 }
 
 /// Timeouts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timeouts {
+pub(crate) struct Timeouts {
     /// How often the daemon probes etcd.
-    pub probe_interval: Duration,
+    pub(crate) probe_interval: Duration,
     /// Deadline of one live etcd call.
-    pub probe_timeout: Duration,
+    pub(crate) probe_timeout: Duration,
     /// How long a start may take until etcd answers.
-    pub start_timeout: Duration,
+    pub(crate) start_timeout: Duration,
     /// How long a graceful stop may take before SIGKILL.
-    pub stop_grace: Duration,
+    pub(crate) stop_grace: Duration,
     /// Delay before the daemon restarts an etcd that died (autostart only).
-    pub restart_delay: Duration,
+    pub(crate) restart_delay: Duration,
 }
 
 /// `failover.reconcile_interval_ms` of the shipped defaults, for the
 /// reconciler's tests and fallbacks (a test checks it equals the file).
-pub const DEFAULT_RECONCILE_INTERVAL: Duration = Duration::from_secs(5);
+#[cfg(test)]
+pub(crate) const DEFAULT_RECONCILE_INTERVAL: Duration = Duration::from_secs(5);
 /// `failover.reconcile_pending_interval_ms` of the shipped defaults (a test
 /// checks it equals the file).
-pub const DEFAULT_RECONCILE_PENDING_INTERVAL: Duration = Duration::from_secs(1);
+#[cfg(test)]
+pub(crate) const DEFAULT_RECONCILE_PENDING_INTERVAL: Duration = Duration::from_secs(1);
 /// etcd's own defaults, which apply when `[etcd]` does not set them.
-pub const ETCD_DEFAULT_HEARTBEAT_MS: u64 = 100;
+pub(crate) const ETCD_DEFAULT_HEARTBEAT_MS: u64 = 100;
 /// See [`ETCD_DEFAULT_HEARTBEAT_MS`].
-pub const ETCD_DEFAULT_ELECTION_MS: u64 = 1000;
+pub(crate) const ETCD_DEFAULT_ELECTION_MS: u64 = 1000;
 /// The longest election timeout etcd accepts (it refuses to start above
 /// it: "--election-timeout[…] is too long").
-pub const ETCD_MAX_ELECTION_MS: u64 = 50_000;
+pub(crate) const ETCD_MAX_ELECTION_MS: u64 = 50_000;
 /// The largest `quota-backend-bytes` accepted: 8 GiB, the maximum etcd 3.4
 /// and 3.5 document for normal environments (etcd warns beyond it, and
 /// snapshots and restores of a larger database take minutes).
-pub const ETCD_MAX_QUOTA_BACKEND_BYTES: u64 = 8 * 1024 * 1024 * 1024;
+pub(crate) const ETCD_MAX_QUOTA_BACKEND_BYTES: u64 = 8 * 1024 * 1024 * 1024;
 /// The shortest pending interval accepted: below it the loop would spend
 /// its time asking crm_mon.
 pub(crate) const MIN_PENDING_INTERVAL_MS: u64 = 100;
@@ -193,69 +195,69 @@ pub struct FailoverSettings {
     pub archive_dir: PathBuf,
     /// Keep at most this many archives made by etcd-warden, removing the
     /// oldest beyond it; 0 (the default) keeps every archive.
-    pub archive_keep: u32,
+    pub(crate) archive_keep: u32,
     /// How often the loop decides while nothing is pending.
-    pub reconcile_interval: Duration,
+    pub(crate) reconcile_interval: Duration,
     /// How often it decides while a step is pending.
-    pub reconcile_pending_interval: Duration,
+    pub(crate) reconcile_pending_interval: Duration,
     /// etcd's `election-timeout` (ms) for a start with
     /// `--force-new-cluster` only; `None` keeps the normal value.
-    pub force_election_timeout_ms: Option<u64>,
+    pub(crate) force_election_timeout_ms: Option<u64>,
 }
 
 impl EtcdTuning {
     /// The heartbeat interval etcd runs with (ms): the configured one or
     /// etcd's default.
-    pub fn heartbeat_ms(&self) -> u64 {
+    pub(crate) fn heartbeat_ms(&self) -> u64 {
         self.heartbeat_interval_ms
             .unwrap_or(ETCD_DEFAULT_HEARTBEAT_MS)
     }
 
     /// The election timeout etcd runs with (ms): the configured one or
     /// etcd's default.
-    pub fn election_ms(&self) -> u64 {
+    pub(crate) fn election_ms(&self) -> u64 {
         self.election_timeout_ms.unwrap_or(ETCD_DEFAULT_ELECTION_MS)
     }
 }
 
 /// Shortest `report.interval_ms`: each cycle runs crm_mon, and a status
 /// that changes within a second is read from `/v1/report` instead.
-pub const MIN_REPORT_INTERVAL_MS: u64 = 1000;
+pub(crate) const MIN_REPORT_INTERVAL_MS: u64 = 1000;
 
 /// Longest `report.interval_ms` (an hour: a report older than that is
 /// stale for every reader).
-pub const MAX_REPORT_INTERVAL_MS: u64 = 3_600_000;
+pub(crate) const MAX_REPORT_INTERVAL_MS: u64 = 3_600_000;
 
 /// The range `report.crm_mon_timeout_ms` accepts: crm_mon needs tens of
 /// milliseconds on a healthy node, and the cycle holds its slot that long.
-pub const REPORT_CRM_MON_TIMEOUT_RANGE_MS: std::ops::RangeInclusive<u64> = 100..=600_000;
+pub(crate) const REPORT_CRM_MON_TIMEOUT_RANGE_MS: std::ops::RangeInclusive<u64> = 100..=600_000;
 
 /// The daemon's own report writer (`[report]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReportSettings {
+pub(crate) struct ReportSettings {
     /// Where the daemon writes the PacemakerCluster report; `None` (the
     /// default) writes none. `/v1/report` still answers either way.
-    pub path: Option<PathBuf>,
+    pub(crate) path: Option<PathBuf>,
     /// How often a cycle runs.
-    pub interval: Duration,
+    pub(crate) interval: Duration,
     /// Deadline of each command of a cycle (crm_mon, cibadmin,
     /// corosync-cmapctl).
-    pub crm_mon_timeout: Duration,
+    pub(crate) crm_mon_timeout: Duration,
     /// The CIB file fence targets are read from (cibadmin is the fallback).
-    pub cib_file: PathBuf,
+    pub(crate) cib_file: PathBuf,
     /// The Corosync configuration node addresses are read from
     /// (corosync-cmapctl is the fallback).
-    pub corosync_conf: PathBuf,
+    pub(crate) corosync_conf: PathBuf,
     /// Resource agents of etcd (`*` at the end matches a prefix).
-    pub etcd_agents: Vec<String>,
+    pub(crate) etcd_agents: Vec<String>,
     /// Resource agents of kubelet.
-    pub kubelet_agents: Vec<String>,
+    pub(crate) kubelet_agents: Vec<String>,
     /// Resource agents of fence devices.
-    pub fence_agents: Vec<String>,
+    pub(crate) fence_agents: Vec<String>,
     /// Member nodes the cluster should have (default: `[[nodes]]` count).
-    pub expected_nodes: usize,
+    pub(crate) expected_nodes: usize,
     /// The rules the report and its health follow (`report.profile`).
-    pub profile: crm_xml::report::Profile,
+    pub(crate) profile: crm_xml::report::Profile,
 }
 
 /// The range `defrag.check_interval_ms` accepts: a check asks every member
@@ -288,33 +290,33 @@ pub struct DefragSettings {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     /// This node's name.
-    pub node_name: String,
+    pub(crate) node_name: String,
     /// The topology.
-    pub topology: Topology,
+    pub(crate) topology: Topology,
     /// Start etcd without waiting for Pacemaker (standalone, development).
-    pub autostart: bool,
+    pub(crate) autostart: bool,
     /// All nodes, this one included.
     pub nodes: Vec<NodeSettings>,
     /// etcd.
     pub etcd: EtcdSettings,
     /// The local API.
-    pub api: ApiSettings,
+    pub(crate) api: ApiSettings,
     /// Daemon state (generated etcd config, PID files).
     pub state_dir: PathBuf,
     /// Timeouts.
-    pub timeouts: Timeouts,
+    pub(crate) timeouts: Timeouts,
     /// The failover loop: archives, intervals, the forced start.
     pub failover: FailoverSettings,
     /// The daemon's report writer.
-    pub report: ReportSettings,
+    pub(crate) report: ReportSettings,
     /// The defragmentation policy.
-    pub defrag: DefragSettings,
+    pub(crate) defrag: DefragSettings,
     /// The files that were read, in order (the built-in defaults are not
     /// a file and are not listed).
-    pub sources: Vec<PathBuf>,
+    pub(crate) sources: Vec<PathBuf>,
     /// Where the configuration was read from, to read it again the same
     /// way (`validate-all`).
-    pub layout: Layout,
+    pub(crate) layout: Layout,
 }
 
 impl Settings {

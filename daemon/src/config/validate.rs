@@ -409,7 +409,7 @@ fn pending_interval(l: Loc<u64>, stable: Duration) -> Result<Duration, ConfigErr
 }
 
 /// `<data_dir>.archive`, beside the data directory.
-pub fn default_archive_dir(data_dir: &Path) -> PathBuf {
+pub(crate) fn default_archive_dir(data_dir: &Path) -> PathBuf {
     let base = data_dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -16,21 +16,21 @@ use crate::reconcile::Reconciler;
 use crate::reconcile::ports::{Pacemaker, SharedPacemaker};
 
 /// What the gathering reads from.
-pub struct Sources<'a> {
+pub(crate) struct Sources<'a> {
     /// The settings.
-    pub settings: &'a Settings,
+    pub(crate) settings: &'a Settings,
     /// The local member.
-    pub etcd: &'a LiveEtcd,
+    pub(crate) etcd: &'a LiveEtcd,
     /// For the other members.
-    pub connector: &'a Connector,
+    pub(crate) connector: &'a Connector,
     /// Pacemaker's tools.
-    pub pacemaker: &'a SharedPacemaker,
+    pub(crate) pacemaker: &'a SharedPacemaker,
     /// The failover driver, when it runs.
-    pub failover: Option<&'a Reconciler>,
+    pub(crate) failover: Option<&'a Reconciler>,
 }
 
 /// Gather the facts, each call under `deadline`.
-pub async fn gather(src: &Sources<'_>, deadline: Duration) -> Facts {
+pub(crate) async fn gather(src: &Sources<'_>, deadline: Duration) -> Facts {
     let local = src
         .etcd
         .status(deadline)
@@ -89,7 +89,7 @@ const CRM_MON_DEADLINE: Duration = Duration::from_secs(5);
 /// Pacemaker's view of the configured nodes: each must be online, clean,
 /// not in standby, maintenance or shutdown, not being fenced, with etcd
 /// started.
-pub fn pacemaker_facts(doc: &CrmMon, s: &Settings) -> PacemakerFacts {
+pub(crate) fn pacemaker_facts(doc: &CrmMon, s: &Settings) -> PacemakerFacts {
     let names: Vec<String> = s.nodes.iter().map(|n| n.name.clone()).collect();
     let view = crate::reconcile::pcmk::view(doc, &names, &BTreeMap::new());
     let fencing: Vec<&str> = doc

@@ -16,8 +16,8 @@
 //!
 //! [`DEFRAG_LOCK_KEY`]: crate::etcd::DEFRAG_LOCK_KEY
 
-pub mod facts;
-pub mod policy;
+pub(crate) mod facts;
+pub(crate) mod policy;
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -39,7 +39,7 @@ const MOVE_LEADER_WAIT: Duration = Duration::from_secs(10);
 
 /// The policy's state on this node: its record and its one-at-a-time lock.
 #[derive(Debug)]
-pub struct Defrag {
+pub(crate) struct Defrag {
     settings: DefragSettings,
     node: String,
     runs: Mutex<VecDeque<DefragRun>>,
@@ -51,7 +51,7 @@ pub struct Defrag {
 
 impl Defrag {
     /// The policy of `node` with `settings`, counting into `metrics`.
-    pub fn new(node: &str, settings: DefragSettings, metrics: DefragMetrics) -> Self {
+    pub(crate) fn new(node: &str, settings: DefragSettings, metrics: DefragMetrics) -> Self {
         Defrag {
             settings,
             node: node.to_string(),
@@ -63,7 +63,7 @@ impl Defrag {
     }
 
     /// The record shown in the status.
-    pub fn status(&self) -> DefragStatus {
+    pub(crate) fn status(&self) -> DefragStatus {
         DefragStatus {
             runs: self
                 .runs
@@ -81,7 +81,7 @@ impl Defrag {
     }
 
     /// The latest defragmentation, if any.
-    pub fn last(&self) -> Option<DefragRun> {
+    pub(crate) fn last(&self) -> Option<DefragRun> {
         self.runs
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -107,7 +107,12 @@ impl Defrag {
     /// Ask the policy now and, when it allows, defragment the local member
     /// (after handing the leadership over, when it leads). `deadline`
     /// bounds each question asked (Status, crm_mon, the lock).
-    pub async fn attempt(&self, src: &Sources<'_>, mode: Mode, deadline: Duration) -> DefragReply {
+    pub(crate) async fn attempt(
+        &self,
+        src: &Sources<'_>,
+        mode: Mode,
+        deadline: Duration,
+    ) -> DefragReply {
         let _one = self.serial.lock().await;
         let th = Threshold {
             percent: self.settings.fragmentation_percent,

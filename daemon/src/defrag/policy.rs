@@ -12,25 +12,25 @@ use crm_xml::report::WardenState;
 
 /// When a database counts as fragmented.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Threshold {
+pub(crate) struct Threshold {
     /// Free space, in percent of the database file.
-    pub percent: u64,
+    pub(crate) percent: u64,
     /// The smallest database file worth a defragment (bytes).
-    pub min_size: u64,
+    pub(crate) min_size: u64,
 }
 
 /// A member's database file: its size and the bytes in use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct DbSize {
+pub(crate) struct DbSize {
     /// Size of the file.
-    pub size: i64,
+    pub(crate) size: i64,
     /// Bytes in use (the rest is free space a defragment gives back).
-    pub in_use: i64,
+    pub(crate) in_use: i64,
 }
 
 impl DbSize {
     /// The free part of the file, in percent (0 for an empty file).
-    pub fn free_percent(&self) -> u64 {
+    pub(crate) fn free_percent(&self) -> u64 {
         let size = u64::try_from(self.size).unwrap_or(0);
         let in_use = u64::try_from(self.in_use).unwrap_or(0);
         (size.saturating_sub(in_use) * 100)
@@ -41,38 +41,38 @@ impl DbSize {
 
 impl Threshold {
     /// Whether `db` is past the threshold.
-    pub fn exceeded(&self, db: &DbSize) -> bool {
+    pub(crate) fn exceeded(&self, db: &DbSize) -> bool {
         u64::try_from(db.size).unwrap_or(0) >= self.min_size && db.free_percent() >= self.percent
     }
 }
 
 /// What one member answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemberView {
+pub(crate) struct MemberView {
     /// The leader it knows (0: none).
-    pub leader: u64,
+    pub(crate) leader: u64,
     /// Its database file.
-    pub db: DbSize,
+    pub(crate) db: DbSize,
     /// Its active alarms (`NOSPACE`, `CORRUPT`).
-    pub alarms: Vec<String>,
+    pub(crate) alarms: Vec<String>,
 }
 
 /// One member of the member list, with its own Status answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemberFact {
+pub(crate) struct MemberFact {
     /// Member ID.
-    pub id: u64,
+    pub(crate) id: u64,
     /// Member name; empty for a member added but not started yet.
-    pub name: String,
+    pub(crate) name: String,
     /// Whether it is a learner.
-    pub is_learner: bool,
+    pub(crate) is_learner: bool,
     /// Its Status, or why it did not answer.
-    pub status: Result<MemberView, String>,
+    pub(crate) status: Result<MemberView, String>,
 }
 
 /// Pacemaker's view, as far as it matters here.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PacemakerFacts {
+pub(crate) enum PacemakerFacts {
     /// Pacemaker does not manage this cluster (no failover logic).
     NotUsed,
     /// crm_mon did not answer.
@@ -89,24 +89,24 @@ pub enum PacemakerFacts {
 
 /// Everything the decision reads, gathered just before.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Facts {
+pub(crate) struct Facts {
     /// The local member's ID, or why its Status failed.
-    pub local: Result<u64, String>,
+    pub(crate) local: Result<u64, String>,
     /// Every member, or why the member list failed.
-    pub members: Result<Vec<MemberFact>, String>,
+    pub(crate) members: Result<Vec<MemberFact>, String>,
     /// Whether a linearizable read just succeeded.
-    pub quorum: bool,
+    pub(crate) quorum: bool,
     /// What the failover logic is doing here (`None`: no failover logic).
-    pub failover: Option<WardenState>,
+    pub(crate) failover: Option<WardenState>,
     /// Pacemaker's view.
-    pub pacemaker: PacemakerFacts,
+    pub(crate) pacemaker: PacemakerFacts,
     /// The holder of the defragmentation lock, when one holds it.
-    pub lock_holder: Option<String>,
+    pub(crate) lock_holder: Option<String>,
 }
 
 /// Who asks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// The daemon's own loop: only past the threshold.
     Auto,
     /// `etcd-warden defrag`; `below_threshold` defragments a database the
@@ -119,7 +119,7 @@ pub enum Mode {
 
 /// What to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Defragment the local member now.
     Defragment,
     /// The local member leads: hand the leadership to `to` first, then
@@ -134,7 +134,7 @@ pub enum Decision {
 
 /// Why not now. Each says what it waits for.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// The local member did not answer.
     #[error("the local etcd member did not answer ({0})")]
     LocalUnreachable(String),
@@ -204,7 +204,7 @@ pub enum Refusal {
 
 /// May the local member be defragmented now, and how? Every rule that says
 /// no is a [`Refusal`].
-pub fn decide(f: &Facts, th: &Threshold, mode: Mode) -> Result<Decision, Refusal> {
+pub(crate) fn decide(f: &Facts, th: &Threshold, mode: Mode) -> Result<Decision, Refusal> {
     let local = f.local.clone().map_err(Refusal::LocalUnreachable)?;
     let members = f
         .members

@@ -20,7 +20,7 @@ fn reply(outcome: Outcome, reason: Option<String>) -> ActionReply {
 /// Answer one agent action within `budget`: through the failover
 /// reconciler when there is one and it handles the action, through the
 /// live check of the local etcd otherwise.
-pub async fn action<P: Pacemaker, E: EtcdOps, S: Supervisor>(
+pub(crate) async fn action<P: Pacemaker, E: EtcdOps, S: Supervisor>(
     failover: Option<&Reconciler>,
     ports: &Ports<'_, P, E, S>,
     req: &ActionRequest,
@@ -66,7 +66,7 @@ pub async fn action<P: Pacemaker, E: EtcdOps, S: Supervisor>(
 }
 
 /// The monitor's outcome from a live probe of the local etcd.
-pub fn live_outcome(p: &Probe) -> (Outcome, Option<String>) {
+pub(crate) fn live_outcome(p: &Probe) -> (Outcome, Option<String>) {
     match (&p.proc, &p.status, &p.read) {
         (ProcState::Stopped, _, _) => (Outcome::NotRunning, None),
         (ProcState::Running { .. }, Some(Ok(s)), read) => {
@@ -92,7 +92,7 @@ pub fn live_outcome(p: &Probe) -> (Outcome, Option<String>) {
 
 /// What is wrong with the local etcd, as `/status` shows it: the process's
 /// own trouble before the cluster's (a learner, no leader, a failed read).
-pub fn live_reason(p: &Probe) -> Option<String> {
+pub(crate) fn live_reason(p: &Probe) -> Option<String> {
     match (&p.proc, &p.status, &p.read) {
         (ProcState::Stopped, _, _) => None,
         (ProcState::Died { pid, how }, _, _) => {

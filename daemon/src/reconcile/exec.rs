@@ -25,7 +25,7 @@ use crate::etcd_conf::StartMode;
 
 /// A step that could not be carried out.
 #[derive(Debug, thiserror::Error)]
-pub enum StepError {
+pub(crate) enum StepError {
     /// The step would break a safety rule on these facts; not carried out.
     #[error("refused to carry out {step}: {why}")]
     Unsafe {
@@ -67,11 +67,11 @@ pub enum StepError {
 #[derive(Debug, Default)]
 pub struct ExecReport {
     /// Steps carried out, in order.
-    pub done: Vec<Step>,
+    pub(crate) done: Vec<Step>,
     /// The step that failed, and why; later steps were not tried.
     pub failed: Option<(Step, String)>,
     /// Archive directories created.
-    pub archived: Vec<PathBuf>,
+    pub(crate) archived: Vec<PathBuf>,
 }
 
 fn name(s: &Step) -> String {
@@ -88,7 +88,7 @@ use crate::clock::now_unix;
 /// Pacemaker's proof that every other node is down, checked here again
 /// (rule 1): `None` unless the topology is two-node, each peer is proven
 /// down and this node holds the in-sync marker of this boot.
-pub fn force_allowed(facts: &Facts) -> Result<PeerDown, String> {
+pub(crate) fn force_allowed(facts: &Facts) -> Result<PeerDown, String> {
     if facts.topology != Topology::TwoNode {
         return Err("the topology is not two-node: a new cluster is never forced".into());
     }
@@ -480,7 +480,7 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
 
 /// `initial-cluster` for joining: every named member as the cluster lists
 /// it, and this node (the learner just added, not yet named).
-pub fn initial_cluster(s: &Settings, members: &[warden_failover::MemberInfo]) -> String {
+pub(crate) fn initial_cluster(s: &Settings, members: &[warden_failover::MemberInfo]) -> String {
     let mut parts: Vec<String> = Vec::new();
     for m in members {
         if m.name.is_empty() || m.name == s.node_name {

@@ -21,7 +21,7 @@ use crate::supervise::ProcState;
 
 /// Facts could not be gathered: no decision is made this round.
 #[derive(Debug, thiserror::Error)]
-pub enum GatherError {
+pub(crate) enum GatherError {
     /// Pacemaker could not be asked.
     #[error("Pacemaker's view is unavailable: {0}")]
     Pacemaker(#[from] PcmkError),
@@ -190,7 +190,7 @@ async fn cluster_via_peers<P, E: EtcdOps, S>(
 }
 
 /// Everything `decide` looks at, gathered now.
-pub async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
+pub(crate) async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
     core: &Ports<'_, P, E, S>,
     paths: &LocalPaths,
     trigger: Trigger,

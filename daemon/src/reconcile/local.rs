@@ -56,7 +56,7 @@ pub struct StateFile {
     pub epoch: u64,
     /// The departure marker: written before this node leaves the member list.
     #[serde(default)]
-    pub departed: bool,
+    pub(crate) departed: bool,
     /// The data was seen part of a cluster with quorum.
     #[serde(default)]
     pub formed: bool,
@@ -68,12 +68,12 @@ pub struct StateFile {
     pub member_id: Option<u64>,
     /// The voters last seen live (node names).
     #[serde(default)]
-    pub voters: Vec<String>,
+    pub(crate) voters: Vec<String>,
     /// The `initial-cluster-token` this node bootstrapped its data with,
     /// kept until that data forms a cluster (a peer completing the
     /// bootstrap needs the same token).
     #[serde(default)]
-    pub bootstrap_token: Option<String>,
+    pub(crate) bootstrap_token: Option<String>,
     /// The epoch of a forced restart decided but not yet seen done. It
     /// becomes the epoch only once the live member list shows this node
     /// alone: a power loss between the decision and the restart must not
@@ -84,18 +84,18 @@ pub struct StateFile {
     /// A join started and its etcd has not been seen running yet: the
     /// member id is the learner being joined, not data that went missing.
     #[serde(default)]
-    pub joining: bool,
+    pub(crate) joining: bool,
 }
 
 impl StateFile {
     /// Whether this state says the data was part of a cluster.
-    pub fn had_cluster(&self) -> bool {
+    pub(crate) fn had_cluster(&self) -> bool {
         self.formed || self.epoch > 0 || self.cluster_id.is_some() || self.member_id.is_some()
     }
 }
 
 /// Write `data` to `path` atomically and durably.
-pub fn write_durably(path: &Path, data: &[u8]) -> Result<(), LocalError> {
+pub(crate) fn write_durably(path: &Path, data: &[u8]) -> Result<(), LocalError> {
     crate::atomic_file::write(path, data, crate::atomic_file::Replace::Durable)
         .map_err(|e| io("cannot write durably", path)(e.into()))
 }
@@ -162,7 +162,7 @@ impl LocalPaths {
     }
 
     /// Write the state file durably.
-    pub fn write_state(&self, s: &StateFile) -> Result<(), LocalError> {
+    pub(crate) fn write_state(&self, s: &StateFile) -> Result<(), LocalError> {
         let data = serde_json::to_vec_pretty(s).unwrap_or_default();
         write_durably(&self.state_file, &data)
     }
@@ -201,7 +201,7 @@ impl LocalPaths {
     }
 
     /// The in-sync marker as written, if one parses.
-    pub fn in_sync_marker(&self) -> Option<InSyncMarker> {
+    pub(crate) fn in_sync_marker(&self) -> Option<InSyncMarker> {
         std::fs::read(self.in_sync_path())
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
@@ -223,14 +223,14 @@ impl LocalPaths {
 
     /// Set the in-sync marker for `boot_id`, tied to the cluster, member and
     /// epoch the state file names (written from the live view just before).
-    pub fn mark_in_sync(&self, boot_id: &str) -> Result<(), LocalError> {
+    pub(crate) fn mark_in_sync(&self, boot_id: &str) -> Result<(), LocalError> {
         self.write_in_sync(boot_id, false)
     }
 
     /// Set the in-sync marker on an operator's word (`recover
     /// force-new-cluster`): it outlives a stopped etcd, since it is set
     /// exactly while etcd does not run.
-    pub fn mark_in_sync_by_operator(&self, boot_id: &str) -> Result<(), LocalError> {
+    pub(crate) fn mark_in_sync_by_operator(&self, boot_id: &str) -> Result<(), LocalError> {
         self.write_in_sync(boot_id, true)
     }
 
@@ -255,7 +255,7 @@ impl LocalPaths {
     }
 
     /// Clear the in-sync marker (it is a marker, not data).
-    pub fn clear_in_sync(&self) -> Result<(), LocalError> {
+    pub(crate) fn clear_in_sync(&self) -> Result<(), LocalError> {
         let p = self.in_sync_path();
         match std::fs::remove_file(&p) {
             Ok(()) => sync_dir(&self.run_dir),
@@ -285,7 +285,7 @@ impl LocalPaths {
 
     /// The archives kept, oldest first, with what `/status` and the report
     /// show of each.
-    pub fn archive_infos(&self) -> Vec<ArchiveInfo> {
+    pub(crate) fn archive_infos(&self) -> Vec<ArchiveInfo> {
         self.archives()
             .into_iter()
             .map(|p| ArchiveInfo {
@@ -313,7 +313,7 @@ impl LocalPaths {
     /// is no longer listed, and a concurrent `recover restore-archive` of
     /// it fails cleanly instead of restoring half of it), then removes that;
     /// a removal interrupted by a crash is finished by the next call.
-    pub fn prune_archives(&self, keep: u32) -> Result<Vec<PathBuf>, LocalError> {
+    pub(crate) fn prune_archives(&self, keep: u32) -> Result<Vec<PathBuf>, LocalError> {
         if keep == 0 {
             return Ok(Vec::new());
         }
@@ -370,7 +370,7 @@ impl LocalPaths {
     /// the SHA-256 of its db and a copy of the state file beside it. Never a
     /// delete: a rename within the filesystem (a rename across filesystems
     /// fails, and then nothing was moved). Returns the archive directory.
-    pub fn archive(&self, reason: &str, now_unix: u64) -> Result<PathBuf, LocalError> {
+    pub(crate) fn archive(&self, reason: &str, now_unix: u64) -> Result<PathBuf, LocalError> {
         let member = self.member_dir();
         std::fs::create_dir_all(&self.archive_dir)
             .map_err(io("cannot create", &self.archive_dir))?;
@@ -421,18 +421,18 @@ impl LocalPaths {
 /// has run since, so its data holds every acknowledged write. It names the
 /// data it describes, so that it proves nothing about other data.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InSyncMarker {
+pub(crate) struct InSyncMarker {
     /// The boot it was set in.
-    pub boot_id: String,
+    pub(crate) boot_id: String,
     /// The cluster of the data.
-    pub cluster_id: u64,
+    pub(crate) cluster_id: u64,
     /// The member of the data.
-    pub member_id: u64,
+    pub(crate) member_id: u64,
     /// The epoch of the data.
-    pub epoch: u64,
+    pub(crate) epoch: u64,
     /// Set by an operator, not from the live view.
     #[serde(default)]
-    pub operator: bool,
+    pub(crate) operator: bool,
 }
 
 /// One archive, as `/status` and `etcd-warden status` show it.
@@ -446,7 +446,7 @@ pub struct ArchiveInfo {
     pub reason: Option<String>,
     /// When it was made (Unix seconds), from its name or its checksum file.
     #[serde(default)]
-    pub created_unix: Option<u64>,
+    pub(crate) created_unix: Option<u64>,
     /// Bytes in files under it.
     pub size_bytes: u64,
     /// Made by etcd-warden (its name and `db.sha256`): only such archives
@@ -537,7 +537,7 @@ fn read_trim(p: &str) -> String {
 }
 
 /// SHA-256 of a file, hex.
-pub fn sha256_file(p: &Path) -> std::io::Result<String> {
+pub(crate) fn sha256_file(p: &Path) -> std::io::Result<String> {
     let mut f = std::fs::File::open(p)?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];

@@ -12,9 +12,9 @@
 //! Enabled when Pacemaker manages etcd (no `autostart`) and two or more
 //! nodes are configured; a standalone daemon keeps its plain behaviour.
 
-pub mod agent;
+pub(crate) mod agent;
 pub mod exec;
-pub mod gather;
+pub(crate) mod gather;
 pub mod local;
 pub mod pcmk;
 pub mod ports;
@@ -43,27 +43,21 @@ use ports::{EtcdOps, Pacemaker, Ports, Supervisor};
 
 /// The latest decision, for the monitor answer, `/status` and the report.
 #[derive(Debug, Clone, Serialize)]
-pub struct LastDecision {
+pub(crate) struct LastDecision {
     /// Why it was decided.
-    pub trigger: String,
+    pub(crate) trigger: String,
     /// The outcome.
-    pub outcome: Outcome,
+    pub(crate) outcome: Outcome,
     /// The reason, if any.
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// The steps decided.
-    pub steps: Vec<Step>,
+    pub(crate) steps: Vec<Step>,
     /// The step that failed, if one did.
-    pub failed: Option<String>,
+    pub(crate) failed: Option<String>,
     /// Unix seconds.
-    pub at: u64,
+    pub(crate) at: u64,
 }
 
-/// How often the loop decides while something is pending, by default
-/// (`failover.reconcile_pending_interval_ms`).
-pub const PENDING_INTERVAL: Duration = crate::config::DEFAULT_RECONCILE_PENDING_INTERVAL;
-/// How often it decides when stable, by default
-/// (`failover.reconcile_interval_ms`).
-pub const STABLE_INTERVAL: Duration = crate::config::DEFAULT_RECONCILE_INTERVAL;
 /// How many decide/act rounds one pass may take before it yields.
 const MAX_ROUNDS: usize = 6;
 /// Fence alerts kept (they are facts; Pacemaker's history has them too).
@@ -71,9 +65,9 @@ const MAX_ALERTS: usize = 32;
 
 /// The failover driver.
 #[derive(Debug)]
-pub struct Reconciler {
+pub(crate) struct Reconciler {
     /// This node's files.
-    pub paths: LocalPaths,
+    pub(crate) paths: LocalPaths,
     alerts: Mutex<Vec<FenceEvent>>,
     notify_hint: Mutex<Option<Notification>>,
     last: Mutex<Option<LastDecision>>,
@@ -116,7 +110,7 @@ impl Drop for StopInFlight<'_> {
 /// default beside the data directory; always on its filesystem, checked
 /// when the configuration is loaded, so that archiving is a rename), the
 /// reboot-scoped markers under `/run/etcd-warden/<node>`.
-pub fn paths_for(s: &Settings) -> LocalPaths {
+pub(crate) fn paths_for(s: &Settings) -> LocalPaths {
     LocalPaths {
         data_dir: s.etcd.data_dir.clone(),
         state_file: s.state_dir.join("failover-state.json"),
@@ -141,12 +135,12 @@ pub(crate) fn reply(outcome: Outcome, reason: Option<String>) -> ActionReply {
 
 impl Reconciler {
     /// A reconciler for `settings`.
-    pub fn new(settings: &Settings) -> Self {
+    pub(crate) fn new(settings: &Settings) -> Self {
         Self::with_paths(paths_for(settings))
     }
 
     /// A reconciler with explicit paths (tests).
-    pub fn with_paths(paths: LocalPaths) -> Self {
+    pub(crate) fn with_paths(paths: LocalPaths) -> Self {
         Reconciler {
             paths,
             alerts: Mutex::new(Vec::new()),
@@ -163,7 +157,7 @@ impl Reconciler {
 
     /// Counts forced new clusters and archives into `counters` (the
     /// daemon's metrics) instead of counters of its own.
-    pub fn with_counters(mut self, counters: ExecCounters) -> Self {
+    pub(crate) fn with_counters(mut self, counters: ExecCounters) -> Self {
         self.counters = counters;
         self
     }
@@ -171,24 +165,24 @@ impl Reconciler {
     /// Hold the one-pass-at-a-time lock: no pass (the loop's or an agent
     /// action's) runs while the guard lives. An operator's resolution
     /// (`etcd-warden recover`) changes this node's files under it.
-    pub async fn exclusive(&self) -> tokio::sync::MutexGuard<'_, ()> {
+    pub(crate) async fn exclusive(&self) -> tokio::sync::MutexGuard<'_, ()> {
         self.serial.lock().await
     }
 
     /// Wake the loop now.
-    pub fn kick(&self) {
+    pub(crate) fn kick(&self) {
         self.kick.notify_one();
     }
 
     /// Resolves when someone asked the loop to decide now.
-    pub async fn kicked(&self) {
+    pub(crate) async fn kicked(&self) {
         self.kick.notified().await;
     }
 
     /// An event pushed by the alert agent. A fence result is kept as a fact
     /// (exactly like crm_mon's fence history) and wakes the loop at once:
     /// that is the fast path of a survivor after its peer was fenced.
-    pub fn alert(&self, ev: &warden_api::ClusterEvent) {
+    pub(crate) fn alert(&self, ev: &warden_api::ClusterEvent) {
         if let Some(f) = pcmk::alert_fence_event(ev) {
             tracing::info!(target = %f.target, action = ?f.action, status = ?f.status, "fence result from the alert agent");
             let mut a = self.alerts.lock().unwrap_or_else(|e| e.into_inner());
@@ -204,18 +198,13 @@ impl Reconciler {
     }
 
     /// The latest decision.
-    pub fn last(&self) -> Option<LastDecision> {
+    pub(crate) fn last(&self) -> Option<LastDecision> {
         self.last.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// What this node's daemon is doing, and since when (Unix seconds).
-    pub fn warden_state(&self) -> (WardenState, u64) {
+    pub(crate) fn warden_state(&self) -> (WardenState, u64) {
         *self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Archive directories kept on this node.
-    pub fn archives(&self) -> Vec<PathBuf> {
-        self.paths.archives()
     }
 
     fn note(&self, trigger: &Trigger, d: &Decision, r: Option<&ExecReport>, facts: &Facts) {
@@ -245,7 +234,7 @@ impl Reconciler {
     /// Observe, decide and (unless `trigger` is a monitor) act, repeating
     /// while steps succeed, within `deadline`. Returns the last decision,
     /// which describes the state after the steps carried out.
-    pub async fn pass<P: Pacemaker, E: EtcdOps, S: Supervisor>(
+    pub(crate) async fn pass<P: Pacemaker, E: EtcdOps, S: Supervisor>(
         &self,
         ports: &Ports<'_, P, E, S>,
         trigger: Trigger,
@@ -350,7 +339,7 @@ impl Reconciler {
 
     /// The loop's own pass (timer, alert, leader change). Returns whether
     /// something is pending, so that the loop comes back sooner.
-    pub async fn tick<P: Pacemaker, E: EtcdOps, S: Supervisor>(
+    pub(crate) async fn tick<P: Pacemaker, E: EtcdOps, S: Supervisor>(
         &self,
         ports: &Ports<'_, P, E, S>,
     ) -> bool {
@@ -375,7 +364,7 @@ impl Reconciler {
     /// handle, and for a monitor when Pacemaker's view cannot be read (the
     /// daemon's own live check answers then, so that a slow crm_mon never
     /// fails a healthy etcd).
-    pub async fn action<P: Pacemaker, E: EtcdOps, S: Supervisor>(
+    pub(crate) async fn action<P: Pacemaker, E: EtcdOps, S: Supervisor>(
         &self,
         ports: &Ports<'_, P, E, S>,
         req: &ActionRequest,

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crm_xml::model::{CrmMon, FenceStatus as XmlFenceStatus, Resource};
+use crm_xml::model::{CrmMon, FenceStatus as XmlFenceStatus};
 use warden_failover::{
     Claim, DataRecord, FenceAction, FenceEvent, FenceStatus, NodeView, PacemakerView,
     ResourceState, Stamp,
@@ -18,11 +18,11 @@ use warden_failover::{
 use crate::pcmk_tool::{self, ToolError};
 
 /// The attribute holding a node's published record.
-pub const RECORD_ATTR: &str = "etcd-warden-record";
+pub(crate) const RECORD_ATTR: &str = "etcd-warden-record";
 /// The attribute holding a node's force-new-cluster claim.
-pub const CLAIM_ATTR: &str = "etcd-warden-claim";
+pub(crate) const CLAIM_ATTR: &str = "etcd-warden-claim";
 /// The OCF agent this project's etcd instances run with.
-pub const AGENT: &str = "ocf:etcd-warden:etcd";
+pub(crate) const AGENT: &str = "ocf:etcd-warden:etcd";
 
 /// A Pacemaker tool failed.
 #[derive(Debug, thiserror::Error)]
@@ -95,7 +95,7 @@ pub trait Pacemaker: Send + Sync {
 
 /// The real Pacemaker command-line tools.
 #[derive(Debug, Clone, Default)]
-pub struct CrmTools;
+pub(crate) struct CrmTools;
 
 /// crm_attribute's "no such attribute" exit codes: CRM_EX_NOSUCH (105), and
 /// 6 from older releases. Not an error: the attribute is absent, an ordinary
@@ -298,7 +298,7 @@ fn fence_event(e: &crm_xml::model::FenceEvent) -> Option<FenceEvent> {
 }
 
 /// Pacemaker's fence action names.
-pub fn fence_action(s: &str) -> Option<FenceAction> {
+pub(crate) fn fence_action(s: &str) -> Option<FenceAction> {
     match s {
         "reboot" => Some(FenceAction::Reboot),
         "off" => Some(FenceAction::Off),
@@ -309,7 +309,7 @@ pub fn fence_action(s: &str) -> Option<FenceAction> {
 
 /// A fence result pushed by the alert agent, as a fact exactly like a
 /// fence history entry. `None` for anything else.
-pub fn alert_fence_event(ev: &warden_api::ClusterEvent) -> Option<FenceEvent> {
+pub(crate) fn alert_fence_event(ev: &warden_api::ClusterEvent) -> Option<FenceEvent> {
     if ev.kind != "fencing" {
         return None;
     }
@@ -341,7 +341,7 @@ pub fn alert_fence_event(ev: &warden_api::ClusterEvent) -> Option<FenceEvent> {
 /// with Pacemaker's own record that the peer's membership ended (offline,
 /// not unclean, not expected up; see `warden_failover::peer_down_proof`),
 /// never by comparing its stamp with a clock reading of this daemon's.
-pub fn view(
+pub(crate) fn view(
     doc: &CrmMon,
     configured: &[String],
     attrs: &BTreeMap<String, (Option<DataRecord>, Option<Claim>)>,
@@ -389,14 +389,6 @@ fn etcd_unmanaged(doc: &CrmMon) -> bool {
     doc.primitive_instances()
         .iter()
         .any(|i| i.primitive.agent == AGENT && (!i.primitive.managed || i.primitive.maintenance))
-}
-
-/// Whether `r` names a resource of this project's agent.
-pub fn is_ours(r: &Resource) -> bool {
-    match r {
-        Resource::Primitive(p) => p.agent == AGENT,
-        _ => false,
-    }
 }
 
 #[cfg(test)]

@@ -122,11 +122,11 @@ pub trait EtcdOps: EtcdReads {
 #[derive(Debug)]
 pub struct Probe {
     /// Process state.
-    pub proc: ProcState,
+    pub(crate) proc: ProcState,
     /// Local Status, or why it failed.
-    pub status: Option<Result<MemberStatus, EtcdError>>,
+    pub(crate) status: Option<Result<MemberStatus, EtcdError>>,
     /// Linearizable read, when asked for.
-    pub read: Option<Result<i64, EtcdError>>,
+    pub(crate) read: Option<Result<i64, EtcdError>>,
 }
 
 /// The local etcd's supervision: is it running, start it in a mode, stop
@@ -166,7 +166,7 @@ pub struct Ports<'a, P, E, S> {
 }
 
 /// A boxed future, for [`DynPacemaker`].
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// [`Pacemaker`] as an object, so that the daemon can hold either the real
 /// tools or (in tests) a fake chosen at run time.

@@ -30,9 +30,9 @@ use crate::etcd_conf::StartMode;
 use crate::supervise::ProcState;
 
 /// The two nodes.
-pub const A: &str = "n1";
+pub(crate) const A: &str = "n1";
 /// The other.
-pub const B: &str = "n2";
+pub(crate) const B: &str = "n2";
 
 const CONF: &str = r#"
 node_name = "NODE"
@@ -50,13 +50,13 @@ client_urls = ["http://127.0.0.1:22379"]
 "#;
 
 /// Settings of node `me` of the pair.
-pub fn settings(me: &str) -> Settings {
+pub(crate) fn settings(me: &str) -> Settings {
     crate::config::from_texts(&[("/c.toml".into(), CONF.replace("NODE", me))]).unwrap()
 }
 
 /// The etcd resource on a node, as Pacemaker shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Res {
+pub(crate) enum Res {
     /// Running there.
     Started,
     /// A start in flight.
@@ -69,17 +69,17 @@ pub enum Res {
 
 /// A node as Pacemaker shows it.
 #[derive(Debug, Clone)]
-pub struct SimNode {
+pub(crate) struct SimNode {
     /// Online in the membership.
-    pub online: bool,
+    pub(crate) online: bool,
     /// Lost and not fenced yet.
-    pub unclean: bool,
+    pub(crate) unclean: bool,
     /// Expected up.
-    pub expected_up: bool,
+    pub(crate) expected_up: bool,
     /// Shutting down.
-    pub shutdown: bool,
+    pub(crate) shutdown: bool,
     /// The etcd instance there.
-    pub etcd: Res,
+    pub(crate) etcd: Res,
 }
 
 impl SimNode {
@@ -96,58 +96,63 @@ impl SimNode {
 
 /// One etcd member.
 #[derive(Debug, Clone)]
-pub struct SimMember {
+pub(crate) struct SimMember {
     /// Member id.
-    pub id: u64,
+    pub(crate) id: u64,
     /// Its node.
-    pub node: String,
+    pub(crate) node: String,
     /// A learner.
-    pub learner: bool,
+    pub(crate) learner: bool,
     /// Its etcd runs and answers.
-    pub up: bool,
+    pub(crate) up: bool,
     /// Caught up with the leader.
-    pub in_sync: bool,
+    pub(crate) in_sync: bool,
 }
 
 /// Everything simulated.
 #[derive(Debug)]
-pub struct World {
+pub(crate) struct World {
     /// The node under test.
-    pub me: String,
+    pub(crate) me: String,
     /// Corosync quorum as Pacemaker shows it.
-    pub quorate: bool,
+    pub(crate) quorate: bool,
     /// Pacemaker's nodes.
-    pub nodes: BTreeMap<String, SimNode>,
+    pub(crate) nodes: BTreeMap<String, SimNode>,
     /// Fence history: target, success, completion (Unix seconds).
-    pub fences: Vec<(String, bool, u64)>,
+    pub(crate) fences: Vec<(String, bool, u64)>,
     /// Transient attributes by (node, name).
-    pub attrs: BTreeMap<(String, String), String>,
+    pub(crate) attrs: BTreeMap<(String, String), String>,
     /// The cluster's id.
-    pub cluster_id: u64,
+    pub(crate) cluster_id: u64,
     /// The member list.
-    pub members: Vec<SimMember>,
+    pub(crate) members: Vec<SimMember>,
     /// The leave lock's holder.
-    pub leave_lock: Option<String>,
+    pub(crate) leave_lock: Option<String>,
     /// Every change the reconciler made, in order.
-    pub log: Vec<String>,
+    pub(crate) log: Vec<String>,
     /// How long `crm_mon` takes (a slow Pacemaker).
-    pub crm_mon_delay: Duration,
+    pub(crate) crm_mon_delay: Duration,
     next_id: u64,
 }
 
 /// The simulated world, shared by the ports of the node under test.
 #[derive(Debug, Clone)]
-pub struct Sim {
+pub(crate) struct Sim {
     /// The world.
-    pub world: Arc<Mutex<World>>,
+    pub(crate) world: Arc<Mutex<World>>,
     /// The node's files (real files).
-    pub paths: LocalPaths,
+    pub(crate) paths: LocalPaths,
     /// The node's settings.
-    pub settings: Arc<Settings>,
+    pub(crate) settings: Arc<Settings>,
 }
 
 /// A DataRecord as a peer's daemon publishes it.
-pub fn record(boot: &str, has_data: bool, epoch: u64, cluster_id: Option<u64>) -> DataRecord {
+pub(crate) fn record(
+    boot: &str,
+    has_data: bool,
+    epoch: u64,
+    cluster_id: Option<u64>,
+) -> DataRecord {
     DataRecord {
         boot_id: boot.into(),
         has_data,
@@ -176,7 +181,7 @@ fn iso(t: u64) -> String {
 
 impl Sim {
     /// Node `me` of a pair, both online, no etcd anywhere, nothing on disk.
-    pub fn new(me: &str, dir: &std::path::Path) -> Self {
+    pub(crate) fn new(me: &str, dir: &std::path::Path) -> Self {
         let nodes = [A, B]
             .iter()
             .map(|n| {
@@ -210,7 +215,7 @@ impl Sim {
     }
 
     /// The ports of the node under test.
-    pub fn ports(&self) -> Ports<'_, Sim, Sim, Sim> {
+    pub(crate) fn ports(&self) -> Ports<'_, Sim, Sim, Sim> {
         Ports {
             pacemaker: self,
             etcd: self,
@@ -220,19 +225,19 @@ impl Sim {
     }
 
     /// Change the world.
-    pub fn with<T>(&self, f: impl FnOnce(&mut World) -> T) -> T {
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut World) -> T) -> T {
         f(&mut self.world.lock().unwrap())
     }
 
     /// The changes made so far, and forget them.
-    pub fn take_log(&self) -> Vec<String> {
+    pub(crate) fn take_log(&self) -> Vec<String> {
         std::mem::take(&mut self.world.lock().unwrap().log)
     }
 
     /// A healthy pair: cluster `cluster_id`, both voters up, this node's
     /// data on disk and its state file naming it, both records published
     /// at `epoch`; the in-sync marker of this boot when `in_sync`.
-    pub fn healthy(&self, cluster_id: u64, epoch: u64, in_sync: bool) {
+    pub(crate) fn healthy(&self, cluster_id: u64, epoch: u64, in_sync: bool) {
         let me = self.settings.node_name.clone();
         self.with(|w| {
             w.cluster_id = cluster_id;
@@ -266,7 +271,7 @@ impl Sim {
     }
 
     /// This node's data on disk, and the state file describing it.
-    pub fn write_data(&self, cluster_id: u64, member_id: u64, epoch: u64, voters: &[&str]) {
+    pub(crate) fn write_data(&self, cluster_id: u64, member_id: u64, epoch: u64, voters: &[&str]) {
         std::fs::create_dir_all(self.paths.member_dir().join("snap")).unwrap();
         std::fs::write(self.paths.member_dir().join("snap/db"), b"db").unwrap();
         self.paths
@@ -281,18 +286,18 @@ impl Sim {
     }
 
     /// `node`'s record as its daemon publishes it.
-    pub fn publish(&self, node: &str, r: DataRecord) {
+    pub(crate) fn publish(&self, node: &str, r: DataRecord) {
         let v = serde_json::to_string(&r).unwrap();
         self.with(|w| w.attrs.insert((node.into(), RECORD_ATTR.into()), v));
     }
 
     /// `node`'s member, if listed.
-    pub fn member_of(&self, node: &str) -> Option<SimMember> {
+    pub(crate) fn member_of(&self, node: &str) -> Option<SimMember> {
         self.with(|w| w.members.iter().find(|m| m.node == node).cloned())
     }
 
     /// `node` lost: offline and unclean, its member down.
-    pub fn lose(&self, node: &str) {
+    pub(crate) fn lose(&self, node: &str) {
         self.with(|w| {
             let n = w.nodes.get_mut(node).unwrap();
             n.online = false;
@@ -306,13 +311,13 @@ impl Sim {
 
     /// A fence of `node` that completed at `at` (Unix seconds), in the
     /// history only.
-    pub fn fence(&self, node: &str, at: u64) {
+    pub(crate) fn fence(&self, node: &str, at: u64) {
         self.with(|w| w.fences.push((node.into(), true, at)));
     }
 
     /// Pacemaker fences `node` now: in the history, and the node is down
     /// cleanly from then on.
-    pub fn fence_now(&self, node: &str) {
+    pub(crate) fn fence_now(&self, node: &str) {
         self.fence(node, now_unix() + 1);
         self.with(|w| {
             let n = w.nodes.get_mut(node).unwrap();
@@ -322,7 +327,7 @@ impl Sim {
     }
 
     /// This node's claim, as published.
-    pub fn claim(&self, node: &str) -> Option<String> {
+    pub(crate) fn claim(&self, node: &str) -> Option<String> {
         self.with(|w| w.attrs.get(&(node.into(), CLAIM_ATTR.into())).cloned())
     }
 
@@ -500,7 +505,7 @@ impl EtcdReads for Sim {
 
 /// Another node's member, asked at its client URL.
 #[derive(Debug)]
-pub struct SimPeer {
+pub(crate) struct SimPeer {
     sim: Sim,
     node: String,
 }

@@ -26,7 +26,11 @@ const SEGMENTS: usize = 2;
 /// Copies the used part of the newest WAL segments of `paths`' member
 /// directory into a new directory of the archive directory, named by
 /// `epoch` and `now_unix`. `Ok(None)` when there is no WAL.
-pub fn keep(paths: &LocalPaths, epoch: u64, now_unix: u64) -> Result<Option<PathBuf>, LocalError> {
+pub(super) fn keep(
+    paths: &LocalPaths,
+    epoch: u64,
+    now_unix: u64,
+) -> Result<Option<PathBuf>, LocalError> {
     let wal = paths.member_dir().join("wal");
     let Ok(rd) = std::fs::read_dir(&wal) else {
         return Ok(None);

@@ -46,7 +46,9 @@ pub(crate) fn read_corosync_conf(path: &Path, required: bool) -> Result<ConfStat
 
 /// A saved node list: a `corosync.conf`, or saved `corosync-cmapctl` output
 /// (recognised by its `nodelist.node.` keys).
-pub fn addresses_from_file(path: &Path) -> Result<BTreeMap<String, Vec<String>>, CycleError> {
+pub(crate) fn addresses_from_file(
+    path: &Path,
+) -> Result<BTreeMap<String, Vec<String>>, CycleError> {
     let text = read_capped(path, MAX_COROSYNC_TEXT).map_err(CycleError::Read)?;
     if text.contains("nodelist.node.") {
         return Ok(corosync_addresses(&text));

@@ -45,7 +45,7 @@ pub enum ReadError {
 }
 
 /// Read a file, refusing more than `max` bytes and non-UTF-8 content.
-pub fn read_capped(path: &Path, max: usize) -> Result<String, ReadError> {
+pub(crate) fn read_capped(path: &Path, max: usize) -> Result<String, ReadError> {
     let file = std::fs::File::open(path).map_err(|err| ReadError::Open {
         path: path.to_path_buf(),
         err,
@@ -73,7 +73,7 @@ pub fn read_capped(path: &Path, max: usize) -> Result<String, ReadError> {
 /// The previous report, if there is one. A missing file is normal (first
 /// run); an unreadable or invalid one is a warning and ignored, because
 /// refusing to write a fresh report would only make the status go stale.
-pub fn read_previous(path: &Path, warn: &mut dyn FnMut(&str)) -> Option<Report> {
+pub(crate) fn read_previous(path: &Path, warn: &mut dyn FnMut(&str)) -> Option<Report> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,

@@ -23,29 +23,30 @@ use crate::pcmk_tool::{Running, ToolError};
 mod corosync;
 mod files;
 
-pub use crate::pcmk_tool::DEFAULT_MAX_OUTPUT;
-pub use corosync::addresses_from_file;
+pub(crate) use crate::pcmk_tool::DEFAULT_MAX_OUTPUT;
+pub(crate) use corosync::addresses_from_file;
 use corosync::{ConfState, agreeing_addresses, read_corosync_conf};
 pub use crm_xml::cib::corosync_conf;
-pub use files::{ReadError, read_capped, read_previous};
+pub(crate) use files::{ReadError, read_capped, read_previous};
 
 /// Where Pacemaker's CIB manager stores the CIB on a cluster node.
-pub const LIVE_CIB_FILE: &str = "/var/lib/pacemaker/cib/cib.xml";
+pub(crate) const LIVE_CIB_FILE: &str = "/var/lib/pacemaker/cib/cib.xml";
 
 /// Where Corosync reads its configuration unless started with `-c`.
-pub const DEFAULT_COROSYNC_CONF: &str = "/etc/corosync/corosync.conf";
+pub(crate) const DEFAULT_COROSYNC_CONF: &str = "/etc/corosync/corosync.conf";
 
 /// Largest Corosync configuration or node list accepted.
-pub const MAX_COROSYNC_TEXT: usize = 1024 * 1024;
+pub(crate) const MAX_COROSYNC_TEXT: usize = 1024 * 1024;
 
 /// The crm_mon call of a cycle.
-pub const CRM_MON_CMD: [&str; 4] = ["crm_mon", "--one-shot", "--inactive", "--output-as=xml"];
+pub(crate) const CRM_MON_CMD: [&str; 4] =
+    ["crm_mon", "--one-shot", "--inactive", "--output-as=xml"];
 
 /// The cibadmin call that prints the live CIB (when its file is unreadable).
-pub const CIBADMIN_CMD: [&str; 2] = ["cibadmin", "--query"];
+pub(crate) const CIBADMIN_CMD: [&str; 2] = ["cibadmin", "--query"];
 
 /// The corosync-cmapctl call that prints Corosync's runtime node list.
-pub const CMAPCTL_CMD: [&str; 2] = ["corosync-cmapctl", "nodelist.node."];
+pub(crate) const CMAPCTL_CMD: [&str; 2] = ["corosync-cmapctl", "nodelist.node."];
 
 /// Why a cycle produced no report. Each variant's message is complete (the
 /// inner error is part of it, not a separate source), so that the CLI's
@@ -86,7 +87,7 @@ pub enum CycleError {
 
 /// Where the CIB (fence device targets) comes from.
 #[derive(Debug, Clone)]
-pub enum CibSource {
+pub(crate) enum CibSource {
     /// This file only; unreadable, the report says fence targets are unknown.
     File(PathBuf),
     /// This file, else this command (the CIB manager's file is cheaper to
@@ -96,54 +97,54 @@ pub enum CibSource {
 
 /// Where node addresses come from.
 #[derive(Debug, Clone)]
-pub struct CorosyncSource {
+pub(crate) struct CorosyncSource {
     /// The Corosync configuration.
-    pub conf: PathBuf,
+    pub(crate) conf: PathBuf,
     /// Whether it must be readable and well-formed (named by the operator)
     /// rather than a default that may be absent.
-    pub required: bool,
+    pub(crate) required: bool,
     /// The command printing Corosync's runtime node list.
-    pub cmapctl_cmd: Vec<String>,
+    pub(crate) cmapctl_cmd: Vec<String>,
 }
 
 /// Everything one cycle needs.
 #[derive(Debug, Clone)]
 pub struct Cycle {
     /// The crm_mon command (no shell).
-    pub crm_mon_cmd: Vec<String>,
+    pub(crate) crm_mon_cmd: Vec<String>,
     /// Deadline of each external command.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// Largest output accepted from crm_mon or cibadmin, and largest CIB.
-    pub max_output: usize,
+    pub(crate) max_output: usize,
     /// The CIB.
-    pub cib: CibSource,
+    pub(crate) cib: CibSource,
     /// Corosync's node list.
-    pub corosync: CorosyncSource,
+    pub(crate) corosync: CorosyncSource,
     /// The previous report (transition times), if any.
-    pub previous: Option<PathBuf>,
+    pub(crate) previous: Option<PathBuf>,
     /// Where the report is written atomically, if anywhere.
-    pub output: Option<PathBuf>,
+    pub(crate) output: Option<PathBuf>,
     /// Agents, expected node count; addresses, fence targets and the etcd
     /// section are filled in by the cycle.
-    pub options: Options,
+    pub(crate) options: Options,
     /// Addresses of nodes Corosync gives none for (the daemon's configured
     /// peer hosts).
-    pub fallback_addresses: BTreeMap<String, Vec<String>>,
+    pub(crate) fallback_addresses: BTreeMap<String, Vec<String>>,
     /// Addresses that replace Corosync's (`collect --node-address`).
-    pub override_addresses: BTreeMap<String, Vec<String>>,
+    pub(crate) override_addresses: BTreeMap<String, Vec<String>>,
 }
 
 /// What the cycle read besides the report options it cannot fill.
 #[derive(Debug)]
-pub struct Gathered {
+pub(crate) struct Gathered {
     /// crm_mon's document.
-    pub doc: crm_xml::CrmMon,
+    pub(crate) doc: crm_xml::CrmMon,
     /// Fence device targets, when the CIB could be read.
-    pub fence_targets: Option<FenceTargets>,
+    pub(crate) fence_targets: Option<FenceTargets>,
     /// Node name → addresses from Corosync.
-    pub node_addresses: BTreeMap<String, Vec<String>>,
+    pub(crate) node_addresses: BTreeMap<String, Vec<String>>,
     /// The previous report, if there is a usable one.
-    pub previous: Option<Report>,
+    pub(crate) previous: Option<Report>,
 }
 
 impl Cycle {
@@ -189,12 +190,12 @@ impl Cycle {
     }
 
     /// Run crm_mon and read the rest while it runs; see [`gather`].
-    pub fn gather(&self, warn: &mut dyn FnMut(&str)) -> Result<Gathered, CycleError> {
+    pub(crate) fn gather(&self, warn: &mut dyn FnMut(&str)) -> Result<Gathered, CycleError> {
         gather(self, warn)
     }
 
     /// The report from what [`Cycle::gather`] read, with `etcd` embedded.
-    pub fn build(&self, g: Gathered, etcd: Option<EtcdSection>) -> Report {
+    pub(crate) fn build(&self, g: Gathered, etcd: Option<EtcdSection>) -> Report {
         let mut opts = self.options.clone();
         opts.fence_targets = g.fence_targets;
         opts.node_addresses = g.node_addresses;

@@ -20,20 +20,20 @@ use std::path::{Path, PathBuf};
 /// The longest line forwarded as it is; the rest of a longer line is
 /// dropped (and the cut is marked), so a line without a newline cannot grow
 /// the daemon's memory.
-pub const MAX_LINE: usize = 64 * 1024;
+pub(crate) const MAX_LINE: usize = 64 * 1024;
 
 /// The most one [`LogTail::poll`] reads; the rest waits for the next call,
 /// so a burst of log output never stalls the caller for long.
 const MAX_READ_PER_POLL: u64 = 1024 * 1024;
 
 /// The size past which the file is rotated (64 MiB).
-pub const ROTATE_BYTES: u64 = 64 * 1024 * 1024;
+pub(crate) const ROTATE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Follows one log file by offset. Copes with the file being truncated
 /// (size below the offset: read again from 0), replaced (another inode at
 /// the path: finish the old one, then read the new one from 0) and missing.
 #[derive(Debug)]
-pub struct LogTail {
+pub(crate) struct LogTail {
     path: PathBuf,
     /// The file being read, with its (device, inode).
     file: Option<(File, (u64, u64))>,
@@ -48,7 +48,7 @@ impl LogTail {
     /// Follow `path` from its current end: what is in it now was written
     /// before this daemon looked (by an earlier etcd, or before a daemon
     /// restart) and stays in the file for whoever reads it.
-    pub fn from_end(path: impl Into<PathBuf>) -> Self {
+    pub(crate) fn from_end(path: impl Into<PathBuf>) -> Self {
         let path = path.into();
         let mut t = LogTail {
             path,
@@ -67,13 +67,13 @@ impl LogTail {
     }
 
     /// The followed file.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Read what was appended since the last call and hand every complete
     /// line to `sink`. Returns the number of lines handed over.
-    pub fn poll(&mut self, sink: &mut dyn FnMut(&str)) -> io::Result<usize> {
+    pub(crate) fn poll(&mut self, sink: &mut dyn FnMut(&str)) -> io::Result<usize> {
         let mut lines = 0;
         let at_path = match std::fs::metadata(&self.path) {
             Ok(m) => Some(m),
@@ -175,7 +175,7 @@ impl LogTail {
     /// is there, copy the file to `<file>.1` and truncate it. Returns whether
     /// it did. Lines written between the copy and the truncation are lost
     /// (a window of one file copy, once per `limit` bytes).
-    pub fn bound(&mut self, limit: u64, sink: &mut dyn FnMut(&str)) -> io::Result<bool> {
+    pub(crate) fn bound(&mut self, limit: u64, sink: &mut dyn FnMut(&str)) -> io::Result<bool> {
         let len = match std::fs::metadata(&self.path) {
             Ok(m) => m.len(),
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
@@ -197,7 +197,7 @@ impl LogTail {
 }
 
 /// `<file>.1`, the one older generation kept.
-pub fn rotated(path: &Path) -> PathBuf {
+pub(crate) fn rotated(path: &Path) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(".1");
     PathBuf::from(s)
@@ -205,7 +205,7 @@ pub fn rotated(path: &Path) -> PathBuf {
 
 /// Rename the file to `<file>.1` (replacing an older one) when it is larger
 /// than `limit`. Only for when no writer holds it (before an etcd start).
-pub fn rotate_if_larger(path: &Path, limit: u64) -> io::Result<bool> {
+pub(crate) fn rotate_if_larger(path: &Path, limit: u64) -> io::Result<bool> {
     match std::fs::metadata(path) {
         Ok(m) if m.len() > limit => {
             std::fs::rename(path, rotated(path))?;
@@ -223,7 +223,7 @@ fn emit(line: &[u8], sink: &mut dyn FnMut(&str)) {
 
 /// Forward one of etcd's log lines (zap JSON, or a Go runtime message on
 /// stderr) to tracing at etcd's own level.
-pub fn forward(line: &str) {
+pub(crate) fn forward(line: &str) {
     let level = serde_json::from_str::<serde_json::Value>(line)
         .ok()
         .and_then(|v| v.get("level").and_then(|l| l.as_str()).map(str::to_owned));

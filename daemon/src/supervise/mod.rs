@@ -3,11 +3,11 @@
 //! restarted daemon; default) and [`systemd::SystemdSupervisor`] (etcd as a
 //! transient systemd unit).
 
-pub mod logtail;
-pub mod preflight;
+pub(crate) mod logtail;
+pub(crate) mod preflight;
 pub mod process;
-pub mod systemd;
-pub mod user;
+pub(crate) mod systemd;
+pub(crate) mod user;
 
 use std::time::Duration;
 
@@ -39,7 +39,7 @@ pub enum ProcState {
 
 impl ProcState {
     /// The PID while the process exists.
-    pub fn pid(&self) -> Option<u32> {
+    pub(crate) fn pid(&self) -> Option<u32> {
         match self {
             ProcState::Running { pid } | ProcState::Frozen { pid } => Some(*pid),
             _ => None,
@@ -68,7 +68,7 @@ pub enum SuperviseError {
 }
 
 /// Supervision of the local etcd. Operations that the failover logic calls.
-pub trait Supervisor: Send + Sync {
+pub(crate) trait Supervisor: Send + Sync {
     /// Start etcd in `mode` (the configuration is regenerated first).
     fn start(&self, mode: StartMode) -> impl Future<Output = Result<u32, SuperviseError>> + Send;
     /// Stop etcd: SIGTERM, then SIGKILL once `grace` has passed. Returns
@@ -121,12 +121,12 @@ impl Supervisor for AnySupervisor {
 
 /// Whether `pid` exists and is stopped by a signal (state `T` in
 /// /proc/PID/stat).
-pub fn is_frozen(pid: u32) -> bool {
+pub(crate) fn is_frozen(pid: u32) -> bool {
     proc_stat(pid).is_some_and(|(state, _)| state == 'T' || state == 't')
 }
 
 /// `(state, start time in clock ticks)` from /proc/PID/stat.
-pub fn proc_stat(pid: u32) -> Option<(char, u64)> {
+pub(crate) fn proc_stat(pid: u32) -> Option<(char, u64)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name may contain spaces and parentheses: split after the
     // last ')'.
@@ -139,7 +139,7 @@ pub fn proc_stat(pid: u32) -> Option<(char, u64)> {
 }
 
 /// The process group of `pid` (field 5 of /proc/PID/stat).
-pub fn proc_pgrp(pid: u32) -> Option<u32> {
+pub(crate) fn proc_pgrp(pid: u32) -> Option<u32> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &text[text.rfind(')')? + 1..];
     rest.split_whitespace().nth(2)?.parse().ok()
@@ -147,11 +147,11 @@ pub fn proc_pgrp(pid: u32) -> Option<u32> {
 
 /// Whether `pid` is still the process that started at `start` (clock ticks
 /// since boot) and not a zombie: a PID alone may have been reused.
-pub fn same_process(pid: u32, start: u64) -> bool {
+pub(crate) fn same_process(pid: u32, start: u64) -> bool {
     proc_stat(pid).is_some_and(|(state, st)| st == start && state != 'Z' && state != 'X')
 }
 
 /// Whether a process with this PID is alive (not a zombie).
-pub fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     proc_stat(pid).is_some_and(|(state, _)| state != 'Z' && state != 'X')
 }

@@ -23,7 +23,7 @@ const DISTRO_ETCD: &str = "if it is the distribution's etcd, stop and disable it
 
 /// Refuse to start etcd while another process listens on one of this
 /// node's etcd ports or holds its database.
-pub fn check_free(s: &Settings) -> Result<(), SuperviseError> {
+pub(crate) fn check_free(s: &Settings) -> Result<(), SuperviseError> {
     let local = s.local_node();
     for (kind, url) in local
         .peer_urls
@@ -73,7 +73,7 @@ const PROBE: &str = ".etcd-warden-rename-probe";
 /// directory and back out, as archiving will. Creates the data directory
 /// (for etcd's user, see [`super::user`]) and the archive directory when
 /// missing. `Err` names both paths, the OS error and the fix.
-pub fn archive_probe(s: &Settings) -> Result<(), String> {
+pub(crate) fn archive_probe(s: &Settings) -> Result<(), String> {
     let data = &s.etcd.data_dir;
     let archive = &s.failover.archive_dir;
     let hint = format!(

@@ -17,7 +17,6 @@
 
 mod adopt;
 
-pub use adopt::adoptable;
 use adopt::parse_pid_file;
 
 use std::os::unix::fs::OpenOptionsExt;
@@ -63,7 +62,7 @@ enum Inner {
 
 /// What a daemon start found of the etcd of a previous daemon instance.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Previous {
+pub(crate) enum Previous {
     /// None is running.
     None,
     /// It runs and is supervised again, as it is: same PID, no restart.

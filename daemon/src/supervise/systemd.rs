@@ -23,7 +23,7 @@ use crate::etcd_conf::{self, StartMode};
     default_service = "org.freedesktop.systemd1",
     default_path = "/org/freedesktop/systemd1"
 )]
-pub trait Manager {
+pub(crate) trait Manager {
     /// Start a transient unit.
     fn start_transient_unit(
         &self,
@@ -56,7 +56,7 @@ pub trait Manager {
     interface = "org.freedesktop.systemd1.Unit",
     default_service = "org.freedesktop.systemd1"
 )]
-pub trait Unit {
+pub(crate) trait Unit {
     /// `active`, `inactive`, `failed`, `activating`, `deactivating`, …
     #[zbus(property)]
     fn active_state(&self) -> zbus::Result<String>;
@@ -67,7 +67,7 @@ pub trait Unit {
     interface = "org.freedesktop.systemd1.Service",
     default_service = "org.freedesktop.systemd1"
 )]
-pub trait Service {
+pub(crate) trait Service {
     /// The main process.
     #[zbus(property, name = "MainPID")]
     fn main_pid(&self) -> zbus::Result<u32>;
@@ -88,7 +88,7 @@ fn dbus(e: zbus::Error) -> SuperviseError {
 impl SystemdSupervisor {
     /// A supervisor for the unit named in `settings`. The system bus is
     /// reached on first use (`DBUS_SYSTEM_BUS_ADDRESS` overrides its address).
-    pub fn new(settings: Arc<Settings>) -> Self {
+    pub(crate) fn new(settings: Arc<Settings>) -> Self {
         SystemdSupervisor {
             settings,
             conn: OnceCell::new(),

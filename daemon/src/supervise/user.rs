@@ -26,11 +26,11 @@ use crate::config::{RunAs, Settings};
 
 /// The account etcd's process becomes before exec.
 #[derive(Debug, Clone, Copy)]
-pub struct AsUser {
+pub(crate) struct AsUser {
     /// uid.
-    pub uid: u32,
+    pub(crate) uid: u32,
     /// Primary gid (the only group etcd keeps).
-    pub gid: u32,
+    pub(crate) gid: u32,
 }
 
 fn spawn_err(msg: String) -> SuperviseError {
@@ -40,7 +40,7 @@ fn spawn_err(msg: String) -> SuperviseError {
 /// Prepare etcd's start as the configured user: `None` when etcd runs as
 /// the daemon's own user (nothing to drop, nothing to check but the data
 /// directory's existence, which etcd handles itself).
-pub fn prepare(s: &Settings) -> Result<Option<AsUser>, SuperviseError> {
+pub(crate) fn prepare(s: &Settings) -> Result<Option<AsUser>, SuperviseError> {
     let u = &s.etcd.user;
     if !u.drops() {
         return Ok(None);
@@ -72,7 +72,7 @@ pub fn prepare(s: &Settings) -> Result<Option<AsUser>, SuperviseError> {
 
 /// Make the generated configuration readable by the user's group (it holds
 /// no secret, only paths, but the state directory is the daemon's).
-pub fn share_config(s: &Settings, d: &AsUser) -> Result<(), SuperviseError> {
+pub(crate) fn share_config(s: &Settings, d: &AsUser) -> Result<(), SuperviseError> {
     let path = s.etcd_config_path();
     std::os::unix::fs::chown(&path, None, Some(d.gid))
         .and_then(|()| std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)))
@@ -85,7 +85,7 @@ pub fn share_config(s: &Settings, d: &AsUser) -> Result<(), SuperviseError> {
 }
 
 /// Give the log file to the user: etcd opens it by name as well.
-pub fn give_log(log: &std::fs::File, path: &Path, d: &AsUser) -> Result<(), SuperviseError> {
+pub(crate) fn give_log(log: &std::fs::File, path: &Path, d: &AsUser) -> Result<(), SuperviseError> {
     std::os::unix::fs::fchown(log, Some(d.uid), Some(d.gid)).map_err(|e| {
         spawn_err(format!(
             "cannot give {} to etcd's user: {e}",

@@ -256,9 +256,15 @@ impl WardenCluster {
 
     /// Starts the node's daemon (as a boot would) and waits for its API.
     pub fn spawn_daemon(&self, node: &str) -> Result<i32> {
+        self.spawn_daemon_from(node, &self.warden)
+    }
+
+    /// As [`Self::spawn_daemon`], from the binary at `warden` (an upgrade
+    /// restarts the daemon from a newly installed binary).
+    pub fn spawn_daemon_from(&self, node: &str, warden: &Path) -> Result<i32> {
         let cfg = self.config_path(node)?;
         let argv = [
-            self.warden.to_str().context("warden path")?,
+            warden.to_str().context("warden path")?,
             "daemon",
             "--config",
             cfg.to_str().context("config path")?,

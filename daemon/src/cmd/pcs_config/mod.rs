@@ -39,22 +39,22 @@ mod render;
 #[cfg(test)]
 mod tests;
 
-pub use plan::{ETCD_OPS, FenceDevice, Op, Plan};
+pub(crate) use plan::Plan;
 use plan::{check_node_name, warn_secrets};
 use render::corosync_token_note;
-pub use render::{render_crm, render_pcs, render_xml};
+pub(crate) use render::{render_crm, render_pcs, render_xml};
 
 /// Where the alert wrapper (`exec etcd-warden alert`) is installed.
 /// Pacemaker runs an alert's path with no arguments, so it needs an
 /// executable of its own.
-pub const DEFAULT_ALERT_PATH: &str = "/usr/libexec/etcd-warden/alert";
+pub(crate) const DEFAULT_ALERT_PATH: &str = "/usr/libexec/etcd-warden/alert";
 
 /// Corosync's token timeout set by default (ms): Corosync 3's own default,
 /// written out so that the configuration says what the runbook's timings
 /// assume whatever the installed version's default. A shorter token fences
 /// a dead peer sooner but also a live one whose host stalls for longer than
 /// the token (a loaded VM, a busy network); 3 s tolerates such stalls.
-pub const DEFAULT_COROSYNC_TOKEN_MS: u32 = 3000;
+pub(crate) const DEFAULT_COROSYNC_TOKEN_MS: u32 = 3000;
 /// Bounds of `--corosync-token`: below 200 ms ordinary scheduling delays
 /// lose the token; above a minute a dead node holds etcd's writes that long.
 const MIN_COROSYNC_TOKEN_MS: i64 = 200;
@@ -62,11 +62,11 @@ const MAX_COROSYNC_TOKEN_MS: i64 = 60_000;
 
 /// A node and its cluster (ring) address.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeSpec {
+pub(crate) struct NodeSpec {
     /// The Pacemaker node name.
-    pub name: String,
+    pub(crate) name: String,
     /// Its ring address.
-    pub addr: IpAddr,
+    pub(crate) addr: IpAddr,
 }
 
 impl FromStr for NodeSpec {
@@ -91,11 +91,11 @@ impl FromStr for NodeSpec {
 
 /// `KEY=VALUE`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyValue {
+pub(crate) struct KeyValue {
     /// The key.
-    pub key: String,
+    pub(crate) key: String,
     /// The value.
-    pub value: String,
+    pub(crate) value: String,
 }
 
 impl FromStr for KeyValue {
@@ -126,11 +126,11 @@ impl FromStr for KeyValue {
 
 /// `NODE:KEY=VALUE`, a fence option for one node's device.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeKeyValue {
+pub(crate) struct NodeKeyValue {
     /// The node whose device gets it.
-    pub node: String,
+    pub(crate) node: String,
     /// The option.
-    pub kv: KeyValue,
+    pub(crate) kv: KeyValue,
 }
 
 impl FromStr for NodeKeyValue {
@@ -149,49 +149,49 @@ impl FromStr for NodeKeyValue {
 
 /// What both subcommands take.
 #[derive(Debug, Clone, clap::Args)]
-pub struct ClusterArgs {
+pub(crate) struct ClusterArgs {
     /// A cluster node and its ring address, NAME=ADDRESS (IPv4 or IPv6).
     /// Repeat for every node. In a two-node cluster the first one survives a
     /// fence race unless --survivor says otherwise.
     #[arg(long = "node", value_name = "NAME=ADDRESS", required = true)]
-    pub nodes: Vec<NodeSpec>,
+    pub(crate) nodes: Vec<NodeSpec>,
     /// The id of the etcd primitive.
     #[arg(long, default_value = "etcd")]
-    pub resource_id: String,
+    pub(crate) resource_id: String,
     /// The id of its clone (default: RESOURCE_ID-clone).
     #[arg(long)]
-    pub clone_id: Option<String>,
+    pub(crate) clone_id: Option<String>,
     /// The daemon's API socket, when not the default.
     #[arg(long, value_name = "PATH")]
-    pub socket: Option<PathBuf>,
+    pub(crate) socket: Option<PathBuf>,
     /// The fence agent of the per-node fence devices.
     #[arg(long, default_value = "fence_redfish", value_name = "AGENT")]
-    pub fence_agent: String,
+    pub(crate) fence_agent: String,
     /// An option for every fence device (e.g. username=admin). Repeatable.
     #[arg(long = "fence-option", value_name = "KEY=VALUE")]
-    pub fence_options: Vec<KeyValue>,
+    pub(crate) fence_options: Vec<KeyValue>,
     /// An option for one node's fence device (e.g. nodeA:ip=10.0.0.11).
     /// Repeatable; overrides --fence-option.
     #[arg(long = "fence-node-option", value_name = "NODE:KEY=VALUE")]
-    pub fence_node_options: Vec<NodeKeyValue>,
+    pub(crate) fence_node_options: Vec<NodeKeyValue>,
     /// Two nodes only: the node that wins a fence race (default: the first
     /// --node).
     #[arg(long, value_name = "NODE")]
-    pub survivor: Option<String>,
+    pub(crate) survivor: Option<String>,
     /// Two nodes only: pcmk_delay_base of the device that fences the
     /// survivor, e.g. 10s or 500ms.
     #[arg(long, default_value = "10s", value_name = "DELAY")]
-    pub fence_delay: String,
+    pub(crate) fence_delay: String,
     /// Path of the alert agent wrapper on every node.
     #[arg(long, default_value = DEFAULT_ALERT_PATH, value_name = "PATH")]
-    pub alert_path: PathBuf,
+    pub(crate) alert_path: PathBuf,
     /// A clone etcd must start after and run with (e.g. kubelet-clone).
     /// Repeatable.
     #[arg(long = "after", value_name = "RESOURCE")]
-    pub after: Vec<String>,
+    pub(crate) after: Vec<String>,
     /// Cluster name for `pcs cluster setup`.
     #[arg(long, default_value = "etcd-warden")]
-    pub cluster_name: String,
+    pub(crate) cluster_name: String,
     /// Corosync's token timeout in milliseconds: how long a silent node has
     /// before Corosync declares it lost and Pacemaker fences it. Set by
     /// `pcs cluster setup` (`totem token=`); for crmsh and an existing
@@ -202,24 +202,24 @@ pub struct ClusterArgs {
         value_name = "MS",
         value_parser = clap::value_parser!(u32).range(MIN_COROSYNC_TOKEN_MS..=MAX_COROSYNC_TOKEN_MS),
     )]
-    pub corosync_token: u32,
+    pub(crate) corosync_token: u32,
 }
 
 /// Arguments of `etcd-warden pcs-config`.
 #[derive(Debug, clap::Args)]
-pub struct PcsConfigArgs {
+pub(crate) struct PcsConfigArgs {
     /// The cluster.
     #[command(flatten)]
-    pub cluster: ClusterArgs,
+    pub(crate) cluster: ClusterArgs,
     /// Leave out the `pcs host auth` / `pcs cluster setup` steps (for a
     /// cluster that exists).
     #[arg(long)]
-    pub no_setup: bool,
+    pub(crate) no_setup: bool,
 }
 
 /// Output format of `etcd-warden crm-config`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum CrmFormat {
+pub(crate) enum CrmFormat {
     /// crmsh configuration (`crm configure load update FILE`).
     Crm,
     /// A CIB `<configuration>` fragment (`cibadmin --modify --xml-file FILE`).
@@ -228,17 +228,17 @@ pub enum CrmFormat {
 
 /// Arguments of `etcd-warden crm-config`.
 #[derive(Debug, clap::Args)]
-pub struct CrmConfigArgs {
+pub(crate) struct CrmConfigArgs {
     /// The cluster.
     #[command(flatten)]
-    pub cluster: ClusterArgs,
+    pub(crate) cluster: ClusterArgs,
     /// What to print.
     #[arg(long, value_enum, default_value = "crm")]
-    pub format: CrmFormat,
+    pub(crate) format: CrmFormat,
 }
 
 /// Print the pcs commands that configure a cluster for this agent.
-pub fn run_pcsconfig(args: PcsConfigArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run_pcsconfig(args: PcsConfigArgs) -> anyhow::Result<ExitCode> {
     let plan = Plan::build(&args.cluster)?;
     warn_secrets(&plan);
     print!("{}", render_pcs(&plan, &args.cluster, !args.no_setup));
@@ -246,7 +246,7 @@ pub fn run_pcsconfig(args: PcsConfigArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Print the crmsh configuration (or CIB XML) for this agent.
-pub fn run_crmconfig(args: CrmConfigArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run_crmconfig(args: CrmConfigArgs) -> anyhow::Result<ExitCode> {
     let plan = Plan::build(&args.cluster)?;
     warn_secrets(&plan);
     match args.format {

@@ -10,15 +10,15 @@ use super::ClusterArgs;
 
 /// A resource operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Op {
+pub(crate) struct Op {
     /// Action name.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// Interval in seconds (0 = not recurring).
-    pub interval_s: u64,
+    pub(crate) interval_s: u64,
     /// Timeout in seconds.
-    pub timeout_s: u64,
+    pub(crate) timeout_s: u64,
     /// `OCF_CHECK_LEVEL`, for a deep monitor.
-    pub depth: Option<u32>,
+    pub(crate) depth: Option<u32>,
 }
 
 /// The operations configured on the etcd primitive. They repeat the
@@ -26,7 +26,7 @@ pub struct Op {
 /// that the two agree) because Pacemaker itself never reads timeouts from
 /// meta-data: without explicit ops every action would get 20 s.
 /// promote/demote are absent: the clone is not promotable.
-pub const ETCD_OPS: &[Op] = &[
+pub(crate) const ETCD_OPS: &[Op] = &[
     Op {
         name: "start",
         interval_s: 0,
@@ -67,44 +67,44 @@ pub const ETCD_OPS: &[Op] = &[
 
 /// A fence device for one node.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FenceDevice {
+pub(crate) struct FenceDevice {
     /// Resource id.
-    pub id: String,
+    pub(crate) id: String,
     /// The node it fences.
-    pub target: String,
+    pub(crate) target: String,
     /// Fence agent.
-    pub agent: String,
+    pub(crate) agent: String,
     /// Instance attributes, in order.
-    pub params: Vec<(String, String)>,
+    pub(crate) params: Vec<(String, String)>,
 }
 
 /// Everything the configuration consists of.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Cluster properties.
-    pub properties: Vec<(&'static str, &'static str)>,
+    pub(crate) properties: Vec<(&'static str, &'static str)>,
     /// One per node.
-    pub fence: Vec<FenceDevice>,
+    pub(crate) fence: Vec<FenceDevice>,
     /// The etcd primitive's id.
-    pub resource_id: String,
+    pub(crate) resource_id: String,
     /// Its clone's id.
-    pub clone_id: String,
+    pub(crate) clone_id: String,
     /// The primitive's instance attributes.
-    pub resource_params: Vec<(String, String)>,
+    pub(crate) resource_params: Vec<(String, String)>,
     /// The primitive's meta attributes.
-    pub resource_meta: Vec<(&'static str, &'static str)>,
+    pub(crate) resource_meta: Vec<(&'static str, &'static str)>,
     /// The clone's meta attributes.
-    pub clone_meta: Vec<(&'static str, &'static str)>,
+    pub(crate) clone_meta: Vec<(&'static str, &'static str)>,
     /// Clones etcd starts after and runs with.
-    pub after: Vec<String>,
+    pub(crate) after: Vec<String>,
     /// Alert id.
-    pub alert_id: String,
+    pub(crate) alert_id: String,
     /// Alert agent path.
-    pub alert_path: String,
+    pub(crate) alert_path: String,
     /// Alert recipient: the daemon's socket.
-    pub alert_recipient: String,
+    pub(crate) alert_recipient: String,
     /// Corosync's token timeout (ms).
-    pub corosync_token_ms: u32,
+    pub(crate) corosync_token_ms: u32,
 }
 
 /// Alert timeout. The alert agent only hands the event to the daemon (a
@@ -117,7 +117,7 @@ pub(super) const FENCE_MONITOR: &str = "60s";
 impl Plan {
     /// Checks the arguments and builds the plan. Every error names the
     /// offending option and value.
-    pub fn build(a: &ClusterArgs) -> anyhow::Result<Plan> {
+    pub(crate) fn build(a: &ClusterArgs) -> anyhow::Result<Plan> {
         if a.nodes.is_empty() {
             bail!("at least one --node NAME=ADDRESS is needed");
         }

@@ -36,7 +36,7 @@ impl ProcessSupervisor {
     /// At daemon start: find the etcd a previous daemon instance left
     /// running (via the PID file, PID and start time both matching) and
     /// adopt it, or stop it if it cannot be adopted (see [`adoptable`]).
-    pub async fn take_over(&self, grace: Duration) -> Result<Previous, SuperviseError> {
+    pub(crate) async fn take_over(&self, grace: Duration) -> Result<Previous, SuperviseError> {
         let _op = self.op.lock().await;
         let Some((pid, start)) = self.read_pid_file() else {
             return Ok(Previous::None);
@@ -103,7 +103,7 @@ pub(super) fn parse_pid_file(text: &str) -> Option<(u32, u64)> {
 /// PID file) may be adopted: it must be exactly the etcd this configuration
 /// would run, able to go on without the daemon, and able to answer. `Err`
 /// says why not.
-pub fn adoptable(s: &Settings, pid: u32) -> Result<(), String> {
+pub(crate) fn adoptable(s: &Settings, pid: u32) -> Result<(), String> {
     if is_frozen(pid) {
         return Err("it is stopped by a signal and cannot answer".into());
     }

@@ -1,0 +1,353 @@
+//! The decision function: facts in, steps out. No I/O, no clock.
+//!
+//! The rules it encodes (the numbered rules are those of docs/failover.md
+//! §5), each with its reason:
+//! - A new cluster is forced only with Pacemaker's proof that the peer is
+//!   down ([`peer_down_proof`]), never on "no leader" alone (rule 1): in a
+//!   symmetric partition both nodes see no leader, and both would force.
+//! - …and only from data known to hold every acknowledged write: the member
+//!   was a voter with quorum during this boot and etcd has not been stopped
+//!   since (the in-sync marker). Otherwise a lone node refuses and names the
+//!   recover command (rules 2 and 6, scenario S8).
+//! - A node that left the member list gracefully never forces: its WAL
+//!   holds its own removal, and etcd panics forcing from it.
+//! - The claim is written and read back before forcing; a valid peer claim
+//!   makes this node yield. The loser path is a wait, never a hard error
+//!   (rule 4): a fatal code on both nodes after a race stops etcd for good.
+//! - Stale data is archived, never deleted, before a node joins as a learner
+//!   (rule 3).
+//! - Membership changes are made by the leader's daemon only, one at a time;
+//!   a learner is promoted only when etcd reports it in sync; only the
+//!   holder of the leave lock leaves; the last voter never leaves (rule 5):
+//!   two nodes removing members at once can remove every voter, and an etcd
+//!   call can report failure yet have taken effect, so every change is read
+//!   back from the member list.
+//! - Roles come from the live member list whenever etcd answers: a restarting
+//!   sole voter that inferred its role otherwise could demote itself. Notify
+//!   data only hints: during a crash-restart an instance can be listed both
+//!   active and stopping, so the CIB status is the truth.
+
+use warden_api::Outcome;
+
+use crate::decision::{Decision, StartMode, Step};
+use crate::facts::{
+    Claim, DataRecord, EtcdView, Facts, FenceAction, FenceStatus, LiveEtcd, MemberInfo, NodeView,
+    ResourceState, Stamp, Topology, Trigger,
+};
+
+/// Decide.
+pub fn decide(facts: &Facts) -> Decision {
+    Decider {
+        f: facts,
+        #[cfg(feature = "model")]
+        policy: &Policy { mutation: None },
+        steps: Vec::new(),
+    }
+    .run()
+}
+
+/// Whether the model checker's test broke rule `$m` on purpose: without the
+/// `model` feature, never (the mutations do not exist).
+#[cfg(feature = "model")]
+macro_rules! broken {
+    ($d:expr, $m:ident) => {
+        $d.policy.mutation == Some(Mutation::$m)
+    };
+}
+
+#[cfg(not(feature = "model"))]
+macro_rules! broken {
+    ($d:expr, $m:ident) => {
+        $d.unbroken()
+    };
+}
+
+mod ha;
+#[cfg(feature = "model")]
+mod mutations;
+mod proof;
+mod running;
+mod two_node;
+
+#[cfg(feature = "model")]
+pub use mutations::{Mutation, Policy, decide_with};
+pub use proof::{
+    DownProof, bootstrap_token, claim_is_valid, expected_record, peer_down_proof,
+    peer_holds_no_data, resolve,
+};
+
+struct Decider<'a> {
+    f: &'a Facts,
+    #[cfg(feature = "model")]
+    policy: &'a Policy,
+    steps: Vec<Step>,
+}
+
+impl<'a> Decider<'a> {
+    /// No rule is ever broken in production (see `broken!`).
+    #[cfg(not(feature = "model"))]
+    #[inline(always)]
+    fn unbroken(&self) -> bool {
+        false
+    }
+
+    fn run(&mut self) -> Decision {
+        let Some(me) = self.f.me() else {
+            return self.fail(format!(
+                "node {} is not in Pacemaker's node list; check the node name in the configuration",
+                self.f.node
+            ));
+        };
+        if matches!(self.f.trigger, Trigger::Promote | Trigger::Demote) {
+            return self.done(
+                Outcome::Unimplemented,
+                Some("the etcd clone is not promotable".into()),
+            );
+        }
+        if me.record.as_ref() != Some(&expected_record(self.f)) {
+            self.steps.push(Step::PublishRecord);
+        }
+        // A claim left from an earlier boot (attrd did not purge it) is
+        // cleared by its owner before anything else.
+        if let Some(c) = &me.claim
+            && c.boot_id != self.f.boot_id
+        {
+            self.steps.push(Step::ClearClaim);
+        }
+        if let Some(reason) = self.f.pacemaker.paused()
+            && !broken!(self, IgnoreMaintenance)
+        {
+            return self.paused(me, reason);
+        }
+        if self.f.trigger == Trigger::Stop {
+            return self.stop(me);
+        }
+        match self.f.topology {
+            Topology::TwoNode => self.two_node(me),
+            Topology::Ha => self.ha(me),
+        }
+    }
+
+    // ---- outcomes -------------------------------------------------------
+
+    fn done(&mut self, outcome: Outcome, reason: Option<String>) -> Decision {
+        let outcome = match self.f.trigger {
+            // Notify failures are ignored by Pacemaker; never report one.
+            Trigger::Notify(_) => Outcome::Success,
+            _ => outcome,
+        };
+        Decision {
+            steps: std::mem::take(&mut self.steps),
+            outcome,
+            reason,
+        }
+    }
+
+    fn fail(&mut self, reason: String) -> Decision {
+        self.steps.push(Step::Wait {
+            reason: reason.clone(),
+        });
+        self.done(Outcome::Failed, Some(reason))
+    }
+
+    /// Waiting: what to report depends on the action and on etcd.
+    fn wait(&mut self, reason: String) -> Decision {
+        self.steps.push(Step::Wait {
+            reason: reason.clone(),
+        });
+        let outcome = self.waiting_outcome();
+        self.done(outcome, Some(reason))
+    }
+
+    /// A node without data that waits for the cluster to add it: the start
+    /// has done its part (see `ha_wait_without_data`), and monitors report
+    /// the instance degraded, not failed, so that Pacemaker neither restarts
+    /// it nor waits on it.
+    fn wait_to_join(&mut self, reason: String) -> Decision {
+        self.steps.push(Step::Wait {
+            reason: reason.clone(),
+        });
+        let outcome = match self.f.trigger {
+            Trigger::Start => Outcome::Success,
+            Trigger::Monitor | Trigger::Reconcile => Outcome::Degraded,
+            _ => self.waiting_outcome(),
+        };
+        self.done(outcome, Some(reason))
+    }
+
+    fn refuse(&mut self, reason: String, resolve_command: String) -> Decision {
+        let outcome = self.waiting_outcome();
+        self.refuse_as(reason, resolve_command, outcome)
+    }
+
+    fn refuse_as(&mut self, reason: String, resolve_command: String, outcome: Outcome) -> Decision {
+        // The command first: Pacemaker keeps only the first 128 characters
+        // of an exit reason, and the command is what the operator needs.
+        let shown = format!("resolve with '{resolve_command}': {reason}");
+        self.steps.push(Step::Refuse {
+            reason,
+            resolve_command,
+        });
+        self.done(outcome, Some(shown))
+    }
+
+    /// An action that acts now. Start and stop report what it will be once
+    /// done; monitor (and reconcile) describe etcd as it is now, because a
+    /// monitor never acts itself: the daemon's loop carries the steps out.
+    fn act(&mut self, step: Step, outcome: Outcome, reason: Option<String>) -> Decision {
+        self.steps.push(step);
+        let running = matches!(self.f.etcd, EtcdView::Running(_));
+        let outcome = match self.f.trigger {
+            Trigger::Monitor | Trigger::Reconcile if !running => self.down_outcome(),
+            _ => outcome,
+        };
+        self.done(outcome, reason)
+    }
+
+    fn waiting_outcome(&self) -> Outcome {
+        let running = matches!(self.f.etcd, EtcdView::Running(_));
+        match self.f.trigger {
+            // A start that is still waiting when its deadline passes failed,
+            // transiently (1, never 6: 6 would stop the resource on every
+            // node after a mere race). A running etcd is started.
+            Trigger::Start if running => Outcome::Success,
+            Trigger::Start => Outcome::Failed,
+            // Running but not serving: degraded (190), not failed, so that
+            // Pacemaker does not restart it (a stop would end the in-sync
+            // marker) and not success either (a monitor that says healthy
+            // while etcd does not serve hides the outage).
+            _ if running => Outcome::Degraded,
+            _ => self.down_outcome(),
+        }
+    }
+
+    fn down_outcome(&self) -> Outcome {
+        match self.f.me().map(|m| m.etcd) {
+            Some(ResourceState::Started | ResourceState::Starting) => Outcome::Failed,
+            _ => Outcome::NotRunning,
+        }
+    }
+
+    // ---- maintenance ----------------------------------------------------
+
+    /// An operator's setting in Pacemaker pauses automatic failover
+    /// (maintenance mode, an unmanaged etcd resource, a node in
+    /// maintenance). Pacemaker starts, stops and monitors nothing then, so
+    /// its view of etcd may be stale, and the operator may change etcd by
+    /// hand: no force, archive, membership change, start or stop. A stop
+    /// Pacemaker does not send for an unmanaged resource can only be the
+    /// operator's own (`crm_resource --force-stop`): it stops etcd in place,
+    /// without leaving the member list.
+    ///
+    /// The in-sync marker is cleared: what the operator does by hand (a
+    /// member removed, a restart with other data) is not seen as a stop,
+    /// so the marker could outlive the data it describes and later prove a
+    /// force over writes made meanwhile. It is set again once the member is
+    /// a voter with quorum after the pause ends.
+    fn paused(&mut self, me: &NodeView, reason: String) -> Decision {
+        if self.f.local.in_sync_boot.is_some() {
+            self.steps.push(Step::ClearInSync);
+        }
+        let running = matches!(self.f.etcd, EtcdView::Running(_));
+        if self.f.trigger == Trigger::Stop {
+            if me
+                .claim
+                .as_ref()
+                .is_some_and(|c| c.boot_id == self.f.boot_id)
+                && !self.steps.contains(&Step::ClearClaim)
+            {
+                self.steps.push(Step::ClearClaim);
+            }
+            if running {
+                self.steps.push(Step::StopEtcd);
+            }
+            return self.done(Outcome::Success, Some(reason));
+        }
+        self.steps.push(Step::Wait {
+            reason: reason.clone(),
+        });
+        let outcome = match (&self.f.etcd, &self.f.trigger) {
+            (EtcdView::Running(l), _) if l.quorate() && l.voters().count() >= 2 => Outcome::Success,
+            (EtcdView::Running(_), _) => Outcome::Degraded,
+            (EtcdView::NotRunning, Trigger::Start) => Outcome::Failed,
+            (EtcdView::NotRunning, _) => Outcome::NotRunning,
+        };
+        self.done(outcome, Some(reason))
+    }
+
+    // ---- stop -----------------------------------------------------------
+
+    fn stop(&mut self, me: &NodeView) -> Decision {
+        if me
+            .claim
+            .as_ref()
+            .is_some_and(|c| c.boot_id == self.f.boot_id)
+        {
+            self.steps.push(Step::ClearClaim);
+        }
+        // From the moment Pacemaker can see this stop, the peer may go on
+        // without us: our data stops being known complete.
+        if self.f.local.in_sync_boot.is_some() {
+            self.steps.push(Step::ClearInSync);
+        }
+        let EtcdView::Running(live) = &self.f.etcd else {
+            return self.done(Outcome::Success, None);
+        };
+        if self.f.topology == Topology::TwoNode && !live.is_learner && live.quorate() {
+            let others_voting = live
+                .voters()
+                .filter(|m| m.id != live.member_id && m.in_sync)
+                .count();
+            let peer_stopping = self.f.others().any(|p| {
+                p.etcd == ResourceState::Stopping
+                    || self
+                        .f
+                        .notify
+                        .as_ref()
+                        .is_some_and(|n| n.stop.contains(&p.name))
+            });
+            let lock = live.leave_lock.as_deref();
+            let unarbitrated = broken!(self, LeaveWithoutArbitration);
+            let may_leave = others_voting > 0 && (!peer_stopping || unarbitrated);
+            let holds_lock = lock == Some(self.f.node.as_str());
+            let lockless = unarbitrated || broken!(self, LeaveWithoutLock);
+            if may_leave && (holds_lock || lockless) {
+                if !self.f.data.departed {
+                    self.steps.push(Step::RecordDeparture);
+                }
+                self.steps.push(Step::RemoveMember {
+                    id: live.member_id,
+                    node: self.f.node.clone(),
+                });
+                return self.done(Outcome::Success, None);
+            }
+            if may_leave && lock.is_none() {
+                return self.act(Step::AcquireLeaveLock, Outcome::Success, None);
+            }
+        }
+        self.act(Step::StopEtcd, Outcome::Success, None)
+    }
+}
+
+/// A node whose daemon is up (it published a record this boot), online and
+/// not being stopped: adding it as a learner is useful and harmless
+/// (learners never count as voters).
+fn wants_to_join(p: &NodeView) -> bool {
+    p.online && !p.standby && p.record.is_some() && p.etcd != ResourceState::Stopping
+}
+
+fn describe(p: &NodeView) -> String {
+    let etcd = match p.etcd {
+        ResourceState::Started => "started".to_string(),
+        ResourceState::Starting => "starting".to_string(),
+        ResourceState::Stopping => "stopping".to_string(),
+        ResourceState::Stopped { at } => format!("stopped at {}", at.0),
+        ResourceState::Unknown => "in an unknown state".to_string(),
+    };
+    match (p.online, p.unclean) {
+        (true, _) => format!("online, its etcd {etcd}"),
+        (false, true) => "lost (unclean, not yet fenced)".into(),
+        (false, false) if p.expected_up => "offline (expected up)".into(),
+        (false, false) => "offline".into(),
+    }
+}

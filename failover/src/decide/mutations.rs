@@ -1,0 +1,68 @@
+//! The model checker's rule-breaking variants of `decide` (the `model`
+//! feature only): production code has no switch.
+
+use super::*;
+
+/// A rule broken on purpose, for the model checker's tests only: each one
+/// proves that the checker finds the violation it causes. Compiled only with
+/// the `model` feature; production `decide` has no such switch.
+#[cfg(feature = "model")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mutation {
+    /// Treat "no leader" as proof the peer is down (the bug of the shell
+    /// agent podman-etcd):
+    /// breaks rule 1 in a partition.
+    ForceOnNoLeader,
+    /// Write the claim on "no leader", without proof: breaks rule 4.
+    ClaimOnNoLeader,
+    /// Force without the in-sync marker: breaks rule 2.
+    ForceWithoutInSync,
+    /// Join as a learner without archiving the old data first: breaks rule 3.
+    JoinWithoutArchive,
+    /// Promote a learner that etcd does not report in sync: breaks rule 5.
+    PromoteUnsynced,
+    /// Leave the member list without the leave lock (still checking that the
+    /// peer is not stopping): with a stale view of the peer's stop, both
+    /// leave (rule 5).
+    LeaveWithoutLock,
+    /// Leave the member list whenever another voter answers, without the
+    /// leave lock and without looking at whether the peer is stopping too:
+    /// two nodes that stop at once both leave, breaking rule 5.
+    LeaveWithoutArbitration,
+    /// Prove a fence by comparing its completion time with this daemon's
+    /// own note of the peer's last join (a wall-clock reading in a file on
+    /// /run), accepting any fence when the note is missing: after the note
+    /// is lost or the clock steps back, a fence from before the peer's last
+    /// join proves its current loss.
+    ProofFromLocalJoinRecord,
+    /// Ignore Pacemaker's maintenance settings (maintenance mode, an
+    /// unmanaged etcd resource, a node in maintenance): the daemon goes on
+    /// starting, stopping, forcing and changing membership while the
+    /// operator works by hand.
+    IgnoreMaintenance,
+    /// Bootstrap a new cluster whenever no node has a member directory,
+    /// ignoring state files that say a cluster existed (the rule before
+    /// missing data volumes were modelled): after a total outage with the
+    /// data volumes unmounted, an empty cluster replaces the data.
+    BootstrapOverHistory,
+}
+
+/// How `decide` behaves under the model checker's tests.
+#[cfg(feature = "model")]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Policy {
+    /// The rule to break, if any.
+    pub mutation: Option<Mutation>,
+}
+
+/// Decide with a given policy (the model checker's tests inject mutations
+/// through it).
+#[cfg(feature = "model")]
+pub fn decide_with(facts: &Facts, policy: &Policy) -> Decision {
+    Decider {
+        f: facts,
+        policy,
+        steps: Vec::new(),
+    }
+    .run()
+}

@@ -1,0 +1,419 @@
+//! Two nodes, starting: a node with or without data beside its peer, a node
+//! alone after a total outage, a node whose data is gone, and the archive of
+//! stale data before a rejoin as a learner.
+
+use super::*;
+
+impl Decider<'_> {
+    pub(super) fn two_node(&mut self, me: &NodeView) -> Decision {
+        let others: Vec<&NodeView> = self.f.others().collect();
+        let [peer] = others.as_slice() else {
+            return self.fail(format!(
+                "the two-node topology needs exactly one peer in Pacemaker's node list, found {}",
+                others.len()
+            ));
+        };
+        match &self.f.etcd {
+            EtcdView::Running(live) => self.two_node_running(live, peer),
+            EtcdView::NotRunning => {
+                if let Some(d) = self.alone_after_outage(peer) {
+                    return d;
+                }
+                if let Some(d) = self.lost_data(peer) {
+                    return d;
+                }
+                let wanted = match self.f.trigger {
+                    Trigger::Start => true,
+                    // Pacemaker believes it started: the daemon restarts it
+                    // in place (S5) rather than wait for monitor.
+                    _ => matches!(me.etcd, ResourceState::Started | ResourceState::Starting),
+                };
+                if wanted {
+                    self.two_node_start(peer)
+                } else {
+                    self.done(Outcome::NotRunning, None)
+                }
+            }
+        }
+    }
+
+    /// A node that booted alone after a total outage (S8): corosync holds
+    /// quorum back until the peer has been seen (wait_for_all), and nothing
+    /// shows that this node's data holds the writes the peer may have
+    /// acknowledged alone after they lost each other (S7). It waits for the
+    /// peer, and says so where an operator looks: a probe answers `Failed`
+    /// so that the reason and the command are an exit reason in crm_mon
+    /// (a "not running" probe shows none), and Pacemaker, without quorum,
+    /// only stops what is not running. Kept short: Pacemaker cuts exit
+    /// reasons at 128 characters, and the command must survive.
+    pub(super) fn alone_after_outage(&mut self, peer: &NodeView) -> Option<Decision> {
+        let f = self.f;
+        if f.pacemaker.quorate
+            || peer.online
+            || !f.data.exists
+            || f.data.departed
+            || f.in_sync_this_boot()
+        {
+            return None;
+        }
+        let outcome = match f.trigger {
+            Trigger::Monitor | Trigger::Start => Outcome::Failed,
+            _ => Outcome::NotRunning,
+        };
+        Some(self.refuse_as(
+            format!(
+                "alone since boot, {} unseen: data may lack its writes",
+                peer.name
+            ),
+            resolve::force_new_cluster(&f.node),
+            outcome,
+        ))
+    }
+
+    /// This node's member directory is gone although its state file says a
+    /// cluster existed, and nothing live can give the data back: no quorate
+    /// cluster answers and the peer holds no data either. Starting anything
+    /// would serve a cluster without the data (an empty bootstrap with the
+    /// same ids as the old cluster's is indistinguishable to clients), so it
+    /// refuses, names what is missing and where, and the command that
+    /// restores it on the node whose state file names the newest data.
+    ///
+    /// While the peer holds data, or a quorate cluster answers, this node
+    /// waits to join as a learner instead (see `start_without_data`).
+    pub(super) fn lost_data(&mut self, peer: &NodeView) -> Option<Decision> {
+        let f = self.f;
+        if !f.data.lost() || broken!(self, BootstrapOverHistory) {
+            return None;
+        }
+        if f.cluster.is_some() || peer.record.as_ref().is_some_and(|r| r.has_data) {
+            return None;
+        }
+        let d = &f.data;
+        let mut reason = format!(
+            "etcd data missing: no member directory at {}, but this node's state file says it was member {} of cluster {} (epoch {})",
+            if d.member_dir.is_empty() {
+                "the data directory"
+            } else {
+                d.member_dir.as_str()
+            },
+            d.member_id.map_or("?".into(), |m| format!("{m:x}")),
+            d.cluster_id.map_or("?".into(), |c| format!("{c:x}")),
+            d.epoch
+        );
+        let (newest, archives) = match &peer.record {
+            Some(r) if r.had_cluster() => {
+                reason.push_str(&format!(
+                    "; {} lost its data too (epoch {})",
+                    peer.name, r.epoch
+                ));
+                if r.epoch > d.epoch {
+                    (peer.name.as_str(), r.archives)
+                } else {
+                    (f.node.as_str(), d.archives)
+                }
+            }
+            Some(_) => {
+                reason.push_str(&format!("; {} holds no data", peer.name));
+                (f.node.as_str(), d.archives)
+            }
+            None => {
+                reason.push_str(&format!(
+                    "; {} has not said what it holds ({})",
+                    peer.name,
+                    describe(peer)
+                ));
+                (f.node.as_str(), d.archives)
+            }
+        };
+        reason.push_str(&format!(
+            ": a new cluster would replace that data with an empty one; the newest data known was on {newest}"
+        ));
+        let command = resolve::restore_data(newest, archives);
+        let outcome = self.held_outcome();
+        Some(self.refuse_as(reason, command, outcome))
+    }
+
+    /// What to report while this node holds back without etcd for a reason
+    /// only the peer or an operator can end. A start returns at once (with
+    /// the reason): Pacemaker holds every other action, the peer's start
+    /// among them, while a start is in flight, so a start that waited here
+    /// could wait for the very action it holds up. Monitors then report the
+    /// instance degraded (190) with the reason, never failed (a stop and a
+    /// new start would only wait again); a probe of an instance Pacemaker
+    /// has not started says it is not running.
+    pub(super) fn held_outcome(&self) -> Outcome {
+        let started = matches!(
+            self.f.me().map(|m| m.etcd),
+            Some(ResourceState::Started | ResourceState::Starting)
+        );
+        match self.f.trigger {
+            Trigger::Start => Outcome::Success,
+            Trigger::Monitor | Trigger::Reconcile if started => Outcome::Degraded,
+            _ => Outcome::NotRunning,
+        }
+    }
+
+    /// Wait for the peer (its daemon, its etcd, its forced cluster) without
+    /// holding a start up: see [`Decider::held_outcome`].
+    pub(super) fn hold(&mut self, reason: String) -> Decision {
+        self.steps.push(Step::Wait {
+            reason: reason.clone(),
+        });
+        let outcome = self.held_outcome();
+        self.done(outcome, Some(reason))
+    }
+
+    pub(super) fn two_node_start(&mut self, peer: &NodeView) -> Decision {
+        let f = self.f;
+        if !f.pacemaker.quorate {
+            return self.wait(
+                "the corosync partition has no quorum (wait_for_all: both nodes must have been seen since boot)".into(),
+            );
+        }
+        if !f.data.exists {
+            return self.start_without_data(peer);
+        }
+        if let Some(cluster) = &f.cluster {
+            return self.start_beside_live_cluster(cluster.members.as_slice(), cluster.cluster_id);
+        }
+        if f.data.departed {
+            if let Some(proof) = peer_down_proof(f, peer) {
+                return self.refuse(
+                    format!(
+                        "this node left the member list gracefully, so its data ends with its own removal and it can never form a cluster alone; peer {} is down ({proof})",
+                        peer.name
+                    ),
+                    resolve::keep_data_of(&peer.name),
+                );
+            }
+            return self.hold(format!(
+                "this node left the member list gracefully and never forces a new cluster; waiting for {} to start etcd",
+                peer.name
+            ));
+        }
+        // The peer is up but its daemon has not said what data it holds
+        // yet: after a total outage its data may be the newer one (it went
+        // on alone, S7). Starting ours first in the old membership could
+        // let the older history lead. Its record comes within seconds.
+        if peer.online && peer.record.is_none() {
+            return self.hold(format!(
+                "waiting for {}'s daemon to publish its record (its data may be newer)",
+                peer.name
+            ));
+        }
+        if let Some(r) = &peer.record
+            && r.has_data
+        {
+            if r.epoch > f.data.epoch {
+                return self.archive(format!(
+                    "local data has epoch {} but {} holds epoch {}: it is stale",
+                    f.data.epoch, peer.name, r.epoch
+                ));
+            }
+            if r.epoch == f.data.epoch
+                && r.cluster_id.is_some()
+                && f.data.cluster_id.is_some()
+                && r.cluster_id != f.data.cluster_id
+            {
+                return self.refuse(
+                    format!(
+                        "divergent histories: this node and {} both hold epoch {} data of different clusters ({:?} vs {:?})",
+                        peer.name, r.epoch, f.data.cluster_id, r.cluster_id
+                    ),
+                    resolve::keep_data_of(&f.node),
+                );
+            }
+        }
+        // The peer is forcing a new cluster from its data: starting ours in
+        // the old membership could re-form a quorum with the peer just before
+        // its forced restart. Wait; once its cluster runs, this node's data
+        // is stale and is archived. (A claim written before this node joined
+        // reaches it with the CIB at join; one written after it joined was
+        // written seeing it online, so the peer does not force.)
+        if let Some(c) = &peer.claim
+            && claim_is_valid(f, peer, c)
+        {
+            return self.hold(format!(
+                "{} holds the force-new-cluster claim (epoch {}); waiting for its cluster to join it",
+                peer.name, c.epoch
+            ));
+        }
+        // Our data is current: start the member from it. Alone it has no
+        // quorum unless it is the sole voter; the running branch takes it
+        // from there (and forces only with proof).
+        self.act(
+            Step::StartEtcd {
+                mode: StartMode::Existing,
+            },
+            Outcome::Success,
+            None,
+        )
+    }
+
+    pub(super) fn start_without_data(&mut self, peer: &NodeView) -> Decision {
+        let f = self.f;
+        if let Some(cluster) = &f.cluster {
+            return match cluster.members.iter().find(|m| m.node == f.node) {
+                // The learner is this node's own member whose data is gone:
+                // etcd cannot run it again from an empty directory (the
+                // leader would send it entries past what it holds).
+                Some(m)
+                    if m.is_learner
+                        && f.data.lost()
+                        && !f.data.joining
+                        && f.data.member_id == Some(m.id) =>
+                {
+                    self.hold(format!(
+                        "the cluster lists this node's old learner {:x}, whose data is gone: waiting for the leader on {} to remove it and add this node anew",
+                        m.id, peer.name
+                    ))
+                }
+                Some(m) if m.is_learner => self.act(
+                    Step::StartEtcd {
+                        mode: StartMode::Join {
+                            epoch: cluster.epoch,
+                        },
+                    },
+                    Outcome::Success,
+                    None,
+                ),
+                Some(m) => self.refuse(
+                    format!(
+                        "this node has no data but the cluster lists it as voter {:x}",
+                        m.id
+                    ),
+                    resolve::keep_data_of(&peer.name),
+                ),
+                None => self.hold(format!(
+                    "waiting for the voter on {} to add this node as a learner",
+                    peer.name
+                )),
+            };
+        }
+        let history = f.data.had_cluster() && !broken!(self, BootstrapOverHistory);
+        match &peer.record {
+            None => self.hold(format!(
+                "waiting for {}'s daemon to publish its record",
+                peer.name
+            )),
+            // The peer bootstrapped (`new`) but never reached quorum without
+            // us: starting `new` with the same initial cluster completes that
+            // bootstrap. Nothing was ever committed, so nothing can be lost.
+            Some(r)
+                if r.has_data
+                    && !r.formed
+                    && r.epoch == 0
+                    && r.archives == 0
+                    && f.data.archives == 0
+                    && !history
+                    && peer.online =>
+            {
+                self.act(
+                    Step::StartEtcd {
+                        mode: StartMode::New,
+                    },
+                    Outcome::Success,
+                    None,
+                )
+            }
+            Some(r) if r.has_data => self.hold(format!(
+                "{} holds the data; waiting for its etcd to start so that this node can join",
+                peer.name
+            )),
+            // The peer's data is gone although its state file says a
+            // cluster existed (its own daemon refuses and says where): a
+            // bootstrap here would replace that data with an empty cluster.
+            Some(r) if r.had_cluster() && !broken!(self, BootstrapOverHistory) => {
+                let command = resolve::restore_data(&peer.name, r.archives);
+                let outcome = self.held_outcome();
+                self.refuse_as(
+                    format!(
+                        "no etcd data here, and {} lost its data (its state file names cluster {} at epoch {}): a new cluster would replace that data with an empty one; the newest data known was on {}",
+                        peer.name,
+                        r.cluster_id.map_or("?".into(), |c| format!("{c:x}")),
+                        r.epoch,
+                        peer.name
+                    ),
+                    command,
+                    outcome,
+                )
+            }
+            Some(r) if r.archives > 0 || f.data.archives > 0 => self.refuse(
+                "no node has live data, but archived data exists: a fresh bootstrap would lose it"
+                    .into(),
+                resolve::restore_archive(if f.data.archives > 0 {
+                    &f.node
+                } else {
+                    &peer.name
+                }),
+            ),
+            Some(_) if peer.online => self.act(
+                Step::StartEtcd {
+                    mode: StartMode::New,
+                },
+                Outcome::Success,
+                None,
+            ),
+            Some(_) => self.hold(format!(
+                "fresh bootstrap: waiting for {} to be online",
+                peer.name
+            )),
+        }
+    }
+
+    pub(super) fn start_beside_live_cluster(
+        &mut self,
+        members: &[MemberInfo],
+        cluster_id: u64,
+    ) -> Decision {
+        let f = self.f;
+        let mine = f
+            .data
+            .member_id
+            .and_then(|id| members.iter().find(|m| m.id == id))
+            .filter(|_| f.data.cluster_id == Some(cluster_id));
+        match mine {
+            Some(m) => {
+                if f.data.departed && !m.is_learner {
+                    self.steps.push(Step::ClearDeparture);
+                }
+                self.act(
+                    Step::StartEtcd {
+                        mode: StartMode::Existing,
+                    },
+                    Outcome::Success,
+                    None,
+                )
+            }
+            None => self.archive(format!(
+                "member {:x} of this node's data is not in the running cluster",
+                f.data.member_id.unwrap_or(0)
+            )),
+        }
+    }
+
+    /// Archive stale data (rule 3); the next decision joins as a learner.
+    pub(super) fn archive(&mut self, reason: String) -> Decision {
+        if broken!(self, JoinWithoutArchive)
+            && let Some(cluster) = &self.f.cluster
+            && cluster
+                .members
+                .iter()
+                .any(|m| m.node == self.f.node && m.is_learner)
+        {
+            let epoch = cluster.epoch;
+            return self.act(
+                Step::StartEtcd {
+                    mode: StartMode::Join { epoch },
+                },
+                Outcome::Success,
+                None,
+            );
+        }
+        if broken!(self, JoinWithoutArchive) {
+            return self.wait("waiting to be added as a learner".into());
+        }
+        let outcome = self.waiting_outcome();
+        self.act(Step::ArchiveDataDir { reason }, outcome, None)
+    }
+}
