@@ -52,14 +52,14 @@ test-fast: deps etcd35 test-bins
 test-all: test-bins
 	$(CARGO) nextest run --workspace --no-fail-fast -E 'not binary(/^field_/)'
 test-field: deps images test-bins
-	flock /tmp/warden-cluster.lock $(CARGO) nextest run -p warden-integration --no-fail-fast -E 'binary(/^field_/)'
+	flock /tmp/warden-field.lock $(CARGO) nextest run -p warden-integration --no-fail-fast -E 'binary(/^field_/)'
 else
 test-fast: deps etcd35 test-bins
 	$(CARGO) test --workspace --no-fail-fast -- --skip cluster_ --skip field_
 test-all: test-bins
 	$(CARGO) test --workspace --no-fail-fast -- --skip field_
 test-field: deps images test-bins
-	flock /tmp/warden-cluster.lock $(CARGO) test -p warden-integration --no-fail-fast -- field_
+	flock /tmp/warden-field.lock $(CARGO) test -p warden-integration --no-fail-fast -- field_
 endif
 
 # The daemon and agent binaries the integration tests run, built first and
@@ -90,7 +90,7 @@ images: deps
 # through the node's BMC, fenced by fence_ipmilan over IPMI, the survivor
 # writing, the node powered on and rejoining as a voter.
 demo-field: deps images test-bins
-	flock /tmp/warden-cluster.lock $(CARGO) test -p warden-integration --test field_power -- --nocapture
+	flock /tmp/warden-field.lock $(CARGO) test -p warden-integration --test field_power -- --nocapture
 
 demo: deps
 	$(CARGO) build -p etcd-warden -p etcd-warden-agent -p warden-harness --bins

@@ -208,14 +208,7 @@ pub struct FieldCluster {
 impl Drop for FieldCluster {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            for n in &self.nodes {
-                if let Ok(j) = self.node_sh(
-                    &n.name,
-                    "journalctl --no-pager -n 60 -u etcd-warden -u pacemaker -u corosync",
-                ) {
-                    eprintln!("--- {} journal ---\n{}", n.name, j.stdout);
-                }
-            }
+            self.dump_journals();
         }
         self.inner.teardown();
     }
@@ -511,6 +504,47 @@ impl FieldCluster {
             bmc_password_file,
             timings,
         };
+        // A setup that fails returns an error, not a panic: the journals
+        // are printed here then, before the nodes are torn down.
+        if let Err(e) = me.boot_and_create(&deb_name.to_string_lossy()) {
+            eprintln!("field: setup failed: {e:#}");
+            me.dump_journals();
+            return Err(e);
+        }
+        Ok(me)
+    }
+
+    /// Prints what each running node's journal says about etcd-warden,
+    /// Pacemaker and Corosync (the tail), and its crm_mon view, for a test
+    /// that failed.
+    pub fn dump_journals(&self) {
+        for n in &self.nodes {
+            if self.pid1(&n.name).is_none() {
+                eprintln!("--- {}: not running ---", n.name);
+                continue;
+            }
+            match self.node_sh(
+                &n.name,
+                "journalctl --no-pager -n 200 -u etcd-warden -u pacemaker -u corosync; crm_mon -1 -r",
+            ) {
+                Ok(j) => eprintln!("--- {} journal ---\n{}{}", n.name, j.stdout, j.stderr),
+                Err(e) => eprintln!("--- {}: no journal: {e:#} ---", n.name),
+            }
+        }
+    }
+
+    /// Powers the nodes on through their BMCs, installs the package and
+    /// creates the cluster.
+    fn boot_and_create(&mut self, deb_name: &str) -> Result<()> {
+        let me = self;
+        let mgmt_pid = me
+            .inner
+            .mgmt_holder
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|c| c.id() as i32)
+            .context("no management network")?;
 
         // Power on: each BMC starts its node (startnow).
         let t = Instant::now();
@@ -546,7 +580,7 @@ impl FieldCluster {
         let t = Instant::now();
         for i in 0..me.nodes.len() {
             let name = me.nodes[i].name.clone();
-            me.install(&name, &deb_name.to_string_lossy())?;
+            me.install(&name, deb_name)?;
         }
         me.timings
             .push(("package installed and configured".into(), t.elapsed()));
@@ -557,7 +591,7 @@ impl FieldCluster {
         for (what, d) in &me.timings {
             eprintln!("field: {what}: {:.1} s", d.as_secs_f64());
         }
-        Ok(me)
+        Ok(())
     }
 
     /// The node called `name`.
