@@ -525,7 +525,13 @@ impl FieldCluster {
             }
             match self.node_sh(
                 &n.name,
-                "journalctl --no-pager -n 200 -u etcd-warden -u pacemaker -u corosync; crm_mon -1 -r",
+                // The daemon's structured fields (the error, the step) are
+                // journal fields of their own: only the verbose form shows
+                // them.
+                "journalctl --no-pager -n 120 -u pacemaker -u corosync
+                 echo '--- etcd-warden (verbose) ---'
+                 journalctl --no-pager -n 80 -o verbose -u etcd-warden | grep -E '^[^ ]|^    (MESSAGE|F_[A-Z_]+)='
+                 crm_mon -1 -r",
             ) {
                 Ok(j) => eprintln!("--- {} journal ---\n{}{}", n.name, j.stdout, j.stderr),
                 Err(e) => eprintln!("--- {}: no journal: {e:#} ---", n.name),
