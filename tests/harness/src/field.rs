@@ -446,12 +446,14 @@ impl FieldCluster {
                     "#!/bin/sh\n\
                      # Power on: started by this node's BMC (ipmi_sim startcmd). The\n\
                      # BMC's power off SIGTERMs this process; --kill-child then kills\n\
-                     # the whole node at once.\n\
+                     # the whole node at once. A reboot inside the node ends\n\
+                     # systemd-nspawn with status 133: the machine starts again, as\n\
+                     # hardware does; any other end is a power off.\n\
                      echo $$ > {dir}/launcher.pid\n\
                      export SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1\n\
-                     exec unshare --pid --fork --kill-child=SIGKILL systemd-nspawn --quiet --register=no --keep-unit \
-                     -M {name} --hostname={name} -D {dir}/root --network-namespace-path=/proc/{hp}/ns/net -b \
-                     >>{dir}/console.log 2>&1 </dev/null\n",
+                     exec unshare --pid --fork --kill-child=SIGKILL sh -c 'while :; do systemd-nspawn --quiet --register=no --keep-unit \
+                     -M {name} --hostname={name} -D {dir}/root --network-namespace-path=/proc/{hp}/ns/net -b; \
+                     [ $? -eq 133 ] || exit 0; done' >>{dir}/console.log 2>&1 </dev/null\n",
                     dir = d.display(),
                     name = n.name,
                     hp = n.netns_holder
@@ -616,15 +618,21 @@ impl FieldCluster {
             .filter(|&p| process::alive(p))
     }
 
-    /// The node's systemd (PID 1 inside), if it is running.
+    /// The node's systemd (PID 1 inside), if it is running: the child of
+    /// systemd-nspawn, below the launcher and its reboot loop.
     pub fn pid1(&self, name: &str) -> Option<i32> {
-        let l = self.launcher(name)?;
-        for nspawn in children(l) {
-            for c in children(nspawn) {
-                if comm(c) == "systemd" {
-                    return Some(c);
+        let mut level = vec![self.launcher(name)?];
+        for _ in 0..3 {
+            let mut next = Vec::new();
+            for p in level {
+                for c in children(p) {
+                    if comm(c) == "systemd" && comm(p) == "systemd-nspawn" {
+                        return Some(c);
+                    }
+                    next.push(c);
                 }
             }
+            level = next;
         }
         None
     }
@@ -941,6 +949,21 @@ impl FieldCluster {
         )?
         .ok()?;
         Ok(o.stdout.trim().to_owned())
+    }
+
+    /// Copies a host file into a running node's file system (its overlay),
+    /// as an operator copies a package to a host; `dest` is absolute.
+    pub fn copy_in(&self, name: &str, src: &Path, dest: &str) -> Result<()> {
+        let n = self.node(name)?;
+        let rel = dest.trim_start_matches('/');
+        ensure!(
+            !rel.is_empty() && !rel.split('/').any(|c| c == ".."),
+            "bad destination {dest}"
+        );
+        let to = n.dir.join("root").join(rel);
+        fs::copy(src, &to)
+            .with_context(|| format!("copying {} to {name}:{dest}", src.display()))?;
+        Ok(())
     }
 
     /// The node's `etcd-warden status --json`, parsed loosely (as text).

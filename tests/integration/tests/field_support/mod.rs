@@ -218,7 +218,7 @@ pub fn power_cut(suite: &str) {
 
     // node-b's old member directory was archived, not deleted.
     let archives = c
-        .node_sh_ok("node-b", "ls /var/lib/etcd.archive")
+        .node_sh_ok("node-b", "ls /var/lib/etcd/warden.archive")
         .unwrap()
         .stdout;
     assert!(
