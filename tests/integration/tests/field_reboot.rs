@@ -79,14 +79,8 @@ fn field_graceful_reboot_stops_etcd_cleanly_and_rejoins_without_fencing() {
         "a graceful reboot must not fence anyone: {:?}",
         m.fence_history
     );
-    let failures = c
-        .node_sh_ok(
-            "node-a",
-            "crm_mon -1 --output-as=xml | grep '<failure ' || true",
-        )
-        .unwrap()
-        .stdout;
-    assert!(failures.trim().is_empty(), "failed actions: {failures}");
+    let failures = field_support::failed_actions(&c, "node-a").unwrap();
+    assert!(failures.is_empty(), "failed actions: {failures}");
 
     // node-a alone kept taking writes: its longest gap is the clean leave.
     let acks = w.acks();

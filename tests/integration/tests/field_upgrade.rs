@@ -154,14 +154,8 @@ fn field_upgrade_one_node_at_a_time_keeps_quorum() {
         "the upgrade fenced a node: {:?}",
         m.fence_history
     );
-    let failures = c
-        .node_sh_ok(
-            "node-a",
-            "crm_mon -1 --output-as=xml | grep '<failure ' || true",
-        )
-        .unwrap()
-        .stdout;
-    assert!(failures.trim().is_empty(), "failed actions: {failures}");
+    let failures = field_support::failed_actions(&c, "node-a").unwrap();
+    assert!(failures.is_empty(), "failed actions: {failures}");
 
     // The cluster's longest time without an acknowledged write, from either
     // node: quorum held whenever this stays short.

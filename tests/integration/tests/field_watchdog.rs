@@ -126,14 +126,8 @@ fn field_watchdog_restarts_a_stopped_daemon_without_failover() {
     );
     // No failed action either (a monitor that met the hung daemon and
     // failed would be recorded here even once recovered).
-    let failures = c
-        .node_sh_ok(
-            "node-a",
-            "crm_mon -1 --output-as=xml | grep '<failure ' || true",
-        )
-        .unwrap()
-        .stdout;
-    assert!(failures.trim().is_empty(), "failed actions: {failures}");
+    let failures = field_support::failed_actions(&c, "node-a").unwrap();
+    assert!(failures.is_empty(), "failed actions: {failures}");
     let m = c.crm_mon("node-a").unwrap();
     assert_eq!(
         m.fence_history.len(),
