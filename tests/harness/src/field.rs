@@ -447,13 +447,13 @@ impl FieldCluster {
                      # Power on: started by this node's BMC (ipmi_sim startcmd). The\n\
                      # BMC's power off SIGTERMs this process; --kill-child then kills\n\
                      # the whole node at once. A reboot inside the node ends\n\
-                     # systemd-nspawn with status 133: the machine starts again, as\n\
-                     # hardware does; any other end is a power off.\n\
+                     # systemd-nspawn (status 133) and so this process: the BMC then\n\
+                     # reports power off, and IPMI power on boots the node again.\n\
                      echo $$ > {dir}/launcher.pid\n\
                      export SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1\n\
-                     exec unshare --pid --fork --kill-child=SIGKILL sh -c 'while :; do systemd-nspawn --quiet --register=no --keep-unit \
-                     -M {name} --hostname={name} -D {dir}/root --network-namespace-path=/proc/{hp}/ns/net -b; \
-                     [ $? -eq 133 ] || exit 0; done' >>{dir}/console.log 2>&1 </dev/null\n",
+                     exec unshare --pid --fork --kill-child=SIGKILL systemd-nspawn --quiet --register=no --keep-unit \
+                     -M {name} --hostname={name} -D {dir}/root --network-namespace-path=/proc/{hp}/ns/net -b \
+                     >>{dir}/console.log 2>&1 </dev/null\n",
                     dir = d.display(),
                     name = n.name,
                     hp = n.netns_holder
@@ -619,7 +619,7 @@ impl FieldCluster {
     }
 
     /// The node's systemd (PID 1 inside), if it is running: the child of
-    /// systemd-nspawn, below the launcher and its reboot loop.
+    /// systemd-nspawn, below the launcher.
     pub fn pid1(&self, name: &str) -> Option<i32> {
         let mut level = vec![self.launcher(name)?];
         for _ in 0..3 {

@@ -2,8 +2,9 @@
 //! graceful `systemctl reboot` of one node. systemd stops Pacemaker before
 //! etcd-warden (the unit is ordered `Before=pacemaker.service`), so
 //! Pacemaker stops etcd cleanly through the agent: the node leaves the
-//! member list and the peer goes on alone with quorum. The machine starts
-//! again (as hardware does on a reboot), the node boots, rejoins and
+//! member list and the peer goes on alone with quorum. systemd-nspawn ends
+//! with the reboot and the test powers the node on over IPMI (the harness's
+//! nodes cannot reset themselves); the node boots, rejoins and
 //! becomes a voter, and nobody is fenced: the fence history is unchanged
 //! and no action failed. A writer on both nodes runs throughout; every
 //! acknowledged write is checked at the end.
@@ -55,14 +56,45 @@ fn field_graceful_reboot_stops_etcd_cleanly_and_rejoins_without_fencing() {
         ack.at.duration_since(reboot).as_secs_f64()
     );
 
-    // The machine starts again: a new systemd boots, the node rejoins.
+    // The shutdown completes (pcsd alone may take its 90 s stop timeout on
+    // a loaded machine) and systemd-nspawn ends: the harness's "hardware"
+    // cannot reset itself, so the power button is pressed over IPMI, as an
+    // operator's BMC reset would. Nothing here kills a process.
     process::poll(
-        "node-b's systemd started again",
-        Duration::from_secs(120),
-        Duration::from_millis(300),
-        || match c.pid1("node-b") {
-            Some(p) if p != old_pid1 => Ok(()),
-            other => Err(format!("{other:?}")),
+        "node-b's shutdown to complete",
+        Duration::from_secs(240),
+        Duration::from_millis(500),
+        || match c.launcher("node-b") {
+            None => Ok(()),
+            Some(_) => Err(format!("pid1 {:?} (was {old_pid1})", c.pid1("node-b"))),
+        },
+    )
+    .unwrap();
+    let down = reboot.elapsed();
+    let m = c.crm_mon("node-a").unwrap();
+    assert_eq!(
+        m.fence_history.len(),
+        fences_before,
+        "node-b was fenced during its reboot: {:?}",
+        m.fence_history
+    );
+    process::poll(
+        "node-b powered on over IPMI",
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || {
+            if c.launcher("node-b").is_some() {
+                return Ok(());
+            }
+            // A BMC that still reports "on" for the ended launcher is
+            // switched off first (nothing of the node runs any more).
+            let status = c
+                .ipmi_power("node-b", "status")
+                .map_err(|e| format!("{e:#}"))?;
+            let action = if status.ends_with("on") { "off" } else { "on" };
+            c.ipmi_power("node-b", action)
+                .map_err(|e| format!("{e:#}"))?;
+            Err(format!("{status}: power {action}"))
         },
     )
     .unwrap();
@@ -99,9 +131,10 @@ fn field_graceful_reboot_stops_etcd_cleanly_and_rejoins_without_fencing() {
         .unwrap();
     let n = field_support::check_writes(&c, w, "node-a").unwrap();
     eprintln!(
-        "field_reboot: systemctl reboot -> node-b offline (clean) {:.1} s, booted {:.1} s, voter {:.1} s; \
-         longest write gap on node-a {:.2} s; no fence; {n} acknowledged writes, all present",
+        "field_reboot: systemctl reboot -> node-b offline (clean) {:.1} s, shut down {:.1} s, booted {:.1} s, \
+         voter {:.1} s; longest write gap on node-a {:.2} s; no fence; {n} acknowledged writes, all present",
         left.as_secs_f64(),
+        down.as_secs_f64(),
         booted.as_secs_f64(),
         voter.as_secs_f64(),
         gap.as_secs_f64()
