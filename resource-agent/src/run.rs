@@ -154,9 +154,9 @@ pub fn run(args: &[String], env: &Env, daemon: &dyn Daemon, started: Instant) ->
         // Stop must succeed whenever possible (a failed stop means fencing),
         // so a bad parameter falls back to its default.
         "stop" => (Action::Stop, false, true),
-        // Monitor answers at once: an absent daemon is a failure now, not
-        // after a wait that eats the monitor's budget.
-        "monitor" => (Action::Monitor, false, false),
+        // Monitor waits only for a daemon that is being restarted (see
+        // `call`); a stopped daemon is a failure at once.
+        "monitor" => (Action::Monitor, false, true),
         "notify" => (Action::Notify, false, false),
         other => {
             return Exit::fail(
@@ -219,7 +219,17 @@ pub fn run(args: &[String], env: &Env, daemon: &dyn Daemon, started: Instant) ->
 }
 
 /// Sends the request, retrying only while the daemon is not listening (the
-/// request never reached it, so a retry cannot repeat it) and `wait` lasts.
+/// request never reached it, so a retry cannot repeat it) and `wait` lasts,
+/// counted from the first failed attempt.
+///
+/// A monitor retries only while the daemon is being restarted: its socket
+/// file is still there (systemd keeps the runtime directory across a
+/// restart, and a killed daemon never removed it) but nobody listens, or a
+/// connection the killed daemon never accepted was reset. A monitor changes
+/// nothing, so repeating it after a reset is harmless; without the retry, a
+/// watchdog restart of the daemon (which leaves etcd serving) would fail a
+/// monitor and make Pacemaker restart etcd. A missing socket (the daemon was
+/// stopped) is reported at once.
 fn call(
     daemon: &dyn Daemon,
     socket: &Path,
@@ -230,25 +240,29 @@ fn call(
     // Poll for the socket often enough that a restarted daemon is used within
     // a fraction of a second.
     const POLL: Duration = Duration::from_millis(100);
-    let wait_until = Instant::now() + wait;
+    let monitor = req.action == Action::Monitor;
+    let mut wait_until: Option<Instant> = None;
     loop {
         let left = budget.client_left();
         if left.is_zero() {
             return Err(ClientError::Timeout(budget.timeout()));
         }
         req.deadline_ms = u64::try_from(budget.daemon_deadline().as_millis()).unwrap_or(u64::MAX);
-        match daemon.action(socket, req, left) {
-            // Keep trying while the wait lasts and the budget still has room
-            // for another attempt; otherwise report the connect error itself,
-            // which says more than a timeout would.
-            Err(ClientError::Connect { .. })
-                if Instant::now() < wait_until && budget.client_left() > POLL =>
-            {
-                let nap = POLL.min(wait_until.saturating_duration_since(Instant::now()));
-                std::thread::sleep(nap);
-            }
-            other => return other,
+        let result = daemon.action(socket, req, left);
+        let restarting = match &result {
+            Err(ClientError::Connect { .. }) => !monitor || socket.exists(),
+            Err(ClientError::Io(_)) => monitor && socket.exists(),
+            _ => false,
+        };
+        let until = *wait_until.get_or_insert_with(|| Instant::now() + wait);
+        // Keep trying while the wait lasts and the budget still has room for
+        // another attempt; otherwise report the error itself, which says
+        // more than a timeout would.
+        if restarting && Instant::now() < until && budget.client_left() > POLL {
+            std::thread::sleep(POLL.min(until.saturating_duration_since(Instant::now())));
+            continue;
         }
+        return result;
     }
 }
 
@@ -513,7 +527,7 @@ mod tests {
     }
 
     #[test]
-    fn start_waits_for_a_restarting_daemon_but_monitor_does_not() {
+    fn start_waits_for_a_restarting_daemon_but_monitor_not_for_a_stopped_one() {
         let ok = || {
             Ok(ActionReply {
                 outcome: Outcome::Success,
@@ -530,6 +544,45 @@ mod tests {
         assert_eq!(e.code(), 1);
         assert_eq!(d.seen.borrow().len(), 1);
         assert!(e.reason.unwrap().contains("not reachable"));
+    }
+
+    #[test]
+    fn monitor_waits_for_a_daemon_being_restarted() {
+        // The socket file is there (kept across the restart): refused and
+        // reset connections are retried until the new daemon answers.
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("api.sock");
+        std::fs::write(&sock, "").unwrap();
+        let reset = || {
+            Err(ClientError::Io(std::io::Error::from(
+                std::io::ErrorKind::ConnectionReset,
+            )))
+        };
+        let running = Ok(ActionReply {
+            outcome: Outcome::Success,
+            reason: None,
+        });
+        let d = Fake::new(vec![reset(), Err(refused()), running]);
+        let e = run(
+            &args("monitor"),
+            &env(&[("OCF_RESKEY_socket", sock.to_str().unwrap())]),
+            &d,
+            Instant::now(),
+        );
+        assert_eq!(e.code(), 0);
+        assert_eq!(d.seen.borrow().len(), 3);
+
+        // A reset is not retried for an action that changes state: the
+        // daemon may have carried it out.
+        let d = Fake::new(vec![reset()]);
+        let e = run(
+            &args("stop"),
+            &env(&[("OCF_RESKEY_socket", sock.to_str().unwrap())]),
+            &d,
+            Instant::now(),
+        );
+        assert_eq!(e.code(), 1);
+        assert_eq!(d.seen.borrow().len(), 1);
     }
 
     #[test]

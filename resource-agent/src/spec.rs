@@ -74,9 +74,10 @@ pub const PARAMS: &[ParamSpec] = &[
         shortdesc: "Seconds start, stop, promote and demote wait for the daemon",
         longdesc: "How many seconds start, stop, promote, demote and reload keep trying to reach \
                    a daemon that is not (yet) listening, e.g. while systemd restarts it, before \
-                   they fail with a reason. Always bounded by the action's own timeout. Monitor, \
-                   notify and validate-all never wait: an absent daemon is reported at once. \
-                   0 disables the wait.",
+                   they fail with a reason. Always bounded by the action's own timeout. Monitor \
+                   waits only while the daemon's socket file is still there (a daemon being \
+                   restarted); a stopped daemon is reported at once, and notify and \
+                   validate-all never wait. 0 disables the wait.",
     },
 ];
 

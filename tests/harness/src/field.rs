@@ -208,14 +208,7 @@ pub struct FieldCluster {
 impl Drop for FieldCluster {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            for n in &self.nodes {
-                if let Ok(j) = self.node_sh(
-                    &n.name,
-                    "journalctl --no-pager -n 60 -u etcd-warden -u pacemaker -u corosync",
-                ) {
-                    eprintln!("--- {} journal ---\n{}", n.name, j.stdout);
-                }
-            }
+            self.dump_journals();
         }
         self.inner.teardown();
     }
@@ -453,7 +446,9 @@ impl FieldCluster {
                     "#!/bin/sh\n\
                      # Power on: started by this node's BMC (ipmi_sim startcmd). The\n\
                      # BMC's power off SIGTERMs this process; --kill-child then kills\n\
-                     # the whole node at once.\n\
+                     # the whole node at once. A reboot inside the node ends\n\
+                     # systemd-nspawn (status 133) and so this process: the BMC then\n\
+                     # reports power off, and IPMI power on boots the node again.\n\
                      echo $$ > {dir}/launcher.pid\n\
                      export SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1\n\
                      exec unshare --pid --fork --kill-child=SIGKILL systemd-nspawn --quiet --register=no --keep-unit \
@@ -511,6 +506,53 @@ impl FieldCluster {
             bmc_password_file,
             timings,
         };
+        // A setup that fails returns an error, not a panic: the journals
+        // are printed here then, before the nodes are torn down.
+        if let Err(e) = me.boot_and_create(&deb_name.to_string_lossy()) {
+            eprintln!("field: setup failed: {e:#}");
+            me.dump_journals();
+            return Err(e);
+        }
+        Ok(me)
+    }
+
+    /// Prints what each running node's journal says about etcd-warden,
+    /// Pacemaker and Corosync (the tail), and its crm_mon view, for a test
+    /// that failed.
+    pub fn dump_journals(&self) {
+        for n in &self.nodes {
+            if self.pid1(&n.name).is_none() {
+                eprintln!("--- {}: not running ---", n.name);
+                continue;
+            }
+            match self.node_sh(
+                &n.name,
+                // The daemon's structured fields (the error, the step) are
+                // journal fields of their own: only the verbose form shows
+                // them.
+                "journalctl --no-pager -n 120 -u pacemaker -u corosync
+                 echo '--- etcd-warden (verbose) ---'
+                 journalctl --no-pager -n 80 -o verbose -u etcd-warden | grep -E '^[^ ]|^    (MESSAGE|F_[A-Z_]+)='
+                 crm_mon -1 -r",
+            ) {
+                Ok(j) => eprintln!("--- {} journal ---\n{}{}", n.name, j.stdout, j.stderr),
+                Err(e) => eprintln!("--- {}: no journal: {e:#} ---", n.name),
+            }
+        }
+    }
+
+    /// Powers the nodes on through their BMCs, installs the package and
+    /// creates the cluster.
+    fn boot_and_create(&mut self, deb_name: &str) -> Result<()> {
+        let me = self;
+        let mgmt_pid = me
+            .inner
+            .mgmt_holder
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|c| c.id() as i32)
+            .context("no management network")?;
 
         // Power on: each BMC starts its node (startnow).
         let t = Instant::now();
@@ -546,7 +588,7 @@ impl FieldCluster {
         let t = Instant::now();
         for i in 0..me.nodes.len() {
             let name = me.nodes[i].name.clone();
-            me.install(&name, &deb_name.to_string_lossy())?;
+            me.install(&name, deb_name)?;
         }
         me.timings
             .push(("package installed and configured".into(), t.elapsed()));
@@ -557,7 +599,7 @@ impl FieldCluster {
         for (what, d) in &me.timings {
             eprintln!("field: {what}: {:.1} s", d.as_secs_f64());
         }
-        Ok(me)
+        Ok(())
     }
 
     /// The node called `name`.
@@ -576,15 +618,21 @@ impl FieldCluster {
             .filter(|&p| process::alive(p))
     }
 
-    /// The node's systemd (PID 1 inside), if it is running.
+    /// The node's systemd (PID 1 inside), if it is running: the child of
+    /// systemd-nspawn, below the launcher.
     pub fn pid1(&self, name: &str) -> Option<i32> {
-        let l = self.launcher(name)?;
-        for nspawn in children(l) {
-            for c in children(nspawn) {
-                if comm(c) == "systemd" {
-                    return Some(c);
+        let mut level = vec![self.launcher(name)?];
+        for _ in 0..3 {
+            let mut next = Vec::new();
+            for p in level {
+                for c in children(p) {
+                    if comm(c) == "systemd" && comm(p) == "systemd-nspawn" {
+                        return Some(c);
+                    }
+                    next.push(c);
                 }
             }
+            level = next;
         }
         None
     }
@@ -901,6 +949,21 @@ impl FieldCluster {
         )?
         .ok()?;
         Ok(o.stdout.trim().to_owned())
+    }
+
+    /// Copies a host file into a running node's file system (its overlay),
+    /// as an operator copies a package to a host; `dest` is absolute.
+    pub fn copy_in(&self, name: &str, src: &Path, dest: &str) -> Result<()> {
+        let n = self.node(name)?;
+        let rel = dest.trim_start_matches('/');
+        ensure!(
+            !rel.is_empty() && !rel.split('/').any(|c| c == ".."),
+            "bad destination {dest}"
+        );
+        let to = n.dir.join("root").join(rel);
+        fs::copy(src, &to)
+            .with_context(|| format!("copying {} to {name}:{dest}", src.display()))?;
+        Ok(())
     }
 
     /// The node's `etcd-warden status --json`, parsed loosely (as text).

@@ -4,7 +4,9 @@
 //! answers a member of `haclient` and refuses anyone else, and a writer on
 //! both nodes keeps every acknowledged write.
 //!
-//! Heavy (two booted Debian nodes): run under `flock /tmp/warden-cluster.lock`.
+//! Heavy (two booted Debian nodes): run under `flock /tmp/warden-field.lock`
+//! (its own lock: field nodes share no host path, port or namespace name
+//! with the namespace cluster tests).
 
 #![allow(clippy::unwrap_used)]
 

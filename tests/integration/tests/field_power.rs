@@ -8,7 +8,9 @@
 //! writer on both nodes runs throughout, and every acknowledged write is
 //! checked at the end.
 //!
-//! Heavy (two booted Debian nodes): run under `flock /tmp/warden-cluster.lock`.
+//! Heavy (two booted Debian nodes): run under `flock /tmp/warden-field.lock`
+//! (its own lock: field nodes share no host path, port or namespace name
+//! with the namespace cluster tests).
 
 #![allow(clippy::unwrap_used)]
 

@@ -5,7 +5,9 @@
 //! members stay voters, the writers keep getting acknowledgements, and
 //! nobody is fenced. Every acknowledged write is checked at the end.
 //!
-//! Heavy (two booted Debian nodes): run under `flock /tmp/warden-cluster.lock`.
+//! Heavy (two booted Debian nodes): run under `flock /tmp/warden-field.lock`
+//! (its own lock: field nodes share no host path, port or namespace name
+//! with the namespace cluster tests).
 
 #![allow(clippy::unwrap_used)]
 
@@ -16,7 +18,19 @@ use std::time::{Duration, Instant};
 use warden_harness::process;
 
 /// The unit's WatchdogSec plus RestartSec, and a margin for a loaded machine.
-const RESTART_BOUND: Duration = Duration::from_secs(30 + 5 + 25);
+const RESTART_BOUND: Duration = Duration::from_secs(15 + 2 + 25);
+
+/// The etcd PID in the daemon's PID file on `node`.
+fn etcd_pid(c: &warden_harness::field::FieldCluster, node: &str) -> u32 {
+    let out = c
+        .node_sh_ok(node, "cat /var/lib/etcd-warden/etcd.pid")
+        .unwrap()
+        .stdout;
+    out.split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("malformed etcd PID file on {node}: {out:?}"))
+}
 
 fn main_pid(c: &warden_harness::field::FieldCluster, node: &str) -> Result<(u32, u32), String> {
     let out = c
@@ -44,6 +58,7 @@ fn field_watchdog_restarts_a_stopped_daemon_without_failover() {
     let fences_before = c.crm_mon("node-a").unwrap().fence_history.len();
 
     let (pid, restarts) = main_pid(&c, "node-b").unwrap();
+    let etcd_before = etcd_pid(&c, "node-b");
     let stop = Instant::now();
     c.node_sh_ok(
         "node-b",
@@ -82,6 +97,19 @@ fn field_watchdog_restarts_a_stopped_daemon_without_failover() {
         !journal.trim().is_empty(),
         "no watchdog line in the journal"
     );
+    // The same etcd process serves on: the new daemon adopted it, neither
+    // systemd nor Pacemaker restarted it.
+    let adopted = c
+        .node_sh_ok(
+            "node-b",
+            "journalctl -u etcd-warden --no-pager -o cat | grep -c 'adopted the etcd'",
+        )
+        .unwrap()
+        .stdout;
+    assert!(
+        adopted.trim().parse::<u32>().unwrap_or(0) >= 1,
+        "the restarted daemon did not adopt etcd"
+    );
 
     // etcd kept serving on both nodes through the restart: writes after it
     // are acknowledged by both, both members are voters, no fence happened.
@@ -91,6 +119,15 @@ fn field_watchdog_restarts_a_stopped_daemon_without_failover() {
     w.wait_ack_after(Some("node-a"), after, Duration::from_secs(60))
         .unwrap();
     field_support::wait_all_voters(&c, "node-a", Duration::from_secs(60)).unwrap();
+    assert_eq!(
+        etcd_pid(&c, "node-b"),
+        etcd_before,
+        "etcd on node-b was restarted"
+    );
+    // No failed action either (a monitor that met the hung daemon and
+    // failed would be recorded here even once recovered).
+    let failures = field_support::failed_actions(&c, "node-a").unwrap();
+    assert!(failures.is_empty(), "failed actions: {failures}");
     let m = c.crm_mon("node-a").unwrap();
     assert_eq!(
         m.fence_history.len(),
