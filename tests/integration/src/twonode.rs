@@ -58,6 +58,9 @@ pub struct WardenCluster {
     /// A node whose daemon runs in the shipped unit's sandbox, with the
     /// default paths on the node's disk (see [`crate::sandbox`]).
     sandbox: Option<(String, crate::sandbox::Unit)>,
+    /// Extra `[etcd]` lines of every node's configuration (another etcd
+    /// binary, a larger quota).
+    etcd_toml: String,
 }
 
 /// Polls `f` every 100 ms until it returns `Some`, failing with `what` and
@@ -105,7 +108,14 @@ impl WardenCluster {
     /// daemons and applies the generated CIB; returns once Pacemaker shows
     /// etcd started on every node.
     pub fn start(nodes: usize, topology: Topology) -> Result<Self> {
-        let w = Self::start_daemons(nodes, topology)?;
+        Self::start_tuned(nodes, topology, "")
+    }
+
+    /// As [`Self::start`], with `etcd_toml` (lines of the `[etcd]` table,
+    /// such as `binary = "…"` or `quota_backend_bytes = …`) in every node's
+    /// configuration.
+    pub fn start_tuned(nodes: usize, topology: Topology, etcd_toml: &str) -> Result<Self> {
+        let w = Self::start_daemons_with(nodes, topology, None, etcd_toml)?;
         w.configure_pacemaker()?;
         w.wait_started(&w.c.node_names(), Duration::from_secs(120))?;
         Ok(w)
@@ -114,7 +124,7 @@ impl WardenCluster {
     /// The cluster and the daemons, without etcd in the CIB yet (adoption
     /// starts etcd by hand first).
     pub fn start_daemons(nodes: usize, topology: Topology) -> Result<Self> {
-        Self::start_daemons_with(nodes, topology, None)
+        Self::start_daemons_with(nodes, topology, None, "")
     }
 
     /// As [`Self::start`], with `node`'s daemon in `unit`'s sandbox and on
@@ -126,7 +136,7 @@ impl WardenCluster {
         node: &str,
         unit: crate::sandbox::Unit,
     ) -> Result<Self> {
-        let w = Self::start_daemons_with(nodes, topology, Some((node.to_string(), unit)))?;
+        let w = Self::start_daemons_with(nodes, topology, Some((node.to_string(), unit)), "")?;
         w.configure_pacemaker()?;
         w.wait_started(&w.c.node_names(), Duration::from_secs(120))?;
         Ok(w)
@@ -141,6 +151,7 @@ impl WardenCluster {
         nodes: usize,
         topology: Topology,
         sandbox: Option<(String, crate::sandbox::Unit)>,
+        etcd_toml: &str,
     ) -> Result<Self> {
         bins::install_agent()?;
         let warden = bins::warden()?;
@@ -156,6 +167,7 @@ impl WardenCluster {
             topology,
             daemons: Mutex::new(Vec::new()),
             sandbox,
+            etcd_toml: etcd_toml.to_string(),
         };
         if let Some((node, unit)) = &w.sandbox {
             crate::sandbox::prepare_disk(unit, &w.disk(node)?)?;
@@ -229,12 +241,13 @@ impl WardenCluster {
         toml.push_str(&format!(
             "[etcd]\ndata_dir = \"{}\"\n\
              # etcd as root: the node's work dir is root's.\n\
-             user = \"root\"\n\n\
+             user = \"root\"\n{}\n\
              [api]\nsocket = \"{SOCKET}\"\nsocket_group = \"haclient\"\nallowed_users = [\"root\", \"hacluster\"]\n\n\
              [paths]\nstate_dir = \"{}\"\n\n\
              # Probe often: the tests measure how fast a failover completes.\n\
              [timeouts]\nprobe_interval_ms = 500\nstop_grace_ms = 5000\n",
             dir.join("etcd").display(),
+            self.etcd_toml,
             dir.join("state").display()
         ));
         let path = self.config_path(node)?;
