@@ -167,11 +167,32 @@ fn run_in(flags: &Flags, image: &Path, work: &Path, timeout: Duration) -> Result
             .context("member update")?;
         let peer2 = format!("http://127.0.0.1:{}", p2.port());
         let t1 = Instant::now();
-        let add = client
-            .member_add([peer2], Some(MemberAddOptions::new().with_is_learner()))
-            .await
-            .context("member add --learner")?;
-        let id2 = add.member().context("member add without a member")?.id();
+        // etcd 3.5 may leave a membership change unanswered while the
+        // previous one (the update above) is still being applied: ask again,
+        // and look for the learner in case an unanswered add did land.
+        let id2 = loop {
+            match client
+                .member_add(
+                    [peer2.clone()],
+                    Some(MemberAddOptions::new().with_is_learner()),
+                )
+                .await
+            {
+                Ok(add) => break add.member().context("member add without a member")?.id(),
+                Err(e) => {
+                    if let Ok(ms) = client.member_list().await
+                        && let Some(m) =
+                            ms.members().iter().find(|m| m.peer_urls().contains(&peer2))
+                    {
+                        break m.id();
+                    }
+                    if t1.elapsed() > timeout {
+                        return Err(anyhow::Error::new(e).context("member add --learner"));
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        };
         let m2 = spawn(
             flags,
             "m2",
