@@ -10,6 +10,10 @@
 //!   acknowledged write, and the checks run on those records afterwards.
 //! - [`campaign`]: randomised rounds of compound faults, each judged for
 //!   lost writes, broken order, split brain and a pair that stays stuck.
+//! - [`fill`]: bringing an etcd to a production-like database size, and a
+//!   steady write load.
+//! - [`floor`]: plain etcd's forced restart and learner catch-up on a copy of
+//!   the same data, the floor of the failover figures.
 //! - [`twonode`]: a Pacemaker cluster with an etcd-warden daemon in every node,
 //!   configured as the docs say, and its observations (members, daemon status,
 //!   archives).
@@ -17,6 +21,8 @@
 pub mod bench;
 pub mod bins;
 pub mod campaign;
+pub mod fill;
+pub mod floor;
 pub mod gateway;
 pub mod monitor;
 pub mod sandbox;

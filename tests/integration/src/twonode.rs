@@ -61,6 +61,9 @@ pub struct WardenCluster {
     /// TOML appended to every node's configuration (a test's own
     /// sections, e.g. a small defragmentation threshold).
     extra: String,
+    /// Extra `[etcd]` lines of every node's configuration (another etcd
+    /// binary, a larger quota).
+    etcd_toml: String,
 }
 
 /// Polls `f` every 100 ms until it returns `Some`, failing with `what` and
@@ -108,13 +111,24 @@ impl WardenCluster {
     /// daemons and applies the generated CIB; returns once Pacemaker shows
     /// etcd started on every node.
     pub fn start(nodes: usize, topology: Topology) -> Result<Self> {
-        Self::start_with(nodes, topology, "")
+        Self::start_full(nodes, topology, "", "")
     }
 
     /// As [`Self::start`], with `extra` (TOML sections) appended to every
     /// node's configuration.
     pub fn start_with(nodes: usize, topology: Topology, extra: &str) -> Result<Self> {
-        let w = Self::start_daemons_with(nodes, topology, None, extra)?;
+        Self::start_full(nodes, topology, "", extra)
+    }
+
+    /// As [`Self::start`], with `etcd_toml` (lines of the `[etcd]` table,
+    /// such as `binary = "…"` or `quota_backend_bytes = …`) in every node's
+    /// configuration.
+    pub fn start_tuned(nodes: usize, topology: Topology, etcd_toml: &str) -> Result<Self> {
+        Self::start_full(nodes, topology, etcd_toml, "")
+    }
+
+    fn start_full(nodes: usize, topology: Topology, etcd_toml: &str, extra: &str) -> Result<Self> {
+        let w = Self::start_daemons_with(nodes, topology, None, etcd_toml, extra)?;
         w.configure_pacemaker()?;
         w.wait_started(&w.c.node_names(), Duration::from_secs(120))?;
         Ok(w)
@@ -123,7 +137,7 @@ impl WardenCluster {
     /// The cluster and the daemons, without etcd in the CIB yet (adoption
     /// starts etcd by hand first).
     pub fn start_daemons(nodes: usize, topology: Topology) -> Result<Self> {
-        Self::start_daemons_with(nodes, topology, None, "")
+        Self::start_daemons_with(nodes, topology, None, "", "")
     }
 
     /// As [`Self::start`], with `node`'s daemon in `unit`'s sandbox and on
@@ -135,7 +149,7 @@ impl WardenCluster {
         node: &str,
         unit: crate::sandbox::Unit,
     ) -> Result<Self> {
-        let w = Self::start_daemons_with(nodes, topology, Some((node.to_string(), unit)), "")?;
+        let w = Self::start_daemons_with(nodes, topology, Some((node.to_string(), unit)), "", "")?;
         w.configure_pacemaker()?;
         w.wait_started(&w.c.node_names(), Duration::from_secs(120))?;
         Ok(w)
@@ -150,6 +164,7 @@ impl WardenCluster {
         nodes: usize,
         topology: Topology,
         sandbox: Option<(String, crate::sandbox::Unit)>,
+        etcd_toml: &str,
         extra: &str,
     ) -> Result<Self> {
         bins::install_agent()?;
@@ -166,6 +181,7 @@ impl WardenCluster {
             topology,
             daemons: Mutex::new(Vec::new()),
             sandbox,
+            etcd_toml: etcd_toml.to_string(),
             extra: extra.to_string(),
         };
         if let Some((node, unit)) = &w.sandbox {
@@ -240,12 +256,13 @@ impl WardenCluster {
         toml.push_str(&format!(
             "[etcd]\ndata_dir = \"{}\"\n\
              # etcd as root: the node's work dir is root's.\n\
-             user = \"root\"\n\n\
+             user = \"root\"\n{}\n\
              [api]\nsocket = \"{SOCKET}\"\nsocket_group = \"haclient\"\nallowed_users = [\"root\", \"hacluster\"]\n\n\
              [paths]\nstate_dir = \"{}\"\n\n\
              # Probe often: the tests measure how fast a failover completes.\n\
              [timeouts]\nprobe_interval_ms = 500\nstop_grace_ms = 5000\n",
             dir.join("etcd").display(),
+            self.etcd_toml,
             dir.join("state").display()
         ));
         toml.push_str(&self.extra);

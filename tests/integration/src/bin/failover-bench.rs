@@ -6,6 +6,15 @@
 //! and rejoins. Per run it prints the figures; at the end it rewrites the
 //! failover section of docs/benchmarks.md and prints, as its last line,
 //! `failover: fence->write p50 X s p95 Y s; crash->write p50 Z s; rejoin->voter p50 W s (N runs)`.
+//!
+//! `failover-bench --db-size 1G` runs the same cycle on a cluster filled to
+//! that database size (see `warden_integration::fill`), on the etcd named by
+//! `WARDEN_ETCD_BIN` (default `etcd` on PATH), and in the same run measures
+//! the floor: plain etcd's forced restart and learner catch-up on a copy of
+//! the fenced node's data (see `warden_integration::floor`). It takes
+//! `/tmp/warden-cluster.lock` itself, for the cluster phase only (do not wrap
+//! it in `flock`), and records its table in its own section of
+//! docs/benchmarks.md.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -14,6 +23,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, ensure};
 use warden_integration::bench::{Cycle, crash_cycle, quantile};
 use warden_integration::bins::workspace;
+use warden_integration::fill::{self, mib};
+use warden_integration::floor::{self, FloorRun};
 use warden_integration::twonode::{Topology, WardenCluster};
 
 const BEGIN: &str = "<!-- failover-bench:begin (rewritten by `make failover-bench`) -->";
@@ -125,13 +136,19 @@ fn section(s: &Summary, cycles: &[Cycle], runs: usize) -> String {
 
 /// Replaces the marked section of docs/benchmarks.md (or appends it).
 fn record(path: &Path, section: &str) -> Result<()> {
+    record_between(path, BEGIN, END, section)
+}
+
+/// Replaces the section of `path` between `begin` and `end` (markers
+/// included in `section`), or appends it.
+fn record_between(path: &Path, begin: &str, end: &str, section: &str) -> Result<()> {
     let old = std::fs::read_to_string(path).unwrap_or_else(|_| "# Benchmarks\n".into());
-    let new = match (old.find(BEGIN), old.find(END)) {
+    let new = match (old.find(begin), old.find(end)) {
         (Some(b), Some(e)) if e > b => {
             format!(
                 "{}{section}{}",
                 &old[..b],
-                &old[e + END.len()..].trim_start_matches('\n')
+                &old[e + end.len()..].trim_start_matches('\n')
             )
         }
         _ => format!(
@@ -180,12 +197,279 @@ fn bench() -> Result<()> {
     Ok(())
 }
 
+/// The `--db-size` argument, if any.
+fn db_size_arg() -> Result<Option<(String, u64)>> {
+    let mut args = std::env::args().skip(1);
+    let mut size = None;
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--db-size" => {
+                let v = args
+                    .next()
+                    .context("--db-size needs a size such as 100M, 1G or 2G")?;
+                size = Some((v.clone(), fill::parse_size(&v)?));
+            }
+            other => anyhow::bail!(
+                "unknown argument {other:?}; usage: failover-bench [--db-size SIZE] (RUNS=N in the environment)"
+            ),
+        }
+    }
+    Ok(size)
+}
+
+/// The etcd binary as an absolute path (the daemon's configuration wants
+/// one) and its version.
+fn etcd_binary() -> Result<(std::path::PathBuf, String)> {
+    let bin = warden_harness::etcd::etcd_bin();
+    let bin = if bin.components().count() > 1 {
+        bin.canonicalize()
+            .with_context(|| format!("{}", bin.display()))?
+    } else {
+        std::env::var_os("PATH")
+            .iter()
+            .flat_map(std::env::split_paths)
+            .map(|d| d.join(&bin))
+            .find(|p| p.is_file())
+            .with_context(|| format!("{} is not on PATH", bin.display()))?
+    };
+    let out = std::process::Command::new(&bin)
+        .arg("--version")
+        .output()
+        .with_context(|| format!("running {} --version", bin.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let version = text
+        .lines()
+        .find_map(|l| l.strip_prefix("etcd Version:"))
+        .map(|v| v.trim().to_string())
+        .with_context(|| format!("{} --version: {text}", bin.display()))?;
+    Ok((bin, version))
+}
+
+/// The machine-wide cluster lock, held while the cluster runs.
+fn cluster_lock() -> Result<nix::fcntl::Flock<std::fs::File>> {
+    use nix::fcntl::{Flock, FlockArg};
+    let path = "/tmp/warden-cluster.lock";
+    let t0 = Instant::now();
+    let mut said = None;
+    loop {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .with_context(|| format!("opening {path}"))?;
+        match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
+            Ok(l) => return Ok(l),
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                let mins = t0.elapsed().as_secs() / 60;
+                if said != Some(mins) {
+                    println!(
+                        "waiting for {path} (another cluster run holds it; this bench takes it itself, do not wrap it in flock), {mins} min so far"
+                    );
+                    said = Some(mins);
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            Err((_, e)) => return Err(e).with_context(|| format!("locking {path}")),
+        }
+    }
+}
+
+/// The directory holding an etcd `member` directory under `dir`.
+fn member_parent(dir: &Path, depth: u32) -> Option<std::path::PathBuf> {
+    if dir.join("member").is_dir() {
+        return Some(dir.to_path_buf());
+    }
+    if depth == 0 {
+        return None;
+    }
+    std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .find_map(|e| member_parent(&e.path(), depth - 1))
+}
+
+fn q(v: &[f64], p: f64) -> Option<f64> {
+    quantile(v, p)
+}
+
+fn db_bench(label: &str, size: u64) -> Result<()> {
+    let runs = runs()?;
+    let (etcd, version) = etcd_binary()?;
+    let flags = floor::Flags {
+        etcd: etcd.clone(),
+        // Above etcd's 2 GiB default, which a 2 GiB database would hit.
+        quota_backend_bytes: 8 << 30,
+        snapshot_count: 10_000,
+    };
+    let toml = format!(
+        "binary = \"{}\"\nquota_backend_bytes = {}\nsnapshot_count = {}\n",
+        etcd.display(),
+        flags.quota_backend_bytes,
+        flags.snapshot_count
+    );
+    // The fenced node's stale data, which its rejoin archived, for the floor.
+    let keep = tempfile::Builder::new()
+        .prefix("warden-dbbench-")
+        .tempdir_in("/var/tmp")
+        .context("creating the bench's temp dir")?;
+    let image = keep.path().join("image.etcd");
+    println!("failover-bench: etcd {version}, db size {label}, {runs} runs");
+    let timeout = Duration::from_secs(900);
+    let lock = cluster_lock()?;
+    let t0 = Instant::now();
+    let w = WardenCluster::start_tuned(2, Topology::TwoNode, &toml)?;
+    let all = w.nodes();
+    w.wait_voters(&all[0], &all, Duration::from_secs(120))?;
+    println!("cluster healthy after {:.1}s", t0.elapsed().as_secs_f64());
+    let ep = fill::url(w.client_addr("node1")?);
+    let f = fill::fill(&ep, size, "/fill", Some(&w.netns("node1")?))?;
+    println!(
+        "filled to {} (in use {}) in {:.1} s: {} small keys, {} large values",
+        mib(f.db_size),
+        mib(f.in_use),
+        f.took.as_secs_f64(),
+        f.small_keys,
+        f.large_puts
+    );
+    w.wait_voters(&all[0], &all, timeout)?;
+    let mut cycles = Vec::new();
+    for i in 1..=runs {
+        let c = crash_cycle(&w, "node2", &format!("/bench/{i}"), timeout)
+            .with_context(|| format!("run {i}\n{}", w.daemon_log_tail("node1")))?;
+        println!(
+            "run {i}/{runs}: crash->write {:.2}s fence->write {}s rejoin->voter {:.2}s ({} writes checked)",
+            secs(c.crash_to_write),
+            fmt(c.fence_to_write.map(secs)),
+            secs(c.rejoin_to_voter),
+            c.writes
+        );
+        cycles.push(c);
+        // The rejoin archived node2's stale copy: the last one is the floor's
+        // data (the fenced member's data as the power loss left it); the
+        // others are removed so archives of GBs do not pile up.
+        if i == runs {
+            let a = w.archives("node2")?;
+            let src = a
+                .first()
+                .and_then(|a| member_parent(a, 3))
+                .context("the rejoin left no archive of node2's data")?;
+            std::fs::rename(&src, &image)
+                .with_context(|| format!("moving {} to {}", src.display(), image.display()))?;
+        }
+        for a in w.archives("node2")? {
+            std::fs::remove_dir_all(&a).with_context(|| format!("removing {}", a.display()))?;
+        }
+    }
+    let (end_size, end_used) = fill::db_size(&ep, Some(&w.netns("node1")?)).unwrap_or((0, 0));
+    w.c.stop();
+    drop(lock);
+    println!(
+        "cluster stopped, lock released; the floor on {}",
+        image.display()
+    );
+    let mut floors: Vec<FloorRun> = Vec::new();
+    for i in 1..=runs {
+        let r = floor::run(&flags, &image, &keep.path().join("floor"), timeout)
+            .with_context(|| format!("floor run {i}"))?;
+        println!(
+            "floor {i}/{runs}: forced restart -> write {:.2}s, learner add -> promoted {:.2}s",
+            secs(r.forced_restart),
+            secs(r.learner_catch_up)
+        );
+        floors.push(r);
+    }
+    let s = summarise(&cycles);
+    let forced: Vec<f64> = floors.iter().map(|r| secs(r.forced_restart)).collect();
+    let learner: Vec<f64> = floors.iter().map(|r| secs(r.learner_catch_up)).collect();
+    let (fp50, fp95) = (q(&forced, 0.5), q(&forced, 0.95));
+    let (lp50, lp95) = (q(&learner, 0.5), q(&learner, 0.95));
+    let diff = s.fence_p50.zip(fp50).map(|(a, b)| a - b);
+    let ratio = s.rejoin_p50.zip(lp50).map(|(a, b)| a / b);
+    let spread = s.rejoin_p95.zip(s.rejoin_p50).map(|(a, b)| a / b);
+    let goal = |ok: Option<bool>| match ok {
+        Some(true) => "met",
+        Some(false) => "MISSED",
+        None => "n/a",
+    };
+    let g1 = goal(diff.map(|d| d <= 0.5));
+    let g2 = goal(s.rejoin_p50.zip(lp50).map(|(r, l)| r <= 1.2 * l + 1.0));
+    let g3 = goal(spread.map(|x| x <= 1.5));
+    let begin = format!("<!-- failover-bench-db etcd {version} {label}:begin -->");
+    let end = format!("<!-- failover-bench-db etcd {version} {label}:end -->");
+    let mut t = format!(
+        "{begin}\n### etcd {version}, {label} database\n\n\
+         `RUNS={runs} WARDEN_ETCD_BIN={} failover-bench --db-size {label}`: filled to {} (in use {}) in {:.0} s \
+         ({} small keys, {} large values); {} (in use {}) after the runs.\n\n\
+         | figure | p50 | p95 | plain etcd p50 | p95 | goal |\n|---|---|---|---|---|---|\n\
+         | fence → write | {} s | {} s | forced restart → write {} s | {} s | ≤ plain + 0.5 s: {} ({:+.2} s) |\n\
+         | crash → write | {} s | {} s | | | |\n\
+         | rejoin → voter | {} s | {} s | learner add → promoted {} s | {} s | ≤ 1.2 × plain + 1 s: {} (×{:.2}); p95 ≤ 1.5 × p50: {} (×{:.2}) |\n\n\
+         Per run (s): crash→write / fence→write / rejoin→voter; plain forced restart / learner catch-up\n\n",
+        etcd.display(),
+        mib(f.db_size),
+        mib(f.in_use),
+        f.took.as_secs_f64(),
+        f.small_keys,
+        f.large_puts,
+        mib(end_size),
+        mib(end_used),
+        fmt(s.fence_p50),
+        fmt(s.fence_p95),
+        fmt(fp50),
+        fmt(fp95),
+        g1,
+        diff.unwrap_or(f64::NAN),
+        fmt(s.crash_p50),
+        fmt(s.crash_p95),
+        fmt(s.rejoin_p50),
+        fmt(s.rejoin_p95),
+        fmt(lp50),
+        fmt(lp95),
+        g2,
+        ratio.unwrap_or(f64::NAN),
+        g3,
+        spread.unwrap_or(f64::NAN),
+    );
+    for (i, (c, r)) in cycles.iter().zip(&floors).enumerate() {
+        t.push_str(&format!(
+            "- run {}: {:.2} / {} / {:.2}; {:.2} / {:.2}\n",
+            i + 1,
+            secs(c.crash_to_write),
+            fmt(c.fence_to_write.map(secs)),
+            secs(c.rejoin_to_voter),
+            secs(r.forced_restart),
+            secs(r.learner_catch_up)
+        ));
+    }
+    t.push_str(&format!("{end}\n"));
+    let path = workspace().join("docs/benchmarks.md");
+    record_between(&path, &begin, &end, &t)?;
+    println!("{t}");
+    println!(
+        "failover-db: etcd {version} {label}: fence->write p50 {} s (plain {} s, {g1}); rejoin->voter p50 {} s p95 {} s (plain {} s, {g2}, spread {g3}) ({} runs)",
+        fmt(s.fence_p50),
+        fmt(fp50),
+        fmt(s.rejoin_p50),
+        fmt(s.rejoin_p95),
+        fmt(lp50),
+        s.n
+    );
+    Ok(())
+}
+
 fn main() -> ExitCode {
     if let Err(e) = warden_harness::teardown_on_signals() {
         eprintln!("failover-bench: {e:#}");
         return ExitCode::FAILURE;
     }
-    match bench() {
+    let res = match db_size_arg() {
+        Ok(Some((label, size))) => db_bench(&label, size),
+        Ok(None) => bench(),
+        Err(e) => Err(e),
+    };
+    match res {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("failover-bench: {e:#}");
