@@ -40,6 +40,12 @@ pub fn crash_cycle(
     let writer = w.writer(prefix, std::slice::from_ref(&survivor))?;
     let t = Instant::now();
     writer.wait_ack_after(Some(&survivor), t, timeout)?;
+    // A pair just formed (or whose leader just moved) may not have marked
+    // the survivor's data complete yet; a crash before that measures a
+    // refusal to force, not a failover.
+    crate::twonode::poll(&format!("{survivor}'s in-sync marker"), timeout, || {
+        Ok(w.in_sync(&survivor)?.then_some(()))
+    })?;
 
     let t_crash = Instant::now();
     w.c.crash(victim)?;

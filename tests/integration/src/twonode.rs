@@ -550,6 +550,14 @@ impl WardenCluster {
         Ok(out)
     }
 
+    /// Whether `node`'s daemon holds its in-sync marker (its data is known
+    /// to hold every acknowledged write: the one fact that lets it force a
+    /// new cluster once its peer is fenced). Read inside the node.
+    pub fn in_sync(&self, node: &str) -> Result<bool> {
+        let path = format!("/run/etcd-warden/{node}/in-sync");
+        Ok(self.c.exec(node, &["test", "-s", &path])?.status.success())
+    }
+
     /// The daemon's own word on why it does what it does (`reason` of its
     /// status, or its state).
     pub fn reason(&self, node: &str) -> Result<String> {
