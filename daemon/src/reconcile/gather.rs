@@ -236,9 +236,12 @@ pub(crate) async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
         Ok::<_, PcmkError>(out)
     };
     // Not a proof of anything, only where the leader belongs: a failed
-    // read means "no preference" and never fails the gathering.
+    // read means "no preference" and never fails the gathering. Only the
+    // loop's own passes decide a transfer, so only they read it.
+    let wants_winner =
+        s.topology == crate::config::Topology::TwoNode && matches!(trigger, Trigger::Reconcile);
     let winner = async {
-        if s.topology != crate::config::Topology::TwoNode {
+        if !wants_winner {
             return None;
         }
         pcmk.fence_race_winner(&names, deadline)
