@@ -89,7 +89,7 @@ fn delayed_of(primitive: Element<'_>, targets: Option<&[String]>) -> Vec<String>
             }
             let Some(v) = nv.attr("value") else { continue };
             if v.contains(':') {
-                for pair in v.split([';', ' ', '\t', '\n']).filter(|s| !s.is_empty()) {
+                for pair in split_list(v) {
                     if let Some((node, d)) = pair.split_once(':')
                         && positive_duration(d)
                     {
