@@ -593,7 +593,10 @@ fn s8_a_lone_node_after_a_total_outage_waits_and_says_why() {
     b.record = None;
     let d = decide(&f);
     assert!(d.first_act().is_none(), "{d:?}");
-    assert_eq!(d.outcome, Outcome::Failed);
+    // A start arrives only from a quorate Pacemaker, so this view is behind
+    // it: the start is held (a failed start counts against the node), not
+    // acted on.
+    assert_eq!(d.outcome, Outcome::Success);
     let (reason, cmd) = d.refusal().expect("a lone node refuses and says why");
     assert!(reason.contains("alone") && reason.contains(B), "{reason}");
     assert_eq!(cmd, "etcd-warden recover force-new-cluster --node n1");
@@ -721,6 +724,13 @@ fn s9_graceful_reboot_leaves_and_the_other_goes_on_without_forcing() {
     fence(&mut d, B, 150);
     assert!(!forces(&d));
     assert!(decide(&d).refusal().is_some());
+    // Its start is held, not failed: a failed start is fatal to the node in
+    // Pacemaker's eyes, and the node must still join once the peer is back.
+    d.trigger = Trigger::Start;
+    d.etcd = EtcdView::NotRunning;
+    let held = decide(&d);
+    assert!(held.refusal().is_some());
+    assert_eq!(held.outcome, Outcome::Success, "{held:?}");
 }
 
 // ---- S10 --------------------------------------------------------------------

@@ -352,6 +352,23 @@ pub(crate) async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                 {
                     st.epoch = st.epoch.max(e);
                 }
+                // A member that joined took the epoch of the record the
+                // leader's node had published then; a force moments before
+                // the join is published a pass later, so the join may carry
+                // the epoch before it. Quorate here with that node as a
+                // voter, this member is in its lineage now: take its epoch
+                // when higher, for the same cluster. Kept behind, the label
+                // would call this voter's data stale once the peer is lost
+                // and archive the one copy the peer needs for quorum.
+                for (node, (record, _)) in &attrs {
+                    if node != &s.node_name
+                        && voters.contains(node)
+                        && let Some(r) = record
+                        && r.cluster_id == Some(l.cluster_id)
+                    {
+                        st.epoch = st.epoch.max(r.epoch);
+                    }
+                }
                 st.voters = voters;
             }
         })?,

@@ -313,8 +313,10 @@ async fn s8_a_lone_node_after_a_total_outage_refuses_and_names_the_command() {
         b.online = false;
         b.expected_up = false;
     });
+    // Held, not failed: a start comes only from a quorate Pacemaker, so the
+    // lone view is behind it; the reason and command are still said.
     let reply = start(&r, &sim).await;
-    assert_eq!(reply.outcome, Outcome::Failed, "{reply:?}");
+    assert_eq!(reply.outcome, Outcome::Success, "{reply:?}");
     assert!(
         reply
             .reason
@@ -394,4 +396,23 @@ async fn a_slow_crm_mon_holds_the_pass_not_the_answer_of_a_monitor() {
     .expect("answered");
     assert!(started.elapsed() < Duration::from_secs(3));
     assert_eq!(reply.outcome, Outcome::Success, "{reply:?}");
+}
+
+#[tokio::test]
+async fn a_joined_voter_takes_the_epoch_its_peer_published_after_a_force() {
+    // A joined B's cluster with the epoch B had published before its force
+    // (B's new record came a pass later); promoted and quorate with B, its
+    // data is B's lineage: the next look raises its epoch to B's, so that
+    // losing B later does not make A's copy look stale.
+    let (_t, sim, r) = node(A);
+    sim.healthy(CLUSTER, 14, true);
+    sim.publish(B, record("n2-boot", true, 15, Some(CLUSTER)));
+    r.tick(&sim.ports()).await;
+    assert_eq!(sim.paths.read_state().unwrap().epoch, 15);
+    // Another cluster's record with a higher epoch changes nothing.
+    let (_t2, sim2, r2) = node(A);
+    sim2.healthy(CLUSTER, 14, true);
+    sim2.publish(B, record("n2-boot", true, 16, Some(CLUSTER + 1)));
+    r2.tick(&sim2.ports()).await;
+    assert_eq!(sim2.paths.read_state().unwrap().epoch, 14);
 }

@@ -57,7 +57,13 @@ impl Decider<'_> {
             return None;
         }
         let outcome = match f.trigger {
-            Trigger::Monitor | Trigger::Start => Outcome::Failed,
+            // Pacemaker starts nothing without quorum, so a start here means
+            // this view is behind the cluster's (a Pacemaker that restarted
+            // moments ago): held, not failed, as a failed start counts
+            // against this node until Pacemaker stops trying it at all. The
+            // next look, on fresh facts, decides.
+            Trigger::Start => self.held_outcome(),
+            Trigger::Monitor => Outcome::Failed,
             _ => Outcome::NotRunning,
         };
         Some(self.refuse_as(
@@ -178,12 +184,19 @@ impl Decider<'_> {
         }
         if f.data.departed {
             if let Some(proof) = peer_down_proof(f, peer) {
-                return self.refuse(
+                // Held, not failed: the peer holds the newest data and a
+                // fenced peer usually boots again, and then this node joins
+                // it. A failed start would end that path: Pacemaker treats
+                // it as fatal on this node (start-failure-is-fatal) and
+                // would never start it here again without a cleanup.
+                let outcome = self.held_outcome();
+                return self.refuse_as(
                     format!(
-                        "this node left the member list gracefully, so its data ends with its own removal and it can never form a cluster alone; peer {} is down ({proof})",
+                        "this node left the member list gracefully, so its data ends with its own removal and it can never form a cluster alone; peer {} is down ({proof}): this node joins it when it is back",
                         peer.name
                     ),
                     resolve::keep_data_of(&peer.name),
+                    outcome,
                 );
             }
             return self.hold(format!(

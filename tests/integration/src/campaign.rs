@@ -16,6 +16,7 @@
 //! any moment is survivable, not a moment chosen by an observed state.
 
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -28,6 +29,13 @@ use crate::writer::{self, Writer};
 pub const RECOVERY: Duration = Duration::from_secs(180);
 /// Deadline of the harness's own steps (a boot, a fence).
 const STEP: Duration = Duration::from_secs(120);
+
+/// Where the window fault's own clients write, each fault under a key
+/// prefix of its own numbered by [`WINDOW_FAULTS`].
+const WINDOW_PREFIX: &str = "/campaign-window";
+
+/// Window faults started in this process.
+static WINDOW_FAULTS: AtomicUsize = AtomicUsize::new(0);
 
 /// A small deterministic generator (xorshift64*): a seed replays a campaign.
 #[derive(Debug, Clone)]
@@ -446,7 +454,12 @@ pub fn apply(w: &WardenCluster, f: &Fault, rng: &mut Rng) -> Result<Vec<writer::
                     w.client_addr("node2")?,
                 ));
             }
-            let extra = Writer::start("/campaign-window", targets)?;
+            // Keys of their own for each window fault: a second one in the
+            // same round would otherwise write the same keys with the same
+            // values, and the first one's acknowledgements would read as
+            // lost (same value, later revision).
+            let k = WINDOW_FAULTS.fetch_add(1, Ordering::Relaxed);
+            let extra = Writer::start(&format!("{WINDOW_PREFIX}/w{k:05}"), targets)?;
             std::thread::sleep(*after);
             let loser = partition_until_fenced(w);
             own = extra.finish();
@@ -541,6 +554,22 @@ pub fn apply(w: &WardenCluster, f: &Fault, rng: &mut Rng) -> Result<Vec<writer::
             })();
             warden_harness::fence_agent::set_fails(w.c.root(), node, false)?;
             result?;
+            // Pacemaker retries a failed fence: a retry already in flight
+            // when the operator confirmed still runs, and now succeeds.
+            // On real hardware its reboot power-cycles the node, which
+            // then boots; the harness's fence agent only cuts power. So
+            // the node is powered on once no fence of it is pending, as
+            // the reboot would leave it, not before (a power-on before the
+            // retry ends is cut again and never booted).
+            poll(&format!("no pending fence of {node}"), STEP, || {
+                Ok((!w
+                    .c
+                    .crm_mon(survivor)?
+                    .fence_history
+                    .iter()
+                    .any(|e| e.target == *node && e.status == "pending"))
+                .then_some(()))
+            })?;
             power_on(w, node)?;
         }
         Fault::TotalOutage { first, gap } => {
@@ -649,7 +678,7 @@ fn judge(
     }
     for (what, set, pfx) in [
         ("writes", &*acks, prefix),
-        ("window writes", &window, "/campaign-window"),
+        ("window writes", &window, WINDOW_PREFIX),
     ] {
         if set.is_empty() {
             continue;
