@@ -71,7 +71,7 @@ Version: $version
 Architecture: $arch
 Maintainer: $maintainer
 Installed-Size: $installed_kb
-Depends: $shlibs, etcd-server, pacemaker, corosync
+Depends: $shlibs, etcd-server, pacemaker, corosync, procps
 Recommends: etcd-client
 Section: admin
 Priority: optional

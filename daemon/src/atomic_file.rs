@@ -81,7 +81,24 @@ impl From<WriteError> for std::io::Error {
 /// Replace `path` with `data` via a temp file in the same directory (the
 /// rename must not cross filesystems). The temp name is hidden and carries
 /// the process id, so two writers never share one; it is removed on failure.
+/// The file's mode is what the process umask leaves of 0666.
 pub(crate) fn write(path: &Path, data: &[u8], how: Replace) -> Result<(), WriteError> {
+    replace(path, data, how, None)
+}
+
+/// [`write`], with the file's mode set to `mode` whatever the umask: for
+/// files other users read (the report), written by a service whose umask
+/// keeps everything else private.
+pub(crate) fn write_with_mode(
+    path: &Path,
+    data: &[u8],
+    how: Replace,
+    mode: u32,
+) -> Result<(), WriteError> {
+    replace(path, data, how, Some(mode))
+}
+
+fn replace(path: &Path, data: &[u8], how: Replace, mode: Option<u32>) -> Result<(), WriteError> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -105,6 +122,17 @@ pub(crate) fn write(path: &Path, data: &[u8], how: Replace) -> Result<(), WriteE
             tmp: tmp.clone(),
             err,
         })?;
+        if let Some(mode) = mode {
+            use std::os::unix::fs::PermissionsExt;
+            // fchmod, unlike the mode given at creation, is not narrowed by
+            // the umask; set before the rename, so the file never appears
+            // under its name with another mode.
+            f.set_permissions(std::fs::Permissions::from_mode(mode))
+                .map_err(|err| WriteError::Write {
+                    tmp: tmp.clone(),
+                    err,
+                })?;
+        }
         f.write_all(data)
             .and_then(|()| f.sync_all())
             .map_err(|err| WriteError::Write {
@@ -159,5 +187,24 @@ mod tests {
             .unwrap_err()
             .into();
         assert_eq!(io.kind(), std::io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn the_given_mode_holds_under_a_private_umask() {
+        use nix::sys::stat::{Mode, umask};
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let shared = d.path().join("report.json");
+        let private = d.path().join("state.json");
+        // The shipped unit's umask; restored before any assertion can fail.
+        let old = umask(Mode::from_bits_truncate(0o077));
+        let r1 = write_with_mode(&shared, b"x", Replace::Fast, 0o644);
+        let r2 = write(&private, b"x", Replace::Fast);
+        umask(old);
+        r1.unwrap();
+        r2.unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&shared), 0o644);
+        assert_eq!(mode(&private), 0o600);
     }
 }

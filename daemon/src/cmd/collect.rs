@@ -176,7 +176,12 @@ pub(crate) fn run_collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
         let g = from_file(&cycle, path, &mut warn)?;
         let report = cycle.build(g, etcd);
         if let Some(out) = &args.output {
-            crate::atomic_file::write(out, report.to_json().as_bytes(), Replace::Fast)?;
+            crate::atomic_file::write_with_mode(
+                out,
+                report.to_json().as_bytes(),
+                Replace::Fast,
+                crate::report_cycle::REPORT_MODE,
+            )?;
         }
         report
     } else {

@@ -29,6 +29,13 @@ use corosync::{ConfState, agreeing_addresses, read_corosync_conf};
 pub use crm_xml::cib::corosync_conf;
 pub(crate) use files::{ReadError, read_capped, read_previous};
 
+/// The report file's mode. It holds no secret and is meant for dashboards
+/// and collectors running as other users; who may read it is decided by
+/// the directory it is written to (the daemon's `/run/etcd-warden` is
+/// `0750 root:haclient`), not by the service's umask, which keeps its
+/// other files private.
+pub(crate) const REPORT_MODE: u32 = 0o644;
+
 /// Where Pacemaker's CIB manager stores the CIB on a cluster node.
 pub(crate) const LIVE_CIB_FILE: &str = "/var/lib/pacemaker/cib/cib.xml";
 
@@ -228,8 +235,13 @@ impl Cycle {
         let g = self.gather(warn)?;
         let report = self.build(g, etcd);
         if let Some(out) = &self.output {
-            atomic_file::write(out, report.to_json().as_bytes(), Replace::Fast)
-                .map_err(CycleError::Write)?;
+            atomic_file::write_with_mode(
+                out,
+                report.to_json().as_bytes(),
+                Replace::Fast,
+                REPORT_MODE,
+            )
+            .map_err(CycleError::Write)?;
         }
         Ok(report)
     }

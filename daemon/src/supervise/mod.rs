@@ -11,6 +11,9 @@ pub(crate) mod user;
 
 use std::time::Duration;
 
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+
 use crate::etcd_conf::StartMode;
 
 /// What the supervisor knows about etcd's process.
@@ -154,4 +157,132 @@ pub(crate) fn same_process(pid: u32, start: u64) -> bool {
 /// Whether a process with this PID is alive (not a zombie).
 pub(crate) fn alive(pid: u32) -> bool {
     proc_stat(pid).is_some_and(|(state, _)| state != 'Z' && state != 'X')
+}
+
+/// The real uid and gid of `pid` (the `Uid:` and `Gid:` lines of
+/// /proc/PID/status).
+pub(crate) fn proc_owner(pid: u32) -> Option<(u32, u32)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let first = |key: &str| -> Option<u32> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    };
+    Some((first("Uid:")?, first("Gid:")?))
+}
+
+/// Send `sig` to the process group led by `pgid` (etcd's: it leads a group
+/// of its own). The shipped unit gives the daemon no `CAP_KILL`, so root may
+/// not signal etcd once etcd runs as its own user: the signal is then sent
+/// by `kill(1)` running as etcd's user and group, which may signal its own
+/// processes. Only that group is reached either way. A group that is gone
+/// counts as signalled.
+///
+/// Synchronous: `kill` is a short process, and this runs on the stop path
+/// and in `Drop`, where no runtime may be left to wait on.
+pub(crate) fn signal_group(pgid: u32, sig: Signal) -> Result<(), SuperviseError> {
+    use nix::errno::Errno;
+    let err = match killpg(Pid::from_raw(pgid as i32), sig) {
+        Ok(()) | Err(Errno::ESRCH) => return Ok(()),
+        Err(e) => e,
+    };
+    let fail = |why: String| {
+        SuperviseError::Stop(format!("cannot send {sig} to etcd's group {pgid}: {why}"))
+    };
+    if err != Errno::EPERM {
+        return Err(fail(err.to_string()));
+    }
+    let Some((uid, gid)) = proc_owner(pgid) else {
+        // Gone between the two looks.
+        return Ok(());
+    };
+    signal_group_as(pgid, sig, uid, gid)
+        .map_err(|why| fail(format!("root may not (EPERM), and {why}")))
+}
+
+/// Send `sig` to the group `pgid` by `kill(1)` running as `uid`:`gid` (no
+/// supplementary groups: std clears them when root switches uid).
+fn signal_group_as(pgid: u32, sig: Signal, uid: u32, gid: u32) -> Result<(), String> {
+    use std::os::unix::process::CommandExt;
+    let name = sig.as_str().trim_start_matches("SIG");
+    let out = std::process::Command::new("kill")
+        .args(["-s", name, "--", &format!("-{pgid}")])
+        .uid(uid)
+        .gid(gid)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .map_err(|e| format!("`kill` as uid {uid} did not run: {e}"))?;
+    if out.status.success() || !alive(pgid) {
+        return Ok(());
+    }
+    Err(format!(
+        "`kill` as uid {uid} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+
+    /// `sleep` as `nobody` in a process group of its own, as etcd runs.
+    fn sleeper_as_nobody() -> std::process::Child {
+        std::process::Command::new("sleep")
+            .arg("30")
+            .uid(65534)
+            .gid(65534)
+            .process_group(0)
+            .spawn()
+            .expect("sleep runs")
+    }
+
+    #[test]
+    fn owner_is_read_from_proc() {
+        let mut c = sleeper_as_nobody();
+        let owner = proc_owner(c.id());
+        let _ = c.kill();
+        let _ = c.wait();
+        assert_eq!(owner, Some((65534, 65534)));
+        assert_eq!(proc_owner(u32::MAX), None);
+    }
+
+    /// The path taken when the daemon lacks CAP_KILL: the signal is sent by
+    /// `kill` running as the group's owner, and reaches it.
+    #[test]
+    fn a_group_is_signalled_as_its_owner() {
+        use std::os::unix::process::ExitStatusExt;
+        let mut c = sleeper_as_nobody();
+        let r = signal_group_as(c.id(), Signal::SIGTERM, 65534, 65534);
+        let status = c.wait().expect("sleep is our child");
+        r.expect("kill as nobody");
+        assert_eq!(status.signal(), Some(Signal::SIGTERM as i32));
+    }
+
+    /// Another user's group is out of reach of `kill` as a third user: the
+    /// error says which uid tried.
+    #[test]
+    fn a_signal_as_the_wrong_user_is_an_error() {
+        let mut c = sleeper_as_nobody();
+        let r = signal_group_as(c.id(), Signal::SIGTERM, 1, 1);
+        let _ = c.kill();
+        let _ = c.wait();
+        let e = r.expect_err("uid 1 may not signal nobody's process");
+        assert!(e.contains("as uid 1 failed"), "{e}");
+    }
+
+    #[test]
+    fn a_group_that_is_gone_counts_as_signalled() {
+        let mut c = sleeper_as_nobody();
+        let pid = c.id();
+        let _ = c.kill();
+        let _ = c.wait();
+        signal_group(pid, Signal::SIGTERM).expect("gone is signalled");
+    }
 }

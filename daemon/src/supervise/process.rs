@@ -19,15 +19,14 @@ mod adopt;
 
 use adopt::parse_pid_file;
 
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use tokio::process::Command;
 use tokio::sync::{Mutex, watch};
 
@@ -236,6 +235,17 @@ impl Supervisor for ProcessSupervisor {
             .append(true)
             .mode(0o640)
             .open(&log_path)
+            // The unit's umask (0077) narrows the mode above to 0600 when
+            // the file is created: set it again so that the log stays
+            // readable by the file's group, as documented. Only on a file
+            // the daemon owns: once given to etcd's user, the file keeps
+            // the mode it had, and root without CAP_FOWNER may not chmod it.
+            .and_then(|f| {
+                if f.metadata()?.uid() == nix::unistd::geteuid().as_raw() {
+                    f.set_permissions(std::fs::Permissions::from_mode(0o640))?;
+                }
+                Ok(f)
+            })
             .map_err(|e| {
                 SuperviseError::Spawn(format!("cannot open {}: {e}", log_path.display()))
             })?;
@@ -315,11 +325,14 @@ impl Supervisor for ProcessSupervisor {
         // The same for a child and an adopted etcd: the task watching it
         // (wait or /proc poll) turns Stopping into Stopped.
         self.state_tx.send_replace(Inner::Stopping { pid });
-        let pgid = Pid::from_raw(pid as i32);
         // SIGCONT first: a SIGSTOPped etcd would otherwise sit on SIGTERM
-        // until the deadline.
-        let _ = killpg(pgid, Signal::SIGCONT);
-        let _ = killpg(pgid, Signal::SIGTERM);
+        // until the deadline. A signal that cannot be sent is logged; the
+        // deadline below still ends in SIGKILL.
+        for sig in [Signal::SIGCONT, Signal::SIGTERM] {
+            if let Err(e) = super::signal_group(pid, sig) {
+                tracing::warn!(pid, error = %e, "cannot signal etcd");
+            }
+        }
         let mut rx = self.state_tx.subscribe();
         let stopped = |st: &Inner| matches!(st, Inner::Stopped | Inner::Died { .. });
         // `is_ok_and` drops the read guard before `send_replace` below.
@@ -331,7 +344,9 @@ impl Supervisor for ProcessSupervisor {
             return Ok(true);
         }
         tracing::warn!(pid, ?grace, "etcd did not stop in time; sending SIGKILL");
-        let _ = killpg(pgid, Signal::SIGKILL);
+        if let Err(e) = super::signal_group(pid, Signal::SIGKILL) {
+            tracing::warn!(pid, error = %e, "cannot signal etcd");
+        }
         // `wait_for` answers with a read guard on the state. It must be gone
         // before `send_replace` takes the write lock: held through a
         // `match`, it deadlocked the daemon's runtime after every SIGKILL
@@ -375,7 +390,7 @@ impl Drop for ProcessSupervisor {
         // The daemon is going away without a stop (e.g. a panic): take etcd's
         // process group with it rather than leave an unsupervised etcd.
         if let Inner::Running { pid } | Inner::Stopping { pid } = *self.state_tx.borrow() {
-            let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+            let _ = super::signal_group(pid, Signal::SIGKILL);
         }
     }
 }
@@ -456,7 +471,7 @@ client_urls = ["http://127.0.0.1:{client}"]
         let pid = pid_rx.recv_timeout(Duration::from_secs(10)).unwrap();
         let answer = rx.recv_timeout(Duration::from_secs(20));
         // Whatever happened, the stub's group goes (by its own PID).
-        let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), Signal::SIGKILL);
         let (graceful, state) = answer
             .expect("the stop did not answer within 20 s (deadlock)")
             .unwrap();

@@ -271,7 +271,7 @@ fn check_contents(deb: &Path) {
         Duration::from_secs(30),
     );
     let depends = text(&depends.stdout);
-    for d in ["libc6", "etcd-server", "pacemaker", "corosync"] {
+    for d in ["libc6", "etcd-server", "pacemaker", "corosync", "procps"] {
         assert!(
             depends.split(',').any(|x| x.trim().starts_with(d)),
             "Depends lacks {d}: {depends}"

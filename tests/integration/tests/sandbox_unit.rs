@@ -10,6 +10,10 @@
 //!    archive directory passes in this layout.
 //! 2. With `autostart` (one node) it starts etcd as the `etcd` user in a
 //!    0700 data directory of `etcd`'s, and etcd answers a write.
+//! 3. etcd is killed: the daemon starts it again (reopening etcd's log,
+//!    etcd's file by then, without CAP_FOWNER) and it answers again; the
+//!    daemon's stop then signals etcd without CAP_KILL.
+//! 4. `systemd-analyze security` rates the unit at most 2.5.
 //!
 //! `WARDEN_UNIT=<file>` runs it against another unit file. The archive of a
 //! real member directory, after a fence, runs in `cluster_sandbox`.
@@ -181,14 +185,7 @@ fn the_units_sandbox_passes_the_archive_probe_and_runs_etcd_as_etcd() {
     let cfg = config(t.path(), &[("a", free_port(), client)], true, socket);
     let mut d = Daemon::start(&unit, &disk, &cfg, t.path().join("autostart.log"));
     let pid_file = disk.join("var/lib/etcd-warden/etcd.pid");
-    let pid: u32 = d.wait("etcd's PID file", || {
-        std::fs::read_to_string(&pid_file)
-            .ok()?
-            .split_whitespace()
-            .next()?
-            .parse()
-            .ok()
-    });
+    let pid: u32 = d.wait("etcd's PID file", || pid_in(&pid_file));
     let etcd = nix::unistd::User::from_name("etcd")
         .expect("the user database")
         .expect("no user etcd (Debian's etcd-server package creates it)");
@@ -219,6 +216,26 @@ fn the_units_sandbox_passes_the_archive_probe_and_runs_etcd_as_etcd() {
     });
     let member = std::fs::metadata(data.join("member")).expect("etcd's member dir");
     assert_eq!(member.uid(), etcd.uid.as_raw(), "member/ is etcd's");
+
+    // 3. etcd dies; the daemon starts it again under the same sandbox: its
+    //    log, now etcd's file, is opened again by a daemon without
+    //    CAP_FOWNER, and the stop below signals etcd without CAP_KILL.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("SIGKILL etcd");
+    let pid: u32 = d.wait("etcd started again", || {
+        pid_in(&pid_file).filter(|p| *p != pid)
+    });
+    d.wait("a write through the restarted etcd", || {
+        Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .args(["--endpoints", &endpoint, "put", "/sandbox", "again"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+    });
     drop(d);
     assert!(
         !Path::new(&format!("/proc/{pid}")).exists()
@@ -227,6 +244,16 @@ fn the_units_sandbox_passes_the_archive_probe_and_runs_etcd_as_etcd() {
                 .unwrap_or(true),
         "etcd {pid} outlived the daemon's stop"
     );
+}
+
+/// The PID the daemon's PID file names, once it names one.
+fn pid_in(pid_file: &Path) -> Option<u32> {
+    std::fs::read_to_string(pid_file)
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Empty directories to remove on drop.
@@ -238,4 +265,30 @@ impl Drop for Made {
             let _ = std::fs::remove_dir(p);
         }
     }
+}
+
+/// The shipped unit's exposure as `systemd-analyze security` rates it stays
+/// at or under 2.5 (systemd-analyze comes with `systemd`, a dependency of
+/// `systemd-container`, which `make deps` installs).
+#[test]
+fn the_units_exposure_is_at_most_2_5() {
+    let unit = std::env::var_os("WARDEN_UNIT")
+        .map(PathBuf::from)
+        .unwrap_or_else(sandbox::shipped_unit);
+    let out = Command::new("systemd-analyze")
+        .args(["security", "--offline=yes"])
+        .arg(&unit)
+        .output()
+        .expect("systemd-analyze runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let level: f64 = text
+        .lines()
+        .find_map(|l| {
+            l.split_once("Overall exposure level for ")?
+                .1
+                .split_once(": ")
+        })
+        .and_then(|(_, rest)| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no overall exposure in:\n{text}"));
+    assert!(level <= 2.5, "exposure {level} > 2.5:\n{text}");
 }

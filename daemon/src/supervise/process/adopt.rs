@@ -9,13 +9,12 @@
 use std::path::Path;
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 
 use super::{Inner, Previous, ProcessSupervisor, exited};
 use crate::config::Settings;
 use crate::etcd_conf::{self, StartMode};
-use crate::supervise::{SuperviseError, alive, is_frozen, proc_pgrp, same_process};
+use crate::supervise::{SuperviseError, alive, is_frozen, proc_pgrp, same_process, signal_group};
 
 /// How often an adopted etcd (not our child: no exit notification) is
 /// looked for in /proc.
@@ -235,12 +234,14 @@ fn config_changes(s: &Settings) -> Result<Vec<String>, String> {
 /// Stop the process group led by `pid` (not our child: polled, not waited
 /// for): SIGCONT, SIGTERM, SIGKILL after `grace`.
 async fn stop_group(pid: u32, grace: Duration) -> Result<(), SuperviseError> {
-    let pgid = Pid::from_raw(pid as i32);
     // A frozen process must be continued to act on SIGTERM.
-    let _ = killpg(pgid, Signal::SIGCONT);
-    let _ = killpg(pgid, Signal::SIGTERM);
+    for sig in [Signal::SIGCONT, Signal::SIGTERM] {
+        if let Err(e) = signal_group(pid, sig) {
+            tracing::warn!(pid, error = %e, "cannot signal the orphaned etcd");
+        }
+    }
     if !wait_gone(pid, grace).await {
-        let _ = killpg(pgid, Signal::SIGKILL);
+        signal_group(pid, Signal::SIGKILL)?;
         if !wait_gone(pid, Duration::from_secs(5)).await {
             return Err(SuperviseError::Stop(format!(
                 "orphaned etcd {pid} survived SIGKILL"
@@ -383,7 +384,11 @@ mod tests {
         let why = adoptable(&other_binary, etcd.0.id()).unwrap_err();
         assert!(why.contains("not the configured etcd binary"), "{why}");
         // Frozen: it could not answer.
-        nix::sys::signal::kill(Pid::from_raw(etcd.0.id() as i32), Signal::SIGSTOP).unwrap();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(etcd.0.id() as i32),
+            Signal::SIGSTOP,
+        )
+        .unwrap();
         let frozen = (0..100).any(|_| {
             std::thread::sleep(Duration::from_millis(10));
             is_frozen(etcd.0.id())
