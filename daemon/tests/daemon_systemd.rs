@@ -39,6 +39,7 @@ enum SdError {
     NoSuchUnit(String),
     UnitExists(String),
     InvalidArgs(String),
+    AlreadySubscribed(String),
 }
 
 fn unit_path(name: &str) -> OwnedObjectPath {
@@ -60,6 +61,8 @@ struct Manager {
     jobs: Arc<Mutex<u32>>,
     children: Arc<Mutex<Vec<u32>>>,
     log: std::path::PathBuf,
+    /// Bus names that called Subscribe().
+    subscribers: Arc<Mutex<std::collections::HashSet<String>>>,
 }
 
 struct UnitObj {
@@ -251,7 +254,17 @@ impl Manager {
         Ok(())
     }
 
-    fn subscribe(&self) {}
+    /// As systemd: a second Subscribe() from the same connection is an
+    /// error.
+    fn subscribe(&self, #[zbus(header)] hdr: zbus::message::Header<'_>) -> Result<(), SdError> {
+        let sender = hdr.sender().map(|s| s.to_string()).unwrap_or_default();
+        if !self.subscribers.lock().unwrap().insert(sender) {
+            return Err(SdError::AlreadySubscribed(
+                "Client is already subscribed.".into(),
+            ));
+        }
+        Ok(())
+    }
 
     #[zbus(signal)]
     async fn job_removed(
@@ -301,6 +314,7 @@ impl FakeSystemd {
             jobs: Arc::default(),
             children: children.clone(),
             log: dir.join("unit.log"),
+            subscribers: Arc::default(),
         };
         let addr = address.clone();
         let rt = std::thread::spawn(move || {

@@ -5,7 +5,9 @@
 //!
 //! Job outcomes are judged by the `JobRemoved` signal's result (`done`,
 //! `failed`, `timeout`, `canceled`), not by ActiveState alone; `Subscribe()` is
-//! called before any job is queued so that no signal is missed.
+//! called before the first job is queued so that no signal is missed, once
+//! per bus connection: systemd answers a second `Subscribe()` from the same
+//! connection with the error `AlreadySubscribed`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -78,6 +80,9 @@ pub(crate) trait Service {
 pub struct SystemdSupervisor {
     settings: Arc<Settings>,
     conn: OnceCell<zbus::Connection>,
+    /// `Subscribe()` succeeded on `conn` (a subscription lasts as long as
+    /// the connection).
+    subscribed: OnceCell<()>,
     op: Mutex<()>,
 }
 
@@ -92,6 +97,7 @@ impl SystemdSupervisor {
         SystemdSupervisor {
             settings,
             conn: OnceCell::new(),
+            subscribed: OnceCell::new(),
             op: Mutex::new(()),
         }
     }
@@ -147,7 +153,9 @@ impl SystemdSupervisor {
         Fut: Future<Output = zbus::Result<OwnedObjectPath>>,
     {
         use futures_util::StreamExt;
-        m.subscribe().await.map_err(dbus)?;
+        self.subscribed
+            .get_or_try_init(|| async { subscribed(m.subscribe().await) })
+            .await?;
         let mut removed = m.receive_job_removed().await.map_err(dbus)?;
         let job = queue().await.map_err(dbus)?;
         let wait = async {
@@ -166,6 +174,20 @@ impl SystemdSupervisor {
                 job.as_str()
             ))),
         }
+    }
+}
+
+/// The outcome of `Subscribe()`: systemd refuses a second subscription of
+/// the same connection with `AlreadySubscribed`, which means the signals
+/// already come.
+fn subscribed(r: zbus::Result<()>) -> Result<(), SuperviseError> {
+    match r {
+        Err(zbus::Error::MethodError(name, _, _))
+            if name.as_str() == "org.freedesktop.systemd1.AlreadySubscribed" =>
+        {
+            Ok(())
+        }
+        other => other.map_err(dbus),
     }
 }
 

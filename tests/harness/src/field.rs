@@ -69,6 +69,10 @@ pub struct FieldOptions {
     pub deb: PathBuf,
     /// Node names (two).
     pub names: Vec<String>,
+    /// Configuration drop-ins every node gets in
+    /// `/etc/etcd-warden/config.d/` before its first start, as an operator
+    /// writes them: (file name, TOML).
+    pub drop_ins: Vec<(String, String)>,
 }
 
 impl FieldOptions {
@@ -78,6 +82,7 @@ impl FieldOptions {
             suite: suite.to_owned(),
             deb: deb.to_owned(),
             names: vec!["node-a".into(), "node-b".into()],
+            drop_ins: Vec::new(),
         }
     }
 }
@@ -113,6 +118,8 @@ struct Inner {
     holders: Mutex<Vec<Child>>,
     bmcs: Mutex<Vec<(String, Child)>>,
     node_dirs: Vec<PathBuf>,
+    /// The cgroup directories made for the nodes (removed at teardown).
+    cgroups: Vec<PathBuf>,
     done: Mutex<bool>,
 }
 
@@ -155,6 +162,9 @@ impl Teardown for Inner {
                 let _ = Command::new("umount").arg("-l").arg(&root).status();
             }
         }
+        for g in &self.cgroups {
+            remove_cgroup(g);
+        }
         for mut h in self
             .holders
             .lock()
@@ -184,6 +194,60 @@ impl Teardown for Inner {
     }
 }
 
+/// Where the cgroup hierarchies that nspawn and the nodes' systemd use are
+/// mounted: the unified (v2) one and, on a hybrid host, the named v1
+/// `name=systemd` one.
+fn cgroup_mounts() -> Vec<PathBuf> {
+    let Ok(m) = fs::read_to_string("/proc/self/mounts") else {
+        return Vec::new();
+    };
+    m.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let (dir, fstype, opts) = (f.get(1)?, f.get(2)?, f.get(3)?);
+            (*fstype == "cgroup2"
+                || (*fstype == "cgroup" && opts.split(',').any(|o| o == "name=systemd")))
+            .then(|| PathBuf::from(dir))
+        })
+        .collect()
+}
+
+/// This process's cgroup in the hierarchy mounted at `mount`.
+fn own_cgroup(mount: &Path) -> String {
+    let v2 = fs::read_to_string("/proc/self/mounts")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split(' ').nth(1) == Some(&*mount.to_string_lossy()) && l.contains(" cgroup2 "));
+    fs::read_to_string("/proc/self/cgroup")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            let (_, rest) = l.split_once(':')?;
+            let (ctrl, path) = rest.split_once(':')?;
+            ((v2 && ctrl.is_empty()) || (!v2 && ctrl == "name=systemd")).then(|| path.to_owned())
+        })
+        .unwrap_or_else(|| "/".into())
+}
+
+/// Removes a cgroup directory and its children, deepest first (a cgroup
+/// with processes left is kept: a few retries while they are reaped).
+fn remove_cgroup(dir: &Path) {
+    fn rm(d: &Path) -> bool {
+        if let Ok(entries) = fs::read_dir(d) {
+            for e in entries.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    rm(&e.path());
+                }
+            }
+        }
+        fs::remove_dir(d).is_ok() || !d.exists()
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !rm(dir) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn is_mounted(p: &Path) -> bool {
     let Ok(m) = fs::read_to_string("/proc/self/mounts") else {
         return false;
@@ -201,6 +265,7 @@ pub struct FieldCluster {
     pub image: PathBuf,
     hacluster_password: String,
     bmc_password_file: PathBuf,
+    drop_ins: Vec<(String, String)>,
     /// Seconds each setup stage took, for the benchmarks.
     pub timings: Vec<(String, Duration)>,
 }
@@ -333,12 +398,31 @@ impl FieldCluster {
             .context("creating the field work directory")?
             .keep();
         let node_dirs: Vec<PathBuf> = opts.names.iter().map(|n| dir.join(n)).collect();
+        // Each node's processes in a cgroup of its own. nspawn puts the
+        // container under its own cgroup (`…/payload`); two nodes started
+        // from one cgroup would share one tree, and a unit of the same name
+        // on both (etcd-warden-etcd.service, corosync.service) would be one
+        // cgroup: `systemctl kill -s KILL` on one node (cgroup.kill) would
+        // kill the other node's processes too.
+        let group = dir
+            .file_name()
+            .context("the work directory has no name")?
+            .to_string_lossy()
+            .into_owned();
+        let cgroups: Vec<PathBuf> = cgroup_mounts()
+            .into_iter()
+            .map(|m| {
+                let own = own_cgroup(&m);
+                m.join(own.trim_start_matches('/')).join(&group)
+            })
+            .collect();
         let inner = Arc::new(Inner {
             dir: dir.clone(),
             mgmt_holder: Mutex::new(None),
             holders: Mutex::new(Vec::new()),
             bmcs: Mutex::new(Vec::new()),
             node_dirs: node_dirs.clone(),
+            cgroups: cgroups.clone(),
             done: Mutex::new(false),
         });
         teardown::register(Arc::downgrade(&inner) as std::sync::Weak<dyn Teardown>);
@@ -440,6 +524,28 @@ impl FieldCluster {
             // The package, as an operator copies it to the node.
             fs::copy(&opts.deb, root.join("root").join(&deb_name))
                 .with_context(|| format!("copying {} into {}", opts.deb.display(), n.name))?;
+            let mut join_cgroup = String::new();
+            for g in &cgroups {
+                let cg = g.join(&n.name);
+                fs::create_dir_all(&cg)
+                    .with_context(|| format!("creating the cgroup {}", cg.display()))?;
+                let _ = writeln!(join_cgroup, "echo 0 > {}/cgroup.procs", cg.display());
+            }
+            write_file(
+                &d.join("nspawn.sh"),
+                &format!(
+                    "#!/bin/sh\n\
+                     # The node's own cgroup (see FieldCluster::start), then the node.\n\
+                     {join_cgroup}\
+                     export SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1\n\
+                     exec systemd-nspawn --quiet --register=no --keep-unit \
+                     -M {name} --hostname={name} -D {dir}/root --network-namespace-path=/proc/{hp}/ns/net -b\n",
+                    dir = d.display(),
+                    name = n.name,
+                    hp = n.netns_holder
+                ),
+                0o755,
+            )?;
             write_file(
                 &d.join("launch.sh"),
                 &format!(
@@ -450,13 +556,9 @@ impl FieldCluster {
                      # systemd-nspawn (status 133) and so this process: the BMC then\n\
                      # reports power off, and IPMI power on boots the node again.\n\
                      echo $$ > {dir}/launcher.pid\n\
-                     export SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1\n\
-                     exec unshare --pid --fork --kill-child=SIGKILL systemd-nspawn --quiet --register=no --keep-unit \
-                     -M {name} --hostname={name} -D {dir}/root --network-namespace-path=/proc/{hp}/ns/net -b \
+                     exec unshare --pid --fork --kill-child=SIGKILL {dir}/nspawn.sh \
                      >>{dir}/console.log 2>&1 </dev/null\n",
                     dir = d.display(),
-                    name = n.name,
-                    hp = n.netns_holder
                 ),
                 0o755,
             )?;
@@ -504,6 +606,7 @@ impl FieldCluster {
             image,
             hacluster_password,
             bmc_password_file,
+            drop_ins: opts.drop_ins.clone(),
             timings,
         };
         // A setup that fails returns an error, not a panic: the journals
@@ -533,6 +636,8 @@ impl FieldCluster {
                 "journalctl --no-pager -n 120 -u pacemaker -u corosync
                  echo '--- etcd-warden (verbose) ---'
                  journalctl --no-pager -n 80 -o verbose -u etcd-warden | grep -E '^[^ ]|^    (MESSAGE|F_[A-Z_]+)='
+                 echo '--- systemd about etcd-warden-etcd.service (systemd backend) ---'
+                 journalctl --no-pager -n 20 _PID=1 | grep etcd-warden-etcd
                  crm_mon -1 -r",
             ) {
                 Ok(j) => eprintln!("--- {} journal ---\n{}{}", n.name, j.stdout, j.stderr),
@@ -756,6 +861,25 @@ impl FieldCluster {
             Duration::from_secs(20),
         )?
         .ok()?;
+        for (file, body) in &self.drop_ins {
+            ensure!(
+                !file.is_empty() && !file.contains('/'),
+                "bad drop-in name {file:?}"
+            );
+            self.node_cmd_stdin(
+                name,
+                &[
+                    "sh",
+                    "-c",
+                    &format!(
+                        "mkdir -p /etc/etcd-warden/config.d && cat > /etc/etcd-warden/config.d/{file}"
+                    ),
+                ],
+                body,
+                Duration::from_secs(20),
+            )?
+            .ok()?;
+        }
         self.node_sh_ok(name, "systemctl enable --now etcd-warden")?;
         // The hacluster password, on stdin only.
         self.node_cmd_stdin(

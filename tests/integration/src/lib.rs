@@ -12,6 +12,8 @@
 //!   lost writes, broken order, split brain and a pair that stays stuck.
 //! - [`fill`]: bringing an etcd to a production-like database size, and a
 //!   steady write load.
+//! - [`field`]: the field cluster's package, writers, checks and power-cut
+//!   cycle (nodes booted with systemd, see `warden_harness::field`).
 //! - [`floor`]: plain etcd's forced restart and learner catch-up on a copy of
 //!   the same data, the floor of the failover figures.
 //! - [`twonode`]: a Pacemaker cluster with an etcd-warden daemon in every node,
@@ -21,6 +23,7 @@
 pub mod bench;
 pub mod bins;
 pub mod campaign;
+pub mod field;
 pub mod fill;
 pub mod floor;
 pub mod gateway;

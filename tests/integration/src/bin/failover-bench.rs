@@ -15,6 +15,16 @@
 //! `/tmp/warden-cluster.lock` itself, for the cluster phase only (do not wrap
 //! it in `flock`), and records its table in its own section of
 //! docs/benchmarks.md.
+//!
+//! `failover-bench --field` measures the same three figures on the field
+//! cluster (two Debian nodes booted with systemd as PID 1, the `.deb`, pcs,
+//! fencing by `fence_ipmilan` over IPMI; see `warden_harness::field`): one
+//! cluster, booted once, `RUNS` times (default 5) node-b loses power through
+//! its BMC, is fenced, powered on and rejoins. It takes
+//! `/tmp/warden-field.lock` itself (do not wrap it in `flock`) and records
+//! its table in its own section of docs/benchmarks.md, beside the namespace
+//! one. `failover-bench --both` runs the namespace half, then the field half,
+//! in one process (the namespace half needs the cluster lock as usual).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -100,6 +110,24 @@ fn last_line(s: &Summary) -> String {
     )
 }
 
+/// One line per run: crash → write / fence → write / rejoin → voter / writes.
+fn run_lines(cycles: &[Cycle]) -> String {
+    cycles
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            format!(
+                "- run {}: {:.2} / {} / {:.2} / {}\n",
+                i + 1,
+                secs(c.crash_to_write),
+                fmt(c.fence_to_write.map(secs)),
+                secs(c.rejoin_to_voter),
+                c.writes
+            )
+        })
+        .collect()
+}
+
 fn section(s: &Summary, cycles: &[Cycle], runs: usize) -> String {
     let mut t = format!(
         "{BEGIN}\n## Failover on the namespace harness\n\n\
@@ -120,16 +148,7 @@ fn section(s: &Summary, cycles: &[Cycle], runs: usize) -> String {
         fmt(s.rejoin_p50),
         fmt(s.rejoin_p95),
     );
-    for (i, c) in cycles.iter().enumerate() {
-        t.push_str(&format!(
-            "- run {}: {:.2} / {} / {:.2} / {}\n",
-            i + 1,
-            secs(c.crash_to_write),
-            fmt(c.fence_to_write.map(secs)),
-            secs(c.rejoin_to_voter),
-            c.writes
-        ));
-    }
+    t.push_str(&run_lines(cycles));
     t.push_str(&format!("\n`{}`\n{END}\n", last_line(s)));
     t
 }
@@ -161,7 +180,7 @@ fn record_between(path: &Path, begin: &str, end: &str, section: &str) -> Result<
     std::fs::rename(&tmp, path).with_context(|| format!("renaming into {}", path.display()))
 }
 
-fn bench() -> Result<()> {
+fn bench() -> Result<Summary> {
     let runs = runs()?;
     println!("failover-bench: {runs} runs; starting a two-node cluster");
     let t0 = Instant::now();
@@ -194,27 +213,44 @@ fn bench() -> Result<()> {
     record(&path, &section(&s, &cycles, runs))?;
     println!("recorded in {}", path.display());
     println!("{}", last_line(&s));
-    Ok(())
+    Ok(s)
 }
 
-/// The `--db-size` argument, if any.
-fn db_size_arg() -> Result<Option<(String, u64)>> {
+/// What the command line asks for.
+enum Mode {
+    /// The namespace cluster (no argument).
+    Namespace,
+    /// `--db-size SIZE`.
+    DbSize(String, u64),
+    /// `--field`: the field cluster only.
+    Field,
+    /// `--both`: the namespace cluster, then the field cluster.
+    Both,
+}
+
+const USAGE: &str =
+    "usage: failover-bench [--db-size SIZE | --field | --both] (RUNS=N in the environment)";
+
+fn mode_arg() -> Result<Mode> {
     let mut args = std::env::args().skip(1);
-    let mut size = None;
+    let mut mode = None;
     while let Some(a) = args.next() {
-        match a.as_str() {
+        let m = match a.as_str() {
             "--db-size" => {
                 let v = args
                     .next()
                     .context("--db-size needs a size such as 100M, 1G or 2G")?;
-                size = Some((v.clone(), fill::parse_size(&v)?));
+                let size = fill::parse_size(&v)?;
+                Mode::DbSize(v, size)
             }
-            other => anyhow::bail!(
-                "unknown argument {other:?}; usage: failover-bench [--db-size SIZE] (RUNS=N in the environment)"
-            ),
-        }
+            "--field" => Mode::Field,
+            "--both" => Mode::Both,
+            other => anyhow::bail!("unknown argument {other:?}; {USAGE}"),
+        };
+        ensure!(mode.is_none(), "one of --db-size, --field, --both; {USAGE}");
+        mode = Some(m);
     }
-    Ok(size)
+    Ok(mode.unwrap_or(Mode::Namespace))
 }
 
 /// The etcd binary as an absolute path (the daemon's configuration wants
@@ -247,8 +283,12 @@ fn etcd_binary() -> Result<(std::path::PathBuf, String)> {
 
 /// The machine-wide cluster lock, held while the cluster runs.
 fn cluster_lock() -> Result<nix::fcntl::Flock<std::fs::File>> {
+    lock("/tmp/warden-cluster.lock")
+}
+
+/// The exclusive lock `path`, waited for with a line a minute.
+fn lock(path: &str) -> Result<nix::fcntl::Flock<std::fs::File>> {
     use nix::fcntl::{Flock, FlockArg};
-    let path = "/tmp/warden-cluster.lock";
     let t0 = Instant::now();
     let mut said = None;
     loop {
@@ -464,9 +504,11 @@ fn main() -> ExitCode {
         eprintln!("failover-bench: {e:#}");
         return ExitCode::FAILURE;
     }
-    let res = match db_size_arg() {
-        Ok(Some((label, size))) => db_bench(&label, size),
-        Ok(None) => bench(),
+    let res = match mode_arg() {
+        Ok(Mode::DbSize(label, size)) => db_bench(&label, size),
+        Ok(Mode::Namespace) => bench().map(|_| ()),
+        Ok(Mode::Field) => field_bench(None),
+        Ok(Mode::Both) => bench().and_then(|s| field_bench(Some(&s))),
         Err(e) => Err(e),
     };
     match res {
@@ -476,4 +518,141 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+const FIELD_BEGIN: &str =
+    "<!-- failover-bench-field:begin (rewritten by `failover-bench --field`) -->";
+const FIELD_END: &str = "<!-- failover-bench-field:end -->";
+
+/// `RUNS` for the field cluster: default 5 (a cycle there takes a minute).
+fn field_runs() -> Result<usize> {
+    if std::env::var("RUNS").is_ok_and(|s| !s.trim().is_empty()) {
+        runs()
+    } else {
+        Ok(5)
+    }
+}
+
+/// The field half: the power-cut cycle of field_power `RUNS` times on one
+/// booted field cluster. `namespace` holds the namespace half's figures
+/// when the same process measured them (`--both`).
+fn field_bench(namespace: Option<&Summary>) -> Result<()> {
+    use warden_integration::field;
+    let runs = field_runs()?;
+    let suite = field::suite();
+    println!("failover-bench --field: {runs} runs on Debian {suite} field nodes");
+    let _lock = lock("/tmp/warden-field.lock")?;
+    let t0 = Instant::now();
+    let (c, _work) = field::cluster_on(&suite)?;
+    field::wait_all_voters(&c, "node-a", Duration::from_secs(120))?;
+    let setup = t0.elapsed();
+    println!("field cluster healthy after {:.1}s", secs(setup));
+    let versions = c
+        .node_sh_ok(
+            "node-a",
+            "dpkg-query -W -f='${Package} ${Version}\\n' pacemaker corosync etcd-server fence-agents-ipmilan",
+        )?
+        .stdout
+        .lines()
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut cycles = Vec::new();
+    let mut writes = Vec::new();
+    for i in 1..=runs {
+        let w = field::writer(&c, &format!("/bench-field/{i}"))?;
+        let p = field::power_cycle(&c, &w, "node-b").with_context(|| format!("field run {i}"))?;
+        let n = field::check_writes(&c, w, "node-a")
+            .with_context(|| format!("checking field run {i}'s writes"))?;
+        println!(
+            "field run {i}/{runs}: power off->dead {:.2}s dead->write {:.2}s fence->write {}s power off->fence seen {:.2}s \
+             power on->booted {:.2}s rejoin->voter {:.2}s ({n} writes checked)",
+            secs(p.gone),
+            secs(p.crash_to_write),
+            fmt(p.fence_to_write.map(secs)),
+            secs(p.fenced),
+            secs(p.on_to_booted),
+            secs(p.rejoin_to_voter),
+        );
+        // Each rejoin archives node-b's old member directory; the bench's
+        // archives are of no use and would pile up on the node's disk.
+        field::remove_archives(&c, "node-b")?;
+        cycles.push(Cycle {
+            crash_to_write: p.crash_to_write,
+            fence_to_write: p.fence_to_write,
+            crash_to_fence: Some(p.fenced),
+            rejoin_to_voter: p.rejoin_to_voter,
+            writes: n,
+        });
+        writes.push(p);
+    }
+    drop(c);
+    let s = summarise(&cycles);
+    let booted: Vec<f64> = writes.iter().map(|p| secs(p.on_to_booted)).collect();
+    let gone: Vec<f64> = writes.iter().map(|p| secs(p.gone)).collect();
+    let ns = |f: fn(&Summary) -> Option<f64>| {
+        namespace
+            .map(|n| format!("{} s", fmt(f(n))))
+            .unwrap_or_else(|| "see above".into())
+    };
+    let mut t = format!(
+        "{FIELD_BEGIN}\n## Failover on field nodes\n\n\
+         Measured with `make failover-bench-field FIELD_RUNS={runs}` (`RUNS={runs} failover-bench --field`, \
+         release daemon and agent in the `.deb`): \
+         two Debian {suite} nodes booted with systemd as PID 1 ({versions}), the cluster made with pcs, \
+         fencing by `fence_ipmilan` over IPMI to OpenIPMI `ipmi_sim` BMCs (`stonith-action=off`); one cluster \
+         (set up in {:.0} s), node-b loses power through its BMC {runs} times; a client writes to both nodes' etcd \
+         throughout and every acknowledged write is read back after each run. {}\n\n\
+         | figure | field p50 | field p95 | namespace p50 |\n|---|---|---|---|\n\
+         | fence done (Pacemaker's fence history) → first acknowledged write on the survivor | {} s | {} s | {} |\n\
+         | node dead (its last process gone) → first acknowledged write on the survivor | {} s | {} s | {} |\n\
+         | IPMI power off → node dead (the BMC's SIGTERM to the node's launcher, then the kill of every process) | {} s | {} s | |\n\
+         | IPMI power off → the fence's success seen in crm_mon (polled every 0.5 s) | {} s | {} s | |\n\
+         | IPMI power on → node booted (systemd `running`) | {} s | {} s | |\n\
+         | IPMI power on → voter again | {} s | {} s | {} |\n\n\
+         Per run (s): node dead→write / fence→write / power on→voter / writes checked\n\n",
+        secs(setup),
+        if namespace.is_some() {
+            "The namespace column is from the same process (`failover-bench --both`)."
+        } else {
+            "The namespace column refers to the section above, measured by a separate `failover-bench` \
+             (a combined run is `failover-bench --both`, or `failover-bench` then `failover-bench --field` in one session)."
+        },
+        fmt(s.fence_p50),
+        fmt(s.fence_p95),
+        ns(|n| n.fence_p50),
+        fmt(s.crash_p50),
+        fmt(s.crash_p95),
+        ns(|n| n.crash_p50),
+        fmt(quantile(&gone, 0.5)),
+        fmt(quantile(&gone, 0.95)),
+        fmt(s.crash_fence_p50),
+        fmt(quantile(
+            &cycles
+                .iter()
+                .filter_map(|c| c.crash_to_fence)
+                .map(secs)
+                .collect::<Vec<_>>(),
+            0.95
+        )),
+        fmt(quantile(&booted, 0.5)),
+        fmt(quantile(&booted, 0.95)),
+        fmt(s.rejoin_p50),
+        fmt(s.rejoin_p95),
+        ns(|n| n.rejoin_p50),
+    );
+    t.push_str(&run_lines(&cycles));
+    let last = format!(
+        "failover-field: fence->write p50 {} s p95 {} s; crash->write p50 {} s; rejoin->voter p50 {} s ({} runs)",
+        fmt(s.fence_p50),
+        fmt(s.fence_p95),
+        fmt(s.crash_p50),
+        fmt(s.rejoin_p50),
+        s.n
+    );
+    t.push_str(&format!("\n`{last}`\n{FIELD_END}\n"));
+    let path = workspace().join("docs/benchmarks.md");
+    record_between(&path, FIELD_BEGIN, FIELD_END, &t)?;
+    println!("recorded in {}", path.display());
+    println!("{last}");
+    Ok(())
 }
