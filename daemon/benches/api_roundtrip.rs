@@ -126,6 +126,7 @@ fn start(bin: &str, name: &str) -> Target {
 /// Each request goes to every target, in alternating order; one line per
 /// target.
 fn measure_all(what: &str, n: usize, targets: &[Target], f: impl Fn(&Client)) {
+    let load_before = load_average();
     let mut t: Vec<Vec<Duration>> = vec![Vec::with_capacity(n); targets.len()];
     for _ in 0..n / 10 {
         for x in targets {
@@ -155,6 +156,16 @@ fn measure_all(what: &str, n: usize, targets: &[Target], f: impl Fn(&Client)) {
             t[t.len() - 1]
         );
     }
+    println!(
+        "  (load average before: {load_before}; after: {})",
+        load_average()
+    );
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
 }
 
 fn main() {

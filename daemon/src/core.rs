@@ -583,10 +583,14 @@ impl Core {
         // The work runs as a task of its own: when the deadline passes, the
         // reply goes out and the work (e.g. a stop's SIGKILL) still finishes;
         // a shutdown waits for it (bounded, see `crate::tasks`).
+        // Boxed once here: each wrapper on the way into the task (the
+        // watchdog ticket, the cancellation, the tracker) would otherwise
+        // copy the whole future, which holds the live check's etcd calls.
         let me = self.clone();
-        let work = self
-            .work
-            .spawn_action(deadline, async move { me.do_action(req, deadline).await });
+        let work = self.work.spawn_action(
+            deadline,
+            Box::pin(async move { me.do_action(req, deadline).await }),
+        );
         let reply = match tokio::time::timeout(deadline, work).await {
             Ok(Ok(Some(r))) => r,
             Ok(Ok(None)) => ActionReply {

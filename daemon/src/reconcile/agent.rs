@@ -26,8 +26,14 @@ pub(crate) async fn action<P: Pacemaker, E: EtcdOps, S: Supervisor>(
     req: &ActionRequest,
     budget: Duration,
 ) -> ActionReply {
+    // Boxed: the reconciler's future holds a whole pass (gather, decide,
+    // every step) and is many times larger than the live check below.
+    // Inline, every action's future carried that size even without
+    // failover, and each layer that moves the future (the owned task, its
+    // cancellation wrapper, the task cell) copied it: the monitor's round
+    // trip spent more time in memcpy than in routing.
     if let Some(f) = failover
-        && let Some(r) = f.action(ports, req, budget).await
+        && let Some(r) = Box::pin(f.action(ports, req, budget)).await
     {
         return r;
     }
