@@ -19,7 +19,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, bail, ensure};
 
 use crate::gateway;
 use crate::twonode::{Topology, WardenCluster, poll};
@@ -653,10 +653,7 @@ pub fn round(w: &WardenCluster, n: usize, rng: &mut Rng) -> (Vec<Fault>, Verdict
             Verdict::Stuck(format!("heal: {e:#}; {}", reasons(w))),
         );
     }
-    let recovered = w
-        .wait_voters("node1", &all, RECOVERY)
-        .and_then(|_| w.wait_started(&all, RECOVERY).map(|_| ()));
-    if let Err(e) = recovered {
+    if let Err(e) = recovered(w, &all) {
         return (faults, Verdict::Stuck(format!("{e:#}; {}", reasons(w))));
     }
     // A write or two once recovered, so the check covers the whole round.
@@ -664,6 +661,31 @@ pub fn round(w: &WardenCluster, n: usize, rng: &mut Rng) -> (Vec<Fault>, Verdict
     let _ = writer.wait_ack_after(None, t, Duration::from_secs(30));
     let mut acks = writer.finish();
     (faults, judge(w, &mut acks, &prefix, window, &all))
+}
+
+/// Waits until the pair is back to full strength and Pacemaker has
+/// nothing left to do. Two voters seen while an action is still in flight
+/// prove nothing: a stop begun by a fault (standby, a reboot) may be about
+/// to take one of them out of the member list again. So: the cluster idle
+/// (no pending action), two voters answering, etcd started on both, and
+/// still idle afterwards (else once more, within the same deadline).
+fn recovered(w: &WardenCluster, all: &[String]) -> Result<()> {
+    let deadline = Instant::now() + RECOVERY;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        w.c.wait_idle("node1", left)?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        w.wait_voters("node1", all, left)?;
+        w.wait_started(all, deadline.saturating_duration_since(Instant::now()))?;
+        // Idle at once: nothing was scheduled while we looked.
+        if w.c.wait_idle("node1", Duration::from_secs(1)).is_ok() {
+            return Ok(());
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "Pacemaker still busy after {RECOVERY:?}"
+        );
+    }
 }
 
 fn judge(

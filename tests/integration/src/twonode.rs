@@ -550,6 +550,17 @@ impl WardenCluster {
         Ok(out)
     }
 
+    /// The copies of etcd's write-ahead log that `node`'s daemon kept before
+    /// a forced restart (`<archive dir>/<time>-wal-before-force-epoch-N`),
+    /// oldest first.
+    pub fn wal_copies(&self, node: &str) -> Result<Vec<PathBuf>> {
+        let root = self.c.node_dir(node)?;
+        let mut out = Vec::new();
+        find_named(&root, 4, "-wal-before-force-epoch-", &mut out);
+        out.sort();
+        Ok(out)
+    }
+
     /// Whether `node`'s daemon holds its in-sync marker (its data is known
     /// to hold every acknowledged write: the one fact that lets it force a
     /// new cluster once its peer is fenced). Read inside the node.
@@ -584,6 +595,23 @@ fn find_archives(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) {
             out.push(p);
         } else if depth > 0 {
             find_archives(&p, depth - 1, out);
+        }
+    }
+}
+
+fn find_named(dir: &Path, depth: u32, needle: &str, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if !p.is_dir() {
+            continue;
+        }
+        if e.file_name().to_string_lossy().contains(needle) {
+            out.push(p);
+        } else if depth > 0 {
+            find_named(&p, depth - 1, needle, out);
         }
     }
 }

@@ -79,6 +79,31 @@ fn s1_s3_s11_bootstrap_crash_fence_rejoin_archive() {
     assert_eq!(c1, cid, "forcing a new cluster keeps the cluster id");
     assert_eq!(ms.len(), 1, "the survivor is alone: {ms:?}");
 
+    // Before forcing, the survivor kept its write-ahead log's tail (the
+    // entries a forced restart may drop), apart from the archives of whole
+    // data that a restore may pick.
+    let copies = w.wal_copies(survivor).or_fail(&w);
+    assert_eq!(copies.len(), 1, "one WAL copy per force: {copies:?}");
+    let segments: Vec<_> = std::fs::read_dir(copies[0].join("wal"))
+        .map(|rd| rd.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(
+        segments
+            .iter()
+            .any(|p| p.extension().is_some_and(|x| x == "wal")
+                && p.metadata().is_ok_and(|m| m.len() > 0)),
+        "the WAL copy {} holds no segment: {segments:?}",
+        copies[0].display()
+    );
+    assert!(
+        copies[0].join("reason").is_file(),
+        "the WAL copy says why it exists"
+    );
+    assert!(
+        w.archives(survivor).or_fail(&w).is_empty(),
+        "the WAL copy must not read as an archive of whole data"
+    );
+
     // The peer comes back: archives its stale data, joins as a learner, is
     // promoted to voter.
     w.boot(victim, SETTLE).or_fail(&w);
