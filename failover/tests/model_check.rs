@@ -9,7 +9,7 @@
 //! healthy cluster and both HA runs explore their whole state space; the
 //! test asserts that.
 
-use warden_failover::model::explore::{Report, explore};
+use warden_failover::model::explore::{Counterexample, Model, Report, explore};
 use warden_failover::model::{Config, EtcdModel, Event, Initial, State};
 use warden_failover::{Mutation, Policy};
 
@@ -223,7 +223,12 @@ fn the_power_loss_window_is_found_when_modelled() {
     );
 }
 
-fn expect_violation(mutation: Mutation, rule: &str, mut config: Config, depth: usize) {
+fn expect_violation(
+    mutation: Mutation,
+    rule: &str,
+    mut config: Config,
+    depth: usize,
+) -> Counterexample<Event, State> {
     config.policy = Policy {
         mutation: Some(mutation),
     };
@@ -233,6 +238,7 @@ fn expect_violation(mutation: Mutation, rule: &str, mut config: Config, depth: u
         .unwrap_or_else(|| panic!("{mutation:?}: the checker found no violation"));
     eprintln!("{mutation:?} caught:\n{}", cx.render());
     assert_eq!(cx.violation.rule, rule, "{mutation:?}: {}", cx.render());
+    cx
 }
 
 #[test]
@@ -489,4 +495,276 @@ fn config_with(mut config: Config, mutation: Mutation) -> Config {
         mutation: Some(mutation),
     };
     config
+}
+
+/// Pacemaker begins no start (and no fence) while another start is in
+/// flight, and a start ends as the daemon's start action ends: the real
+/// `decide` keeps every rule, and the pair settles after any one fault.
+#[test]
+fn serial_starts_hold() {
+    let config = Config {
+        serial_starts: true,
+        ..Config::two_node()
+    };
+    let report = expect_holds_report(
+        "serial starts",
+        config,
+        depth_from_env(80),
+        &[
+            "fenced",
+            "forced a new cluster",
+            "rejoined as voter after a force",
+            "left the member list",
+            "write acknowledged",
+        ],
+    );
+    expect_complete("serial starts", &report);
+}
+
+/// Two power losses in any order and at any moment (the survivor lost
+/// while the fenced node returns, before it is added, as a learner, right
+/// after its promotion; power losses in a row; a total outage), with
+/// Pacemaker's serial starts: once the faults stop, the pair settles with
+/// two voters. Graceful stops are left out: an etcd exit between a leaving
+/// node's departure record and its removal strands the pair (see
+/// docs/failover.md, "Findings and the traces that catch them").
+#[test]
+fn two_faults_settle_with_serial_starts() {
+    let config = Config {
+        serial_starts: true,
+        liveness_faults: 2,
+        graceful_stops: false,
+        ..Config::two_node()
+    };
+    let report = expect_holds_report(
+        "serial starts, settling after two faults",
+        config,
+        depth_from_env(80),
+        &[
+            "fenced",
+            "forced a new cluster",
+            "rejoined as voter after a force",
+            "learner added",
+            "write acknowledged",
+        ],
+    );
+    expect_complete("serial starts, settling after two faults", &report);
+}
+
+/// The start action before: it returned only once etcd ran. The returning
+/// node's start waits for its peer's etcd, Pacemaker begins no start of the
+/// peer while it is in flight, and the pair waits on itself.
+#[test]
+fn a_start_waiting_inside_its_action_is_caught_as_a_stuck_pair() {
+    let config = Config {
+        serial_starts: true,
+        liveness_faults: 2,
+        graceful_stops: false,
+        ..Config::two_node()
+    };
+    let cx = expect_violation(Mutation::StartWaitsInAction, "liveness", config, 80);
+    assert!(
+        cx.events
+            .iter()
+            .filter(|e| matches!(e, Event::Crash(_)))
+            .count()
+            == 2,
+        "{}",
+        cx.render()
+    );
+}
+
+/// Fencing fails and an operator confirms, with Pacemaker's serial starts
+/// and two faults: the pair settles with the real `decide`.
+#[test]
+fn an_operators_confirm_settles_after_two_faults() {
+    let config = Config {
+        fence_fails: true,
+        serial_starts: true,
+        liveness_faults: 2,
+        graceful_stops: false,
+        ..Config::two_node()
+    };
+    let report = expect_holds_report(
+        "operator confirm, serial starts, two faults",
+        config,
+        depth_from_env(80),
+        &[
+            "fenced",
+            "forced a new cluster",
+            "rejoined as voter after a force",
+        ],
+    );
+    expect_complete("operator confirm, serial starts, two faults", &report);
+}
+
+/// The same with the start action before: after the confirm and the
+/// confirmed node's return, the two starts wait on each other.
+#[test]
+fn a_start_waiting_after_an_operators_confirm_is_caught() {
+    let config = Config {
+        fence_fails: true,
+        serial_starts: true,
+        liveness_faults: 2,
+        graceful_stops: false,
+        ..Config::two_node()
+    };
+    let cx = expect_violation(Mutation::StartWaitsInAction, "liveness", config, 80);
+    assert!(
+        cx.events.iter().any(|e| matches!(e, Event::Confirm(..))),
+        "{}",
+        cx.render()
+    );
+}
+
+/// The forced restart before: the new epoch was written first, and a power
+/// loss before the restart left it on the old two-member data. The fenced
+/// peer, back, calls its data stale and archives it; the forcing node's
+/// member waits for that peer's vote: no voter can ever get quorum again
+/// without an operator. (The real rule raises the epoch only once the
+/// forced membership shows; `two_faults_settle_with_serial_starts` covers
+/// a power loss at every step of a force.)
+#[test]
+fn an_epoch_written_before_the_forced_restart_is_caught() {
+    let config = Config {
+        liveness_faults: 2,
+        graceful_stops: false,
+        ..Config::two_node()
+    };
+    let cx = expect_violation(Mutation::EpochBeforeForce, "liveness", config, 80);
+    assert!(
+        matches!(cx.events.last(), Some(Event::Crash(_))),
+        "{}",
+        cx.render()
+    );
+}
+
+/// The in-sync marker before: a flag for the boot, naming no data and not
+/// cleared when etcd exits. A node whose member directory went missing
+/// rejoins as a learner and is promoted (marker set), its etcd exits, the
+/// peer goes on without it, and it rejoins again: the marker from the
+/// first membership now vouches for an empty learner. The real marker
+/// (cleared whenever etcd is found not running, and valid only for the
+/// cluster, member and epoch it names) never does:
+/// `lost_member_dirs_never_lose_a_write` checks the same invariant.
+#[test]
+fn a_marker_outliving_an_etcd_exit_is_caught() {
+    let config = Config {
+        lose_member_dir: true,
+        check_liveness: false,
+        ..Config::two_node()
+    };
+    let cx = expect_violation(Mutation::MarkerOutlivesEtcdExit, "rule 2", config, 80);
+    assert!(
+        cx.events.iter().any(|e| matches!(e, Event::EtcdCrash(_))),
+        "{}",
+        cx.render()
+    );
+}
+
+/// The daemon carries a decision's whole plan out on the facts of one
+/// gathering (not one step per look), and gathers again only right before a
+/// forced restart: the real `decide` keeps every rule, and the pair
+/// settles after any one fault.
+#[test]
+fn plans_carried_out_on_one_gathering_hold() {
+    let config = Config {
+        plans: true,
+        ..Config::two_node()
+    };
+    let report = expect_holds_report(
+        "plans",
+        config,
+        depth_from_env(80),
+        &[
+            "fenced",
+            "forced a new cluster",
+            "rejoined as voter after a force",
+            "left the member list",
+            "write acknowledged",
+        ],
+    );
+    expect_complete("plans", &report);
+}
+
+/// Everything added for compound faults at once: serial starts, whole
+/// plans, and settling checked after any two power losses, partitions,
+/// etcd crashes or daemon restarts.
+#[test]
+fn plans_and_serial_starts_settle_after_two_faults() {
+    let config = Config {
+        plans: true,
+        serial_starts: true,
+        liveness_faults: 2,
+        graceful_stops: false,
+        ..Config::two_node()
+    };
+    let report = expect_holds_report(
+        "plans, serial starts, settling after two faults",
+        config,
+        depth_from_env(80),
+        &[
+            "fenced",
+            "forced a new cluster",
+            "rejoined as voter after a force",
+            "write acknowledged",
+        ],
+    );
+    expect_complete("plans, serial starts, settling after two faults", &report);
+}
+
+/// The forced restart before: carried out on the facts its plan was made
+/// from. Maintenance mode goes on between the decision and the restart,
+/// and etcd is forced while the operator works by hand. The fresh
+/// gathering right before the force sees the pause and abandons it
+/// (`maintenance_mode_pauses_every_step` holds with the same check).
+#[test]
+fn a_force_on_its_plans_facts_is_caught_in_maintenance() {
+    let config = Config {
+        maintenance: true,
+        plans: true,
+        check_liveness: false,
+        ..Config::two_node()
+    };
+    let cx = expect_violation(Mutation::ForceOnPlanFacts, "maintenance", config, 40);
+    assert!(
+        cx.events
+            .iter()
+            .any(|e| matches!(e, Event::Maintenance(true))),
+        "{}",
+        cx.render()
+    );
+}
+
+/// Fencing fails, the lost node is off, and an operator confirms it: the
+/// survivor forces and runs alone while its peer stays off (a directed
+/// trace: the liveness check powers every node on, which would end this
+/// wait without the confirm).
+#[test]
+fn after_an_operators_confirm_the_survivor_runs_alone() {
+    let model = EtcdModel::new(Config {
+        fence_fails: true,
+        ..Config::two_node()
+    });
+    let mut s = model.init().remove(0);
+    for e in [Event::Write(0), Event::Crash(0), Event::Confirm(1, 0)] {
+        s = model
+            .apply(&s, &e)
+            .unwrap_or_else(|| panic!("{e:?} changed nothing"));
+    }
+    // n2's daemon looks and acts until nothing changes; n1 stays off.
+    for _ in 0..20 {
+        for e in [Event::Observe(1), Event::Act(1), Event::SyncCib] {
+            if let Some(next) = model.apply(&s, &e) {
+                s = next;
+            }
+        }
+    }
+    let n2 = &s.nodes[1];
+    let alone = n2.etcd
+        && n2
+            .data
+            .as_ref()
+            .is_some_and(|d| d.epoch == 1 && d.config.len() == 1 && d.log == [1]);
+    assert!(alone, "n2 does not run alone after the confirm:\n{s:?}");
 }

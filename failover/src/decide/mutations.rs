@@ -45,6 +45,26 @@ pub enum Mutation {
     /// missing data volumes were modelled): after a total outage with the
     /// data volumes unmounted, an empty cluster replaces the data.
     BootstrapOverHistory,
+    /// The daemon's start action returns only once etcd runs (the rule
+    /// before starts that hold back returned at once with the reason): a
+    /// start that waits for its peer holds up the peer's start, which
+    /// Pacemaker does not begin while an action is in flight, and the
+    /// pair waits on itself (a model switch: `decide` is unchanged).
+    StartWaitsInAction,
+    /// A forced restart writes its new epoch into the state file before
+    /// it restarts etcd alone (the rule before the epoch was an intent
+    /// until the forced membership shows): a power loss in between leaves
+    /// the new epoch on the old two-member data (a model switch).
+    EpochBeforeForce,
+    /// The in-sync marker is a plain flag for the boot: the daemon does
+    /// not clear it when it finds etcd not running, and it names no data,
+    /// so it outlives an etcd exit, an archive and a rejoin (a model
+    /// switch).
+    MarkerOutlivesEtcdExit,
+    /// A forced restart goes ahead on the facts its plan was made from,
+    /// with no fresh gathering right before it (a model switch, with
+    /// `plans`).
+    ForceOnPlanFacts,
 }
 
 /// How `decide` behaves under the model checker's tests.

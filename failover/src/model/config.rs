@@ -53,6 +53,26 @@ pub struct Config {
     /// A `Maintenance` event turns Pacemaker's `maintenance-mode` on or off
     /// (one fault each): Pacemaker starts and stops nothing meanwhile.
     pub maintenance: bool,
+    /// Two-node: Pacemaker begins a node's start only while no start is in
+    /// flight in its partition, and holds fencing meanwhile (the controller
+    /// runs a new transition only once every action of the current one has
+    /// ended). A start ends as the daemon's start action does: at once when
+    /// its decision reports success, waiting or not; a start that waits
+    /// until its deadline fails, and a failed start is not retried
+    /// (`start-failure-is-fatal`), so the model lets it wait forever.
+    pub serial_starts: bool,
+    /// Check that the pair settles (see `check_liveness`) from every state
+    /// reached with at most this many faults (1 by default: a second fault
+    /// can leave a pair that only an operator may resume, e.g. a total
+    /// outage that takes a member directory).
+    pub liveness_faults: u8,
+    /// `GracefulStop` faults (on by default).
+    pub graceful_stops: bool,
+    /// The daemon carries out a decision's whole plan on the facts of one
+    /// gathering, as the daemon does, rather than deciding again after
+    /// each step (with or without it, a forced restart is preceded by a
+    /// fresh gathering, and abandoned unless that leads to the same force).
+    pub plans: bool,
     /// Starting point.
     pub initial: Initial,
     /// At most this many fault events (crash, partition, etcd crash, daemon
@@ -89,6 +109,10 @@ impl Config {
             prior_fences: false,
             fence_fails: false,
             maintenance: false,
+            serial_starts: false,
+            liveness_faults: 1,
+            graceful_stops: true,
+            plans: false,
             initial: Initial::Healthy,
             max_faults: 2,
             max_writes: 1,
@@ -112,6 +136,10 @@ impl Config {
             prior_fences: false,
             fence_fails: false,
             maintenance: false,
+            serial_starts: false,
+            liveness_faults: 1,
+            graceful_stops: true,
+            plans: false,
             initial: Initial::Healthy,
             max_faults: 1,
             max_writes: 1,

@@ -1,12 +1,14 @@
 //! A daemon's two halves: deciding from what it observes, and carrying
 //! the decided step out later.
 
-use crate::decide::decide_with;
-use crate::decision::{StartMode, Step};
+use warden_api::Outcome;
+
+use crate::decide::{Mutation, decide_with};
+use crate::decision::{Decision, StartMode, Step};
 use crate::facts::Trigger;
 
 use super::state::{ClaimM, Data, Entry, State};
-use super::{EtcdModel, ID_BASE, connected, name, running_data, tick};
+use super::{EtcdModel, ID_BASE, connected, name, running_data, start_in_flight, tick};
 
 impl EtcdModel {
     pub(super) fn carry_out(&self, s: &mut State, x: usize, step: &Step) {
@@ -108,10 +110,22 @@ impl EtcdModel {
             Step::ClearClaim => s.nodes[x].claim = None,
             Step::ForceNewCluster { epoch } => {
                 let window = self.config.power_loss_window;
+                let epoch_first = self.config.policy.mutation == Some(Mutation::EpochBeforeForce);
                 let node = &mut s.nodes[x];
                 let Some(d) = node.data.as_mut() else {
                     return;
                 };
+                let new = u8::try_from(*epoch).unwrap_or(u8::MAX);
+                if epoch_first && d.epoch != new {
+                    // The rule before: the new epoch goes into the state
+                    // file first (fsync), etcd is stopped, and the forced
+                    // restart follows as a second half of the same step,
+                    // which a power loss or a daemon restart can cut off.
+                    d.epoch = new;
+                    node.etcd = false;
+                    node.pending = Some(step.clone());
+                    return;
+                }
                 if window {
                     d.log.truncate(d.commit);
                 }
@@ -254,8 +268,24 @@ impl EtcdModel {
     /// Observe and decide: keep the first acting step for `Act`; with none,
     /// the pending OCF action completes.
     pub(super) fn observe(&self, s: &mut State, x: usize) {
+        if self.force_half_done(s, x) {
+            // The executor is between the two halves of a forced restart
+            // (`EpochBeforeForce`): no gathering runs meanwhile.
+            return;
+        }
+        if self.config.serial_starts
+            && s.nodes[x].queued
+            && s.nodes[x].quorate
+            && !s.maintenance
+            && !start_in_flight(s, x)
+        {
+            // Pacemaker begins this node's start (it starts nothing without
+            // quorum, and nothing while another action is in flight).
+            s.nodes[x].queued = false;
+        }
         // The daemon clears the marker whenever it finds etcd not running.
-        if !s.nodes[x].etcd {
+        if !s.nodes[x].etcd && self.config.policy.mutation != Some(Mutation::MarkerOutlivesEtcdExit)
+        {
             s.nodes[x].in_sync = false;
         }
         let facts = self.facts(s, x);
@@ -284,10 +314,23 @@ impl EtcdModel {
         // daemon (which carries a plan out within the pass that made it):
         // with nothing to do now, nothing older is carried out later.
         s.nodes[x].pending = decision.first_act().cloned();
+        s.nodes[x].plan = if self.config.plans {
+            decision
+                .steps
+                .iter()
+                .filter(|st| st.acts())
+                .skip(1)
+                .cloned()
+                .collect()
+        } else {
+            Vec::new()
+        };
         match decision.first_act() {
             Some(_) => {}
             None => match facts.trigger {
-                Trigger::Start if s.nodes[x].etcd => s.nodes[x].started = true,
+                Trigger::Start if self.start_returns(&decision, s.nodes[x].etcd) => {
+                    s.nodes[x].started = true;
+                }
                 Trigger::Stop if !s.nodes[x].etcd => {
                     let at = tick(s);
                     s.nodes[x].stopped_at = Some(at);
@@ -296,5 +339,66 @@ impl EtcdModel {
                 _ => {}
             },
         }
+    }
+
+    /// Whether a start action ends with this decision (which acts on
+    /// nothing). Without `serial_starts` the model lets it end once etcd
+    /// runs. With it, as the daemon's start action does: once the decision
+    /// reports success (a start that holds back for its peer or an operator
+    /// reports success at once, with the reason), or, the rule before
+    /// (`StartWaitsInAction`), only once etcd runs.
+    fn start_returns(&self, decision: &Decision, etcd: bool) -> bool {
+        if !self.config.serial_starts
+            || self.config.policy.mutation == Some(Mutation::StartWaitsInAction)
+        {
+            return etcd;
+        }
+        // A start that leaves etcd degraded (a sole voter, a learner
+        // catching up) has succeeded (`finished` in the daemon).
+        matches!(decision.outcome, Outcome::Success | Outcome::Degraded)
+    }
+
+    /// `EpochBeforeForce` only: `x` wrote a forced restart's epoch and has
+    /// not restarted etcd yet.
+    fn force_half_done(&self, s: &State, x: usize) -> bool {
+        let node = &s.nodes[x];
+        match (&node.pending, &node.data) {
+            (Some(Step::ForceNewCluster { epoch }), Some(d)) => {
+                self.config.policy.mutation == Some(Mutation::EpochBeforeForce)
+                    && u64::from(d.epoch) == *epoch
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether a fresh gathering right before the forced restart `step`
+    /// leads to the very same force, as the daemon checks before it
+    /// restarts etcd with `--force-new-cluster`. The rule before
+    /// (`ForceOnPlanFacts`) forced on the facts its decision was made
+    /// from, however old. Every other step is carried out on those facts.
+    pub(super) fn force_still_decided(&self, s: &State, x: usize, step: &Step) -> bool {
+        if !matches!(step, Step::ForceNewCluster { .. })
+            || self.config.policy.mutation == Some(Mutation::ForceOnPlanFacts)
+        {
+            return true;
+        }
+        if self.config.policy.mutation == Some(Mutation::EpochBeforeForce)
+            && s.nodes[x].data.as_ref().is_some_and(|d| {
+                Step::ForceNewCluster {
+                    epoch: u64::from(d.epoch),
+                } == *step
+            })
+        {
+            // The second half of the rule before's forced restart: the same
+            // executor step as the first, with no gathering between.
+            return true;
+        }
+        let mut fresh = s.clone();
+        // The gathering clears the marker of an etcd that is not running.
+        if !fresh.nodes[x].etcd {
+            fresh.nodes[x].in_sync = false;
+        }
+        let again = decide_with(&self.facts(&fresh, x), &self.config.policy);
+        again.steps.contains(step)
     }
 }

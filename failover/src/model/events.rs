@@ -1,10 +1,11 @@
 //! The environment's and the daemons' events, and what each does to the
 //! state.
 
+use crate::decision::Step;
 use crate::facts::Topology;
 
 use super::state::{CibCopy, Lost, Seen, State};
-use super::{EtcdModel, connected, is_voter, running_data, tick};
+use super::{EtcdModel, connected, is_voter, name, running_data, start_in_flight, tick};
 
 /// Environment and daemon events.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -130,6 +131,10 @@ impl EtcdModel {
                     }
                 }
             }
+            Event::Fence(x, _) if self.config.serial_starts && start_in_flight(&s, x) => {
+                // Pacemaker holds the fence until the start in flight ends.
+                return None;
+            }
             Event::Fence(x, y) => {
                 let at = tick(&mut s);
                 s.fences.push((y, at));
@@ -204,6 +209,7 @@ impl EtcdModel {
             Event::DaemonRestart(y) => {
                 s.faults += 1;
                 s.nodes[y].pending = None;
+                s.nodes[y].plan.clear();
             }
             Event::LoseJoinRecord(y) => {
                 s.faults += 1;
@@ -287,7 +293,26 @@ impl EtcdModel {
             Event::Observe(x) => self.observe(&mut s, x),
             Event::Act(x) => {
                 let step = s.nodes[x].pending.take()?;
-                self.carry_out(&mut s, x, &step);
+                if !s.nodes[x].plan.is_empty() {
+                    s.nodes[x].pending = Some(s.nodes[x].plan.remove(0));
+                }
+                if self.force_still_decided(&s, x, &step) {
+                    if s.maintenance && matches!(step, Step::ForceNewCluster { .. }) {
+                        s.broken = Some((
+                            "maintenance",
+                            format!(
+                                "{} restarted etcd with --force-new-cluster while Pacemaker was in maintenance mode",
+                                name(x)
+                            ),
+                        ));
+                    }
+                    self.carry_out(&mut s, x, &step);
+                } else {
+                    // The fresh facts no longer lead to this force: the
+                    // daemon abandons it, and the rest of the plan.
+                    s.nodes[x].pending = None;
+                    s.nodes[x].plan.clear();
+                }
             }
         }
         self.settle_etcd(&mut s);
@@ -349,7 +374,7 @@ impl EtcdModel {
                     if node.pending.is_some() {
                         out.push(Event::DaemonRestart(x));
                     }
-                    if node.target && node.started && !s.maintenance {
+                    if node.target && node.started && !s.maintenance && self.config.graceful_stops {
                         out.push(Event::GracefulStop(x));
                     }
                     if self.config.join_records {

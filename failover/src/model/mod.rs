@@ -112,10 +112,12 @@ impl EtcdModel {
             seen: vec![Seen::Never; self.n()],
             cib: vec![CibCopy::default(); self.n()],
             pending: None,
+            plan: Vec::new(),
             configured: true,
             retired: false,
             joins: vec![None; self.n()],
             clock_behind: false,
+            queued: self.config.serial_starts,
         }
     }
 
@@ -240,7 +242,7 @@ impl Model for EtcdModel {
     }
 
     fn check_settles(&self, s: &State) -> Result<(), Violation> {
-        if !self.config.check_liveness || s.faults > 1 {
+        if !self.config.check_liveness || s.faults > self.config.liveness_faults {
             return Ok(());
         }
         self.settle(s)
@@ -343,4 +345,13 @@ fn is_voter(d: &Data, x: usize) -> bool {
         && d.config
             .iter()
             .any(|e| e.node == x && e.id == d.member && !e.learner)
+}
+
+/// With `serial_starts`: a start action is in flight in `x`'s partition
+/// (Pacemaker begins no other action there until it ends).
+fn start_in_flight(s: &State, x: usize) -> bool {
+    (0..s.nodes.len()).any(|z| {
+        let n = &s.nodes[z];
+        connected(s, x, z) && n.target && !n.started && !n.queued
+    })
 }

@@ -171,6 +171,9 @@ pub struct Node {
     pub cib: Vec<CibCopy>,
     /// A step decided but not yet carried out.
     pub pending: Option<Step>,
+    /// With `plans`: the acting steps of the same decision after
+    /// `pending`, carried out in order on the facts it was made from.
+    pub plan: Vec<Step>,
     /// In Pacemaker's configuration.
     pub configured: bool,
     /// Taken out of service for good (replaced).
@@ -181,6 +184,10 @@ pub struct Node {
     /// The node's clock was stepped back: its notes read 0, earlier than
     /// every fence.
     pub clock_behind: bool,
+    /// With `serial_starts`: Pacemaker wants etcd started here but has not
+    /// begun the start action yet (another start is in flight, or the
+    /// partition has no quorum).
+    pub queued: bool,
 }
 
 /// The whole system.

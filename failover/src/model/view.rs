@@ -17,7 +17,7 @@ impl EtcdModel {
             Trigger::Reconcile
         } else if !me.target && me.stopped_at.is_none() {
             Trigger::Stop
-        } else if me.target && !me.started {
+        } else if me.target && !me.started && !me.queued {
             Trigger::Start
         } else {
             Trigger::Reconcile
@@ -225,6 +225,9 @@ impl EtcdModel {
 pub(super) fn resource_state(n: &Node) -> ResourceState {
     match (n.target, n.etcd, n.started) {
         (true, true, _) | (true, false, true) => ResourceState::Started,
+        // A start Pacemaker has not begun: the probe found etcd not
+        // running, and the history holds no start or stop of this boot.
+        (true, false, false) if n.queued => ResourceState::Unknown,
         (true, false, false) => ResourceState::Starting,
         (false, true, _) => ResourceState::Stopping,
         (false, false, _) => match n.stopped_at {
