@@ -128,25 +128,8 @@ impl Config {
         Config {
             topology: Topology::Ha,
             nodes: 3,
-            spare: false,
-            disk_swap: false,
-            lose_member_dir: false,
-            join_records: false,
-            clock_steps: false,
-            prior_fences: false,
-            fence_fails: false,
-            maintenance: false,
-            serial_starts: false,
-            liveness_faults: 1,
-            graceful_stops: true,
-            plans: false,
-            initial: Initial::Healthy,
             max_faults: 1,
-            max_writes: 1,
-            power_loss_window: false,
-            check_liveness: true,
-            policy: Policy::default(),
-            unchecked: &[],
+            ..Config::two_node()
         }
     }
 }

@@ -4,7 +4,7 @@
 use crate::decision::Step;
 use crate::facts::Topology;
 
-use super::state::{CibCopy, Lost, Seen, State};
+use super::state::{CibCopy, Lost, Node, Seen, State};
 use super::{EtcdModel, connected, is_voter, name, running_data, start_in_flight, tick};
 
 /// Environment and daemon events.
@@ -65,17 +65,22 @@ pub enum Event {
 }
 
 impl EtcdModel {
+    /// `y` as a fresh boot numbered `boot`, with what its disks hold (data,
+    /// archives, the state file of a lost member directory) and nothing
+    /// else.
+    fn with_disks(&self, s: &mut State, y: usize, boot: u8) -> Node {
+        let mut node = self.fresh_node(boot);
+        node.data = s.nodes[y].data.take();
+        node.archives = s.nodes[y].archives;
+        node.lost = s.nodes[y].lost;
+        node
+    }
+
     pub(super) fn power_off(&self, s: &mut State, y: usize) {
         let boot = s.nodes[y].boot;
-        let data = s.nodes[y].data.take();
-        let archives = s.nodes[y].archives;
-        let lost = s.nodes[y].lost;
-        let mut node = self.fresh_node(boot);
+        let mut node = self.with_disks(s, y, boot);
         node.power = false;
         node.pcmk = false;
-        node.data = data;
-        node.archives = archives;
-        node.lost = lost;
         s.nodes[y] = node;
         // Pacemaker purges the transient attributes of a node that is gone.
         for other in s.nodes.iter_mut() {
@@ -151,14 +156,7 @@ impl EtcdModel {
             }
             Event::PowerOn(y) => {
                 let boot = s.nodes[y].boot.saturating_add(1);
-                let data = s.nodes[y].data.take();
-                let archives = s.nodes[y].archives;
-                let lost = s.nodes[y].lost;
-                let mut node = self.fresh_node(boot);
-                node.data = data;
-                node.archives = archives;
-                node.lost = lost;
-                s.nodes[y] = node;
+                s.nodes[y] = self.with_disks(&mut s, y, boot);
                 for x in 0..n {
                     if x != y && s.nodes[x].pcmk && connected(&s, x, y) {
                         self.join(&mut s, x, y);

@@ -19,7 +19,12 @@
 //!   crashes, graceful stops, client writes (acknowledged when a quorum of the
 //!   writer's membership persisted them), learner catch-up;
 //! - the daemon observes and acts in two separate events, so that it can act
-//!   on facts that are stale by then, exactly as a real daemon can.
+//!   on facts that are stale by then, exactly as a real daemon can (with
+//!   `plans`, a decision's whole plan), except a forced restart, before
+//!   which it gathers the facts afresh;
+//! - with `serial_starts`, Pacemaker's transitions: no start or fence begins
+//!   while a start is in flight, and a start ends as the daemon's start
+//!   action ends.
 //!
 //! etcd is modelled by its externally visible rules: a member with quorum
 //! accepts writes; membership changes need quorum and reach every connected
