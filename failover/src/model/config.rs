@@ -68,6 +68,12 @@ pub struct Config {
     pub liveness_faults: u8,
     /// `GracefulStop` faults (on by default).
     pub graceful_stops: bool,
+    /// The liveness check accepts a pair that does not settle when a
+    /// member directory is missing and the nodes refuse, each refusal
+    /// naming a node with the newest data (the intended end when no
+    /// automatic path is safe: the operator restores the directory, or
+    /// forces from the data left, accepting the commit-index risk).
+    pub refusal_ends: bool,
     /// The daemon carries out a decision's whole plan on the facts of one
     /// gathering, as the daemon does, rather than deciding again after
     /// each step (with or without it, a forced restart is preceded by a
@@ -112,6 +118,7 @@ impl Config {
             serial_starts: false,
             liveness_faults: 1,
             graceful_stops: true,
+            refusal_ends: false,
             plans: false,
             initial: Initial::Healthy,
             max_faults: 2,

@@ -8,7 +8,7 @@ use crate::facts::Topology;
 use super::events::Event;
 use super::explore::{Model, Violation};
 use super::render::render_trail;
-use super::state::{Seen, State};
+use super::state::{Node, Seen, State};
 use super::{EtcdModel, is_voter, name, running_data};
 
 impl EtcdModel {
@@ -128,7 +128,7 @@ impl EtcdModel {
                 && self.quorate(&s, x)
                 && self.group(&s, x).len() == want
         });
-        if !whole {
+        if !whole && !self.refusal_names_the_newest(&s) {
             let why: Vec<String> = configured
                 .iter()
                 .map(|&x| {
@@ -148,5 +148,36 @@ impl EtcdModel {
         }
         self.settled.borrow_mut().extend(round_starts);
         Ok(())
+    }
+
+    /// With `refusal_ends`: the pair is stuck on purpose. A member
+    /// directory is missing (only an operator can bring it back, or accept
+    /// the risk of forcing from the data left), a node refuses, and every
+    /// refusal names, in its command, a node whose data (or, for a missing
+    /// directory, whose state file) has the newest epoch.
+    fn refusal_names_the_newest(&self, s: &State) -> bool {
+        if !self.config.refusal_ends || s.nodes.iter().all(|n| n.lost.is_none()) {
+            return false;
+        }
+        let epoch = |n: &Node| n.data.as_ref().map(|d| d.epoch).or(n.lost.map(|l| l.epoch));
+        let newest = s.nodes.iter().filter_map(epoch).max();
+        let newest_nodes: Vec<String> = (0..self.n())
+            .filter(|&x| newest.is_some() && epoch(&s.nodes[x]) == newest)
+            .map(name)
+            .collect();
+        let mut refused = false;
+        for x in self.configured(s) {
+            let d = decide_with(&self.facts(s, x), &self.config.policy);
+            if let Some((_, command)) = d.refusal() {
+                refused = true;
+                let names_newest = newest_nodes
+                    .iter()
+                    .any(|n| command.split_whitespace().any(|w| w == n));
+                if !names_newest {
+                    return false;
+                }
+            }
+        }
+        refused
     }
 }
