@@ -99,9 +99,8 @@ fn expect_whole_space(name: &str, config: Config, must_reach: &[&str]) {
 }
 
 /// Settling checked after two faults, with Pacemaker's serial starts.
-/// Graceful stops are left out: an etcd exit between a leaving node's
-/// departure record and its removal strands the pair (docs/failover.md,
-/// "Findings and the traces that catch them").
+/// Graceful stops are left out to keep the runs small;
+/// `graceful_stops_settle_after_two_faults` checks them after two faults.
 fn two_faults(config: Config) -> Config {
     Config {
         serial_starts: true,
@@ -544,9 +543,8 @@ fn serial_starts_hold() {
 /// while the fenced node returns, before it is added, as a learner, right
 /// after its promotion; power losses in a row; a total outage), with
 /// Pacemaker's serial starts: once the faults stop, the pair settles with
-/// two voters. Graceful stops are left out: an etcd exit between a leaving
-/// node's departure record and its removal strands the pair (see
-/// docs/failover.md, "Findings and the traces that catch them").
+/// two voters. Graceful stops are checked apart
+/// (`graceful_stops_settle_after_two_faults`).
 #[test]
 fn two_faults_settle_with_serial_starts() {
     expect_whole_space(
@@ -770,12 +768,11 @@ fn after_an_operators_confirm_the_survivor_runs_alone() {
     assert!(alone, "n2 does not run alone after the confirm:\n{s:?}");
 }
 
-/// Open: the enlarged checker finds that an etcd exit between a leaving
-/// node's departure record and its removal strands the pair (the node
-/// waits as departed while its peer's member waits for its vote). Run with
-/// `--ignored` once `decide` restarts such a member on its data.
+/// Graceful stops with settling checked after two faults: a leave cut off
+/// between the departure record and the removal (an etcd exit, a power
+/// loss) ends with the departed node starting its member on its data,
+/// which the peer's member waits for; the pair settles.
 #[test]
-#[ignore = "open finding: an interrupted graceful leave strands the pair (docs/failover.md, Findings)"]
 fn graceful_stops_settle_after_two_faults() {
     let config = Config {
         graceful_stops: true,
@@ -788,14 +785,37 @@ fn graceful_stops_settle_after_two_faults() {
     );
 }
 
-/// Open: a member directory missing after two faults either settles or
-/// ends with refusals that name the node with the newest data. The checker
-/// finds a pair that waits without a refusal: n2 forces, then loses power
-/// and its member directory; n1's older data waits for n2's vote, and n2
-/// waits to join n1 although its state file names newer data. Run with
-/// `--ignored` once `decide` refuses there and names the restore.
+/// The rule before: a departed node waited for its peer's etcd whatever
+/// it did. The leave is cut off before the removal (the departure is
+/// recorded, etcd exits), and the departed node waits for its peer while
+/// the peer's member, in the unchanged two-member list, waits for its vote.
 #[test]
-#[ignore = "open finding: the newest member directory lost after a force leaves both nodes waiting (docs/failover.md, Findings)"]
+fn a_departed_node_waiting_for_its_peer_is_caught_as_a_stuck_pair() {
+    let config = Config {
+        graceful_stops: true,
+        ..two_faults(Config::two_node())
+    };
+    let cx = expect_violation(Mutation::DepartedWaitsForPeer, "liveness", config, 80);
+    assert!(
+        cx.events
+            .iter()
+            .any(|e| matches!(e, Event::GracefulStop(_))),
+        "{}",
+        cx.render()
+    );
+    assert!(
+        cx.violation
+            .detail
+            .contains("left the member list gracefully"),
+        "{}",
+        cx.render()
+    );
+}
+
+/// Member directories lost with settling checked after two faults: the
+/// pair settles, or every node that refuses names the node whose data
+/// (or, for a missing directory, whose state file) is newest.
+#[test]
 fn lost_member_dirs_settle_or_name_the_newest_data_after_two_faults() {
     let config = two_faults(Config {
         lose_member_dir: true,
@@ -807,4 +827,48 @@ fn lost_member_dirs_settle_or_name_the_newest_data_after_two_faults() {
         config,
         &["fenced", "forced a new cluster", "write acknowledged"],
     );
+}
+
+/// The rule before: a node whose member directory is gone waited to join
+/// whenever its peer's record said it held data. n1 is lost and fenced,
+/// n2 forces, then loses power and its member directory: n1's older data
+/// waits for n2's vote and n2 waits to join n1, and nothing names the
+/// missing directory or the restore.
+#[test]
+fn waiting_on_older_data_after_a_lost_member_dir_is_caught() {
+    let config = two_faults(Config {
+        lose_member_dir: true,
+        refusal_ends: true,
+        ..Config::two_node()
+    });
+    let cx = expect_violation(Mutation::WaitOnOlderData, "liveness", config, 80);
+    assert!(
+        cx.events
+            .iter()
+            .any(|e| matches!(e, Event::CrashLosingMemberDir(_))),
+        "{}",
+        cx.render()
+    );
+}
+
+/// The same wait on a learner's data (the record's `learner` ignored): the
+/// directory is lost right after the other node rejoined as a learner that
+/// has not been promoted; that learner waits for the leader whose data is
+/// gone, and the node without data waits for the learner.
+#[test]
+fn waiting_on_a_learners_data_after_a_lost_member_dir_is_caught() {
+    let config = two_faults(Config {
+        lose_member_dir: true,
+        refusal_ends: true,
+        ..Config::two_node()
+    });
+    let cx = expect_violation(Mutation::WaitOnLearnerData, "liveness", config, 80);
+    assert!(
+        cx.events
+            .iter()
+            .any(|e| matches!(e, Event::CrashLosingMemberDir(_))),
+        "{}",
+        cx.render()
+    );
+    assert!(cx.violation.detail.contains("learner"), "{}", cx.render());
 }

@@ -65,6 +65,20 @@ pub enum Mutation {
     /// with no fresh gathering right before it (a model switch, with
     /// `plans`).
     ForceOnPlanFacts,
+    /// A node that departed gracefully waits for its peer's etcd whatever
+    /// that etcd does (the rule before interrupted leaves were seen): when
+    /// the leave was cut off before the removal, the peer's member waits
+    /// for this node's vote, and the pair waits on itself.
+    DepartedWaitsForPeer,
+    /// A node whose member directory is gone waits to join its peer
+    /// whenever the peer's record says it holds data (the rule before):
+    /// also when that data is older than what this node's state file names,
+    /// so nobody names the newest data and the pair waits for ever.
+    WaitOnOlderData,
+    /// The same wait only when the peer's data is a learner's that has not
+    /// been a voter yet (the record's `learner` ignored): that learner's
+    /// etcd waits for the leader whose data is gone.
+    WaitOnLearnerData,
 }
 
 /// How `decide` behaves under the model checker's tests.

@@ -14,7 +14,7 @@ impl EtcdModel {
     pub(super) fn carry_out(&self, s: &mut State, x: usize, step: &Step) {
         match step {
             Step::PublishRecord => {
-                let rec = self.rec_of(&s.nodes[x]);
+                let rec = self.rec_of(&s.nodes[x], x);
                 s.nodes[x].record = Some(rec);
             }
             Step::StartEtcd { mode } => {

@@ -193,15 +193,21 @@ impl EtcdModel {
                 node.etcd = true;
                 node.started = true;
                 node.in_sync = true;
-                node.record = Some(self.rec_of(node));
+                node.record = Some(self.rec_of(node, i));
             }
             sync_cib(&mut s);
         }
         s
     }
 
-    fn rec_of(&self, node: &Node) -> Rec {
+    fn rec_of(&self, node: &Node, x: usize) -> Rec {
         Rec {
+            // As `LocalData::learner_only` sees the facts: the data's
+            // membership does not list this node as a voter.
+            learner: node
+                .data
+                .as_ref()
+                .is_some_and(|d| !d.config.iter().any(|e| e.node == x && !e.learner)),
             boot: node.boot,
             has_data: node.data.is_some(),
             formed: node.data.as_ref().is_some_and(|d| d.formed)

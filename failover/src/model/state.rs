@@ -77,6 +77,8 @@ pub struct Rec {
     pub lost: bool,
     /// The member id of that lost data.
     pub lost_member: Option<u8>,
+    /// The data is a learner's that has not been a voter yet.
+    pub learner: bool,
 }
 
 /// What the state file still says of a member directory that went missing.
