@@ -817,16 +817,35 @@ fn a_departed_node_waiting_for_its_peer_is_caught_as_a_stuck_pair() {
 /// (or, for a missing directory, whose state file) is newest.
 #[test]
 fn lost_member_dirs_settle_or_name_the_newest_data_after_two_faults() {
-    let config = two_faults(Config {
+    expect_whole_space(
+        "lost member dirs, settling or refusing after two faults",
+        lost_dirs_two_faults(),
+        &["fenced", "forced a new cluster", "write acknowledged"],
+    );
+}
+
+/// Member directories lost, settling checked after two faults, and a
+/// refusal that names the newest data accepted as the end.
+fn lost_dirs_two_faults() -> Config {
+    two_faults(Config {
         lose_member_dir: true,
         refusal_ends: true,
         ..Config::two_node()
-    });
-    expect_whole_space(
-        "lost member dirs, settling or refusing after two faults",
-        config,
-        &["fenced", "forced a new cluster", "write acknowledged"],
+    })
+}
+
+/// The checker's trace on a rule before that left a pair with a lost
+/// member directory waiting: a liveness violation after such a loss.
+fn expect_stuck_after_a_lost_dir(mutation: Mutation) -> Counterexample<Event, State> {
+    let cx = expect_violation(mutation, "liveness", lost_dirs_two_faults(), 80);
+    assert!(
+        cx.events
+            .iter()
+            .any(|e| matches!(e, Event::CrashLosingMemberDir(_))),
+        "{}",
+        cx.render()
     );
+    cx
 }
 
 /// The rule before: a node whose member directory is gone waited to join
@@ -836,19 +855,7 @@ fn lost_member_dirs_settle_or_name_the_newest_data_after_two_faults() {
 /// missing directory or the restore.
 #[test]
 fn waiting_on_older_data_after_a_lost_member_dir_is_caught() {
-    let config = two_faults(Config {
-        lose_member_dir: true,
-        refusal_ends: true,
-        ..Config::two_node()
-    });
-    let cx = expect_violation(Mutation::WaitOnOlderData, "liveness", config, 80);
-    assert!(
-        cx.events
-            .iter()
-            .any(|e| matches!(e, Event::CrashLosingMemberDir(_))),
-        "{}",
-        cx.render()
-    );
+    expect_stuck_after_a_lost_dir(Mutation::WaitOnOlderData);
 }
 
 /// The same wait on a learner's data (the record's `learner` ignored): the
@@ -857,18 +864,6 @@ fn waiting_on_older_data_after_a_lost_member_dir_is_caught() {
 /// gone, and the node without data waits for the learner.
 #[test]
 fn waiting_on_a_learners_data_after_a_lost_member_dir_is_caught() {
-    let config = two_faults(Config {
-        lose_member_dir: true,
-        refusal_ends: true,
-        ..Config::two_node()
-    });
-    let cx = expect_violation(Mutation::WaitOnLearnerData, "liveness", config, 80);
-    assert!(
-        cx.events
-            .iter()
-            .any(|e| matches!(e, Event::CrashLosingMemberDir(_))),
-        "{}",
-        cx.render()
-    );
+    let cx = expect_stuck_after_a_lost_dir(Mutation::WaitOnLearnerData);
     assert!(cx.violation.detail.contains("learner"), "{}", cx.render());
 }

@@ -1397,6 +1397,20 @@ fn one_member_dir_missing_the_node_with_data_forces_and_the_other_joins() {
     assert!(d.refusal().is_none());
 }
 
+/// n2's view after its epoch-3 member directory went missing, beside n1
+/// whose etcd runs on data of `n1_epoch` (a learner's if `learner`).
+fn n2_lost_epoch_3_beside(n1_epoch: u64, learner: bool) -> Facts {
+    let mut f = lost(B);
+    f.data.epoch = 3;
+    let a = peer_mut(&mut f, A);
+    a.etcd = ResourceState::Started;
+    let r = a.record.as_mut().expect("a record");
+    r.has_data = true;
+    r.epoch = n1_epoch;
+    r.learner = learner;
+    f
+}
+
 /// n1 was lost and fenced, n2 forced epoch 3 and took writes alone, then
 /// n2 lost power and its member directory. n1's data (epoch 2) lacks those
 /// writes, and its member waits for n2's vote: no automatic path is safe.
@@ -1404,13 +1418,7 @@ fn one_member_dir_missing_the_node_with_data_forces_and_the_other_joins() {
 /// names the newest data (itself), and the restore.
 #[test]
 fn the_newest_member_dir_missing_beside_older_data_refuses_and_names_the_restore() {
-    let mut f = lost(B);
-    f.data.epoch = 3;
-    let a = peer_mut(&mut f, A);
-    a.etcd = ResourceState::Started;
-    let r = a.record.as_mut().unwrap();
-    r.has_data = true;
-    r.epoch = 2;
+    let mut f = n2_lost_epoch_3_beside(2, false);
     for trigger in [Trigger::Start, Trigger::Monitor, Trigger::Reconcile] {
         f.trigger = trigger;
         let d = decide(&f);
@@ -1470,11 +1478,7 @@ fn the_newest_member_dir_missing_beside_older_data_refuses_and_names_the_restore
     );
     assert_eq!(d.outcome, Outcome::Degraded);
     // n1's data as new as n2's state file says: n2 waits to join it.
-    let mut current = lost(B);
-    current.data.epoch = 3;
-    let r = peer_mut(&mut current, A).record.as_mut().unwrap();
-    r.has_data = true;
-    r.epoch = 3;
+    let current = n2_lost_epoch_3_beside(3, false);
     let d = decide(&current);
     assert!(d.refusal().is_none(), "{d:?}");
 }
@@ -1485,14 +1489,7 @@ fn the_newest_member_dir_missing_beside_older_data_refuses_and_names_the_restore
 /// refuses and names itself instead of waiting on that learner.
 #[test]
 fn the_newest_member_dir_missing_beside_a_learner_refuses_and_names_the_restore() {
-    let mut f = lost(B);
-    f.data.epoch = 3;
-    let a = peer_mut(&mut f, A);
-    a.etcd = ResourceState::Started;
-    let r = a.record.as_mut().unwrap();
-    r.has_data = true;
-    r.epoch = 3;
-    r.learner = true;
+    let f = n2_lost_epoch_3_beside(3, true);
     let d = decide(&f);
     let (reason, cmd) = d.refusal().expect("must refuse");
     assert!(

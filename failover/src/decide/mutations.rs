@@ -72,8 +72,9 @@ pub enum Mutation {
     DepartedWaitsForPeer,
     /// A node whose member directory is gone waits to join its peer
     /// whenever the peer's record says it holds data (the rule before):
-    /// also when that data is older than what this node's state file names,
-    /// so nobody names the newest data and the pair waits for ever.
+    /// also when that data is older than what this node's state file names;
+    /// and the peer's older member waits for a fence without naming the
+    /// newest data: nobody names it, and the pair waits for ever.
     WaitOnOlderData,
     /// The same wait only when the peer's data is a learner's that has not
     /// been a voter yet (the record's `learner` ignored): that learner's

@@ -76,6 +76,7 @@ impl Decider<'_> {
                 && !r.has_data
                 && r.had_cluster()
                 && r.epoch > f.data.epoch
+                && !broken!(self, WaitOnOlderData)
             {
                 return self.refuse(
                     format!(
