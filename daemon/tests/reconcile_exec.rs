@@ -234,6 +234,7 @@ fn force_archive_rejoin_promote_on_real_etcd() {
                     archives: 0,
                     bootstrap_token: None,
                     lost_member: None,
+                    learner: false,
                 },
             )
         });

@@ -294,6 +294,12 @@ pub struct DataRecord {
     /// removed before the node can join anew.
     #[serde(default)]
     pub lost_member: Option<u64>,
+    /// Its data is a learner's that has not been a voter yet (see
+    /// [`LocalData::learner_only`]): a learner counts for no commit, so
+    /// its data may lack acknowledged writes, and a peer whose own newer
+    /// data is gone must not wait on it as the holder of the data.
+    #[serde(default)]
+    pub learner: bool,
 }
 
 impl DataRecord {
@@ -454,6 +460,17 @@ impl LocalData {
     /// The data is gone but the state file says it existed.
     pub fn lost(&self) -> bool {
         !self.exists && self.had_cluster()
+    }
+
+    /// The data is a learner's that has not been a voter yet: it joined a
+    /// cluster (a cluster id) and its last membership as a voter does not
+    /// list this node `node` (a join starts with none), or its join has
+    /// not answered yet. Learners count for no commit, so such data may
+    /// lack acknowledged writes until the member is promoted.
+    pub fn learner_only(&self, node: &str) -> bool {
+        self.exists
+            && (self.joining
+                || (self.cluster_id.is_some() && !self.voters.iter().any(|v| v == node)))
     }
 }
 

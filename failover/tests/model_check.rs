@@ -9,7 +9,7 @@
 //! healthy cluster and both HA runs explore their whole state space; the
 //! test asserts that.
 
-use warden_failover::model::explore::{Report, explore};
+use warden_failover::model::explore::{Counterexample, Model, Report, explore};
 use warden_failover::model::{Config, EtcdModel, Event, Initial, State};
 use warden_failover::{Mutation, Policy};
 
@@ -80,6 +80,33 @@ fn expect_complete(name: &str, report: &Report<Event, State>) {
             "{name}: the default depth no longer covers the whole state space (reached {})",
             report.depth
         );
+    }
+}
+
+/// What a two-node run with graceful stops and one write must reach.
+const ONE_FAULT_REACH: &[&str] = &[
+    "fenced",
+    "forced a new cluster",
+    "rejoined as voter after a force",
+    "left the member list",
+    "write acknowledged",
+];
+
+/// The run holds and covers its whole state space.
+fn expect_whole_space(name: &str, config: Config, must_reach: &[&str]) {
+    let report = expect_holds_report(name, config, depth_from_env(80), must_reach);
+    expect_complete(name, &report);
+}
+
+/// Settling checked after two faults, with Pacemaker's serial starts.
+/// Graceful stops are left out to keep the runs small;
+/// `graceful_stops_settle_after_two_faults` checks them after two faults.
+fn two_faults(config: Config) -> Config {
+    Config {
+        serial_starts: true,
+        liveness_faults: 2,
+        graceful_stops: false,
+        ..config
     }
 }
 
@@ -223,7 +250,12 @@ fn the_power_loss_window_is_found_when_modelled() {
     );
 }
 
-fn expect_violation(mutation: Mutation, rule: &str, mut config: Config, depth: usize) {
+fn expect_violation(
+    mutation: Mutation,
+    rule: &str,
+    mut config: Config,
+    depth: usize,
+) -> Counterexample<Event, State> {
     config.policy = Policy {
         mutation: Some(mutation),
     };
@@ -233,6 +265,7 @@ fn expect_violation(mutation: Mutation, rule: &str, mut config: Config, depth: u
         .unwrap_or_else(|| panic!("{mutation:?}: the checker found no violation"));
     eprintln!("{mutation:?} caught:\n{}", cx.render());
     assert_eq!(cx.violation.rule, rule, "{mutation:?}: {}", cx.render());
+    cx
 }
 
 #[test]
@@ -489,4 +522,348 @@ fn config_with(mut config: Config, mutation: Mutation) -> Config {
         mutation: Some(mutation),
     };
     config
+}
+
+/// Pacemaker begins no start (and no fence) while another start is in
+/// flight, and a start ends as the daemon's start action ends: the real
+/// `decide` keeps every rule, and the pair settles after any one fault.
+#[test]
+fn serial_starts_hold() {
+    expect_whole_space(
+        "serial starts",
+        Config {
+            serial_starts: true,
+            ..Config::two_node()
+        },
+        ONE_FAULT_REACH,
+    );
+}
+
+/// Two power losses in any order and at any moment (the survivor lost
+/// while the fenced node returns, before it is added, as a learner, right
+/// after its promotion; power losses in a row; a total outage), with
+/// Pacemaker's serial starts: once the faults stop, the pair settles with
+/// two voters. Graceful stops are checked apart
+/// (`graceful_stops_settle_after_two_faults`).
+#[test]
+fn two_faults_settle_with_serial_starts() {
+    expect_whole_space(
+        "serial starts, settling after two faults",
+        two_faults(Config::two_node()),
+        &[
+            "fenced",
+            "forced a new cluster",
+            "rejoined as voter after a force",
+            "learner added",
+            "write acknowledged",
+        ],
+    );
+}
+
+/// The start action before: it returned only once etcd ran. The returning
+/// node's start waits for its peer's etcd, Pacemaker begins no start of the
+/// peer while it is in flight, and the pair waits on itself.
+#[test]
+fn a_start_waiting_inside_its_action_is_caught_as_a_stuck_pair() {
+    let config = two_faults(Config::two_node());
+    let cx = expect_violation(Mutation::StartWaitsInAction, "liveness", config, 80);
+    assert!(
+        cx.events
+            .iter()
+            .filter(|e| matches!(e, Event::Crash(_)))
+            .count()
+            == 2,
+        "{}",
+        cx.render()
+    );
+}
+
+/// Fencing fails and an operator confirms, with Pacemaker's serial starts
+/// and two faults: the pair settles with the real `decide`.
+#[test]
+fn an_operators_confirm_settles_after_two_faults() {
+    let config = two_faults(Config {
+        fence_fails: true,
+        ..Config::two_node()
+    });
+    expect_whole_space(
+        "operator confirm, serial starts, two faults",
+        config,
+        &[
+            "fenced",
+            "forced a new cluster",
+            "rejoined as voter after a force",
+        ],
+    );
+}
+
+/// The same with the start action before: after the confirm and the
+/// confirmed node's return, the two starts wait on each other.
+#[test]
+fn a_start_waiting_after_an_operators_confirm_is_caught() {
+    let config = two_faults(Config {
+        fence_fails: true,
+        ..Config::two_node()
+    });
+    let cx = expect_violation(Mutation::StartWaitsInAction, "liveness", config, 80);
+    assert!(
+        cx.events.iter().any(|e| matches!(e, Event::Confirm(..))),
+        "{}",
+        cx.render()
+    );
+}
+
+/// The forced restart before: the new epoch was written first, and a power
+/// loss before the restart left it on the old two-member data. The fenced
+/// peer, back, calls its data stale and archives it; the forcing node's
+/// member waits for that peer's vote: no voter can ever get quorum again
+/// without an operator. (The real rule raises the epoch only once the
+/// forced membership shows; `two_faults_settle_with_serial_starts` covers
+/// a power loss at every step of a force.)
+#[test]
+fn an_epoch_written_before_the_forced_restart_is_caught() {
+    let config = Config {
+        liveness_faults: 2,
+        graceful_stops: false,
+        ..Config::two_node()
+    };
+    let cx = expect_violation(Mutation::EpochBeforeForce, "liveness", config, 80);
+    assert!(
+        matches!(cx.events.last(), Some(Event::Crash(_))),
+        "{}",
+        cx.render()
+    );
+}
+
+/// The in-sync marker before: a flag for the boot, naming no data and not
+/// cleared when etcd exits. A node whose member directory went missing
+/// rejoins as a learner and is promoted (marker set), its etcd exits, the
+/// peer goes on without it, and it rejoins again: the marker from the
+/// first membership now vouches for an empty learner. The real marker
+/// (cleared whenever etcd is found not running, and valid only for the
+/// cluster, member and epoch it names) never does:
+/// `lost_member_dirs_never_lose_a_write` checks the same invariant.
+#[test]
+fn a_marker_outliving_an_etcd_exit_is_caught() {
+    let config = Config {
+        lose_member_dir: true,
+        check_liveness: false,
+        ..Config::two_node()
+    };
+    let cx = expect_violation(Mutation::MarkerOutlivesEtcdExit, "rule 2", config, 80);
+    assert!(
+        cx.events.iter().any(|e| matches!(e, Event::EtcdCrash(_))),
+        "{}",
+        cx.render()
+    );
+}
+
+/// The daemon carries a decision's whole plan out on the facts of one
+/// gathering (not one step per look), and gathers again only right before a
+/// forced restart: the real `decide` keeps every rule, and the pair
+/// settles after any one fault.
+#[test]
+fn plans_carried_out_on_one_gathering_hold() {
+    expect_whole_space(
+        "plans",
+        Config {
+            plans: true,
+            ..Config::two_node()
+        },
+        ONE_FAULT_REACH,
+    );
+}
+
+/// Everything added for compound faults at once: serial starts, whole
+/// plans, and settling checked after any two power losses, partitions,
+/// etcd crashes or daemon restarts.
+#[test]
+fn plans_and_serial_starts_settle_after_two_faults() {
+    expect_whole_space(
+        "plans, serial starts, settling after two faults",
+        two_faults(Config {
+            plans: true,
+            ..Config::two_node()
+        }),
+        &[
+            "fenced",
+            "forced a new cluster",
+            "rejoined as voter after a force",
+            "write acknowledged",
+        ],
+    );
+}
+
+/// The forced restart before: carried out on the facts its plan was made
+/// from. Maintenance mode goes on between the decision and the restart,
+/// and etcd is forced while the operator works by hand. The fresh
+/// gathering right before the force sees the pause and abandons it
+/// (`maintenance_mode_pauses_every_step` holds with the same check).
+#[test]
+fn a_force_on_its_plans_facts_is_caught_in_maintenance() {
+    let config = Config {
+        maintenance: true,
+        plans: true,
+        check_liveness: false,
+        ..Config::two_node()
+    };
+    let cx = expect_violation(Mutation::ForceOnPlanFacts, "maintenance", config, 40);
+    assert!(
+        cx.events
+            .iter()
+            .any(|e| matches!(e, Event::Maintenance(true))),
+        "{}",
+        cx.render()
+    );
+}
+
+/// Outside maintenance, a force carried out on the facts of its plan
+/// breaks none of rules 1–5: whatever changed since (the peer back, its
+/// record, a write), the claim, visible before the force, makes the
+/// returning peer yield. The fresh gathering before a force guards the
+/// pause, and is defence in depth for the rest.
+#[test]
+fn a_force_on_its_plans_facts_breaks_no_rule_outside_maintenance() {
+    let config = Config {
+        plans: true,
+        ..Config::two_node()
+    };
+    expect_whole_space(
+        "plans, force on the plan's facts",
+        config_with(config, Mutation::ForceOnPlanFacts),
+        &["forced a new cluster", "forced cluster accepts writes"],
+    );
+}
+
+/// Fencing fails, the lost node is off, and an operator confirms it: the
+/// survivor forces and runs alone while its peer stays off (a directed
+/// trace: the liveness check powers every node on, which would end this
+/// wait without the confirm).
+#[test]
+fn after_an_operators_confirm_the_survivor_runs_alone() {
+    let model = EtcdModel::new(Config {
+        fence_fails: true,
+        ..Config::two_node()
+    });
+    let mut s = model.init().remove(0);
+    for e in [Event::Write(0), Event::Crash(0), Event::Confirm(1, 0)] {
+        s = model
+            .apply(&s, &e)
+            .unwrap_or_else(|| panic!("{e:?} changed nothing"));
+    }
+    // n2's daemon looks and acts until nothing changes; n1 stays off.
+    for _ in 0..20 {
+        for e in [Event::Observe(1), Event::Act(1), Event::SyncCib] {
+            if let Some(next) = model.apply(&s, &e) {
+                s = next;
+            }
+        }
+    }
+    let n2 = &s.nodes[1];
+    let alone = n2.etcd
+        && n2
+            .data
+            .as_ref()
+            .is_some_and(|d| d.epoch == 1 && d.config.len() == 1 && d.log == [1]);
+    assert!(alone, "n2 does not run alone after the confirm:\n{s:?}");
+}
+
+/// Graceful stops with settling checked after two faults: a leave cut off
+/// between the departure record and the removal (an etcd exit, a power
+/// loss) ends with the departed node starting its member on its data,
+/// which the peer's member waits for; the pair settles.
+#[test]
+fn graceful_stops_settle_after_two_faults() {
+    let config = Config {
+        graceful_stops: true,
+        ..two_faults(Config::two_node())
+    };
+    expect_whole_space(
+        "graceful stops, settling after two faults",
+        config,
+        ONE_FAULT_REACH,
+    );
+}
+
+/// The rule before: a departed node waited for its peer's etcd whatever
+/// it did. The leave is cut off before the removal (the departure is
+/// recorded, etcd exits), and the departed node waits for its peer while
+/// the peer's member, in the unchanged two-member list, waits for its vote.
+#[test]
+fn a_departed_node_waiting_for_its_peer_is_caught_as_a_stuck_pair() {
+    let config = Config {
+        graceful_stops: true,
+        ..two_faults(Config::two_node())
+    };
+    let cx = expect_violation(Mutation::DepartedWaitsForPeer, "liveness", config, 80);
+    assert!(
+        cx.events
+            .iter()
+            .any(|e| matches!(e, Event::GracefulStop(_))),
+        "{}",
+        cx.render()
+    );
+    assert!(
+        cx.violation
+            .detail
+            .contains("left the member list gracefully"),
+        "{}",
+        cx.render()
+    );
+}
+
+/// Member directories lost with settling checked after two faults: the
+/// pair settles, or every node that refuses names the node whose data
+/// (or, for a missing directory, whose state file) is newest.
+#[test]
+fn lost_member_dirs_settle_or_name_the_newest_data_after_two_faults() {
+    expect_whole_space(
+        "lost member dirs, settling or refusing after two faults",
+        lost_dirs_two_faults(),
+        &["fenced", "forced a new cluster", "write acknowledged"],
+    );
+}
+
+/// Member directories lost, settling checked after two faults, and a
+/// refusal that names the newest data accepted as the end.
+fn lost_dirs_two_faults() -> Config {
+    two_faults(Config {
+        lose_member_dir: true,
+        refusal_ends: true,
+        ..Config::two_node()
+    })
+}
+
+/// The checker's trace on a rule before that left a pair with a lost
+/// member directory waiting: a liveness violation after such a loss.
+fn expect_stuck_after_a_lost_dir(mutation: Mutation) -> Counterexample<Event, State> {
+    let cx = expect_violation(mutation, "liveness", lost_dirs_two_faults(), 80);
+    assert!(
+        cx.events
+            .iter()
+            .any(|e| matches!(e, Event::CrashLosingMemberDir(_))),
+        "{}",
+        cx.render()
+    );
+    cx
+}
+
+/// The rule before: a node whose member directory is gone waited to join
+/// whenever its peer's record said it held data. n1 is lost and fenced,
+/// n2 forces, then loses power and its member directory: n1's older data
+/// waits for n2's vote and n2 waits to join n1, and nothing names the
+/// missing directory or the restore.
+#[test]
+fn waiting_on_older_data_after_a_lost_member_dir_is_caught() {
+    expect_stuck_after_a_lost_dir(Mutation::WaitOnOlderData);
+}
+
+/// The same wait on a learner's data (the record's `learner` ignored): the
+/// directory is lost right after the other node rejoined as a learner that
+/// has not been promoted; that learner waits for the leader whose data is
+/// gone, and the node without data waits for the learner.
+#[test]
+fn waiting_on_a_learners_data_after_a_lost_member_dir_is_caught() {
+    let cx = expect_stuck_after_a_lost_dir(Mutation::WaitOnLearnerData);
+    assert!(cx.violation.detail.contains("learner"), "{}", cx.render());
 }

@@ -31,6 +31,7 @@ fn record(node: &str, has_data: bool, epoch: u64) -> DataRecord {
         archives: 0,
         bootstrap_token: None,
         lost_member: None,
+        learner: false,
     }
 }
 
@@ -693,13 +694,15 @@ fn s9_graceful_reboot_leaves_and_the_other_goes_on_without_forcing() {
     b.record = None;
     assert!(!forces(&a));
     assert_eq!(decide(&a).outcome, Outcome::Degraded);
-    // The departed node back: it never forces and never starts its old
-    // member; with the live cluster up it archives and joins.
+    // The departed node back: it never forces, and while the peer's etcd
+    // is not started it starts nothing; with the live cluster up it
+    // archives and joins.
     let mut back = healthy(B);
     back.trigger = Trigger::Start;
     back.etcd = EtcdView::NotRunning;
     back.local = LocalMarkers::default();
     back.data.departed = true;
+    peer_mut(&mut back, A).etcd = ResourceState::Starting;
     assert!(!forces(&back));
     assert!(
         acts(&back)
@@ -731,6 +734,65 @@ fn s9_graceful_reboot_leaves_and_the_other_goes_on_without_forcing() {
     let held = decide(&d);
     assert!(held.refusal().is_some());
     assert_eq!(held.outcome, Outcome::Success, "{held:?}");
+}
+
+/// A graceful leave cut off between the departure record and the removal
+/// (etcd exited, or the node lost power): the member list is unchanged,
+/// and the peer's member, started, waits for this one's vote. The
+/// departed node starts its member on its data: a plain start in its own
+/// membership, never a force, so it serves only with the peer's vote; a
+/// member whose removal did take effect is rejected by the peer and exits.
+#[test]
+fn a_leave_cut_off_before_the_removal_restarts_the_member() {
+    // n2 recorded its departure, then its etcd exited before the removal;
+    // n1's member (started, no quorum) waits for n2's vote, and no quorate
+    // cluster answers.
+    let mut f = healthy(B);
+    f.trigger = Trigger::Start;
+    f.etcd = EtcdView::NotRunning;
+    f.local = LocalMarkers::default();
+    f.data.departed = true;
+    peer_mut(&mut f, B).record.as_mut().unwrap().departed = true;
+    let d = decide(&f);
+    assert_eq!(
+        acts(&f),
+        vec![Step::StartEtcd {
+            mode: StartMode::Existing
+        }],
+        "{d:?}"
+    );
+    assert_eq!(d.outcome, Outcome::Success);
+    assert!(!forces(&f));
+    // The daemon's loop does the same while Pacemaker shows the instance
+    // started here (etcd exited under it).
+    let mut r = f.clone();
+    r.trigger = Trigger::Reconcile;
+    peer_mut(&mut r, B).etcd = ResourceState::Started;
+    assert!(has(&r, |s| matches!(s, Step::StartEtcd { .. })));
+    // Not while the peer holds a valid claim, nor beside newer data (it
+    // is archived), nor when the peer's etcd is not started, nor when the
+    // data's last membership no longer lists this node as a voter.
+    let mut claimed = f.clone();
+    peer_mut(&mut claimed, A).claim = Some(Claim {
+        owner: A.into(),
+        boot_id: boot(A),
+        epoch: 1,
+        at: Stamp(10),
+    });
+    assert!(!has(&claimed, |s| matches!(s, Step::StartEtcd { .. })));
+    let mut newer = f.clone();
+    peer_mut(&mut newer, A).record.as_mut().unwrap().epoch = 1;
+    assert!(!has(&newer, |s| matches!(s, Step::StartEtcd { .. })));
+    let mut stopped = f.clone();
+    peer_mut(&mut stopped, A).etcd = ResourceState::Unknown;
+    assert!(!has(&stopped, |s| matches!(s, Step::StartEtcd { .. })));
+    let mut removed = f.clone();
+    removed.data.voters = vec![A.into()];
+    assert!(!has(&removed, |s| matches!(s, Step::StartEtcd { .. })));
+    // Running again with the peer: a quorate voter clears the departure.
+    let mut back = healthy(B);
+    back.data.departed = true;
+    assert!(has(&back, |s| *s == Step::ClearDeparture));
 }
 
 // ---- S10 --------------------------------------------------------------------
@@ -1333,6 +1395,139 @@ fn one_member_dir_missing_the_node_with_data_forces_and_the_other_joins() {
     assert!(!d.steps.iter().any(|s| matches!(s, Step::StartEtcd { .. })));
     assert_eq!(d.outcome, Outcome::Success, "{d:?}");
     assert!(d.refusal().is_none());
+}
+
+/// n2's view after its epoch-3 member directory went missing, beside n1
+/// whose etcd runs on data of `n1_epoch` (a learner's if `learner`).
+fn n2_lost_epoch_3_beside(n1_epoch: u64, learner: bool) -> Facts {
+    let mut f = lost(B);
+    f.data.epoch = 3;
+    let a = peer_mut(&mut f, A);
+    a.etcd = ResourceState::Started;
+    let r = a.record.as_mut().expect("a record");
+    r.has_data = true;
+    r.epoch = n1_epoch;
+    r.learner = learner;
+    f
+}
+
+/// n1 was lost and fenced, n2 forced epoch 3 and took writes alone, then
+/// n2 lost power and its member directory. n1's data (epoch 2) lacks those
+/// writes, and its member waits for n2's vote: no automatic path is safe.
+/// n2 refuses and names what is missing, where, the node whose state file
+/// names the newest data (itself), and the restore.
+#[test]
+fn the_newest_member_dir_missing_beside_older_data_refuses_and_names_the_restore() {
+    let mut f = n2_lost_epoch_3_beside(2, false);
+    for trigger in [Trigger::Start, Trigger::Monitor, Trigger::Reconcile] {
+        f.trigger = trigger;
+        let d = decide(&f);
+        assert!(
+            !d.steps.iter().any(|s| matches!(s, Step::StartEtcd { .. })),
+            "{d:?}"
+        );
+        let (reason, cmd) = d.refusal().expect("must refuse");
+        assert!(reason.contains("/var/lib/etcd/member"), "{reason}");
+        assert!(
+            reason.contains("n1 holds only older data (epoch 2)"),
+            "{reason}"
+        );
+        assert!(reason.contains("newest data known was on n2"), "{reason}");
+        assert_eq!(
+            cmd,
+            "etcd-warden recover restore-snapshot --node n2 --snapshot <FILE>"
+        );
+    }
+    // The start returns at once, with the command first in the reason.
+    f.trigger = Trigger::Start;
+    let d = decide(&f);
+    assert_eq!(d.outcome, Outcome::Success);
+    assert!(
+        d.reason.as_deref().is_some_and(
+            |r| r.starts_with("resolve with 'etcd-warden recover restore-snapshot --node n2")
+        ),
+        "{d:?}"
+    );
+    // With an archive on n2, the command restores it.
+    f.data.archives = 1;
+    let d = decide(&f);
+    let (_, cmd) = d.refusal().expect("must refuse");
+    assert_eq!(cmd, "etcd-warden recover restore-archive --node n2");
+    // n1, its epoch-2 member running without quorum, names the same node
+    // and command instead of waiting for a fence of an online peer.
+    let mut older = healthy(A);
+    older.trigger = Trigger::Monitor;
+    older.local = LocalMarkers::default();
+    older.data.epoch = 2;
+    *live_mut(&mut older) = live(
+        ID_A,
+        vec![member(ID_A, A, false, true), member(ID_B, B, false, false)],
+        false,
+        false,
+    );
+    let r = peer_mut(&mut older, B).record.as_mut().unwrap();
+    r.has_data = false;
+    r.epoch = 3;
+    let d = decide(&older);
+    assert!(!forces(&older), "{d:?}");
+    let (reason, cmd) = d.refusal().expect("must refuse");
+    assert!(reason.contains("newest data known was on n2"), "{reason}");
+    assert_eq!(
+        cmd,
+        "etcd-warden recover restore-snapshot --node n2 --snapshot <FILE>"
+    );
+    assert_eq!(d.outcome, Outcome::Degraded);
+    // n1's data as new as n2's state file says: n2 waits to join it.
+    let current = n2_lost_epoch_3_beside(3, false);
+    let d = decide(&current);
+    assert!(d.refusal().is_none(), "{d:?}");
+}
+
+/// The same loss right after n1 rejoined n2's cluster as a learner that
+/// was not promoted yet: a learner counts for no commit, so its data may
+/// lack acknowledged writes. Its record says so (`learner`), and n2
+/// refuses and names itself instead of waiting on that learner.
+#[test]
+fn the_newest_member_dir_missing_beside_a_learner_refuses_and_names_the_restore() {
+    let f = n2_lost_epoch_3_beside(3, true);
+    let d = decide(&f);
+    let (reason, cmd) = d.refusal().expect("must refuse");
+    assert!(
+        reason.contains("n1 holds only a learner's data"),
+        "{reason}"
+    );
+    assert!(reason.contains("newest data known was on n2"), "{reason}");
+    assert_eq!(
+        cmd,
+        "etcd-warden recover restore-snapshot --node n2 --snapshot <FILE>"
+    );
+    assert!(!d.steps.iter().any(|s| matches!(s, Step::StartEtcd { .. })));
+}
+
+/// What a node publishes about its data: a learner's data that has not
+/// been a voter yet is no holder's copy. A join starts it (no voter
+/// membership, or the join not answered yet); the first look as a voter
+/// with quorum lists this node among the voters and ends it.
+#[test]
+fn a_learners_record_says_it_holds_no_voters_copy() {
+    use warden_failover::decide::expected_record;
+    let voter = healthy(A);
+    assert!(!expected_record(&voter).learner);
+    assert!(expected_record(&voter).has_data);
+    let mut joined = healthy(A);
+    joined.data.voters = Vec::new();
+    assert!(expected_record(&joined).learner);
+    assert!(expected_record(&joined).has_data);
+    let mut joining = healthy(A);
+    joining.data.joining = true;
+    assert!(expected_record(&joining).learner);
+    // A bootstrap that has not formed a cluster has no cluster id yet: no
+    // learner (a peer may complete that bootstrap).
+    let mut bootstrap = fresh(A);
+    bootstrap.data.exists = true;
+    assert!(!expected_record(&bootstrap).learner);
+    // No data, no learner.
+    assert!(!expected_record(&lost(A)).learner);
 }
 
 #[test]

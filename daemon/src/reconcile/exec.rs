@@ -318,6 +318,14 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                             st.formed = false;
                             st.cluster_id = Some(cluster.cluster_id);
                             st.member_id = learner;
+                            // The joined data has been a voter in no
+                            // membership yet: until the first look as a
+                            // quorate voter lists this node, the record
+                            // says it holds only a learner's data, which a
+                            // peer whose own newer data is gone must not
+                            // wait on (a directory lost without an archive
+                            // keeps the old voters here otherwise).
+                            st.voters = Vec::new();
                         })
                         .map_err(local)?;
                     StartMode::JoinExisting {

@@ -447,6 +447,7 @@ async fn a_join_records_the_learner_it_starts_as_before_etcd_runs() {
         cluster_id: Some(5),
         member_id: Some(99),
         formed: true,
+        voters: vec!["a".into(), "b".into()],
         ..Default::default()
     })
     .unwrap();
@@ -486,6 +487,9 @@ async fn a_join_records_the_learner_it_starts_as_before_etcd_runs() {
         (st.epoch, st.cluster_id, st.member_id, st.formed),
         (3, Some(6), Some(12), false)
     );
+    // The learner's data has been a voter nowhere yet: the record the next
+    // look publishes says it holds only a learner's data.
+    assert!(st.voters.is_empty(), "{st:?}");
 }
 
 #[tokio::test]

@@ -163,6 +163,7 @@ pub(crate) fn record(
         archives: 0,
         bootstrap_token: None,
         lost_member: None,
+        learner: false,
     }
 }
 

@@ -45,6 +45,41 @@ pub enum Mutation {
     /// missing data volumes were modelled): after a total outage with the
     /// data volumes unmounted, an empty cluster replaces the data.
     BootstrapOverHistory,
+    /// The daemon's start action returns only once etcd runs (the rule
+    /// before starts that hold back returned at once with the reason): a
+    /// start that waits for its peer holds up the peer's start, which
+    /// Pacemaker does not begin while an action is in flight, and the
+    /// pair waits on itself (a model switch: `decide` is unchanged).
+    StartWaitsInAction,
+    /// A forced restart writes its new epoch into the state file before
+    /// it restarts etcd alone (the rule before the epoch was an intent
+    /// until the forced membership shows): a power loss in between leaves
+    /// the new epoch on the old two-member data (a model switch).
+    EpochBeforeForce,
+    /// The in-sync marker is a plain flag for the boot: the daemon does
+    /// not clear it when it finds etcd not running, and it names no data,
+    /// so it outlives an etcd exit, an archive and a rejoin (a model
+    /// switch).
+    MarkerOutlivesEtcdExit,
+    /// A forced restart goes ahead on the facts its plan was made from,
+    /// with no fresh gathering right before it (a model switch, with
+    /// `plans`).
+    ForceOnPlanFacts,
+    /// A node that departed gracefully waits for its peer's etcd whatever
+    /// that etcd does (the rule before interrupted leaves were seen): when
+    /// the leave was cut off before the removal, the peer's member waits
+    /// for this node's vote, and the pair waits on itself.
+    DepartedWaitsForPeer,
+    /// A node whose member directory is gone waits to join its peer
+    /// whenever the peer's record says it holds data (the rule before):
+    /// also when that data is older than what this node's state file names;
+    /// and the peer's older member waits for a fence without naming the
+    /// newest data: nobody names it, and the pair waits for ever.
+    WaitOnOlderData,
+    /// The same wait only when the peer's data is a learner's that has not
+    /// been a voter yet (the record's `learner` ignored): that learner's
+    /// etcd waits for the leader whose data is gone.
+    WaitOnLearnerData,
 }
 
 /// How `decide` behaves under the model checker's tests.

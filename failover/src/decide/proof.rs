@@ -237,6 +237,7 @@ pub fn expected_record(facts: &Facts) -> DataRecord {
             .data
             .member_id
             .filter(|_| facts.data.lost() && !facts.data.joining),
+        learner: facts.data.learner_only(&facts.node),
     }
 }
 

@@ -68,6 +68,24 @@ impl Decider<'_> {
                 let epoch = self.next_epoch(peer);
                 self.steps.push(Step::SetClaim { epoch });
             }
+            // The peer's newer data is gone (it went on alone after this
+            // node was proven down): this member waits for a vote that
+            // only the restored data can give, so say where that data was.
+            if let Some(r) = &peer.record
+                && peer.online
+                && !r.has_data
+                && r.had_cluster()
+                && r.epoch > f.data.epoch
+                && !broken!(self, WaitOnOlderData)
+            {
+                return self.refuse(
+                    format!(
+                        "{} lost its etcd data, and its state file names epoch {}, newer than this node's {}: this node's data lacks the writes of that epoch; the newest data known was on {}",
+                        peer.name, r.epoch, f.data.epoch, peer.name
+                    ),
+                    resolve::restore_data(&peer.name, r.archives),
+                );
+            }
             return self.wait(format!(
                 "etcd has no quorum; peer {} is {}: waiting for Pacemaker to fence it or for it to return",
                 peer.name,

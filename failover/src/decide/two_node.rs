@@ -84,14 +84,28 @@ impl Decider<'_> {
     /// refuses, names what is missing and where, and the command that
     /// restores it on the node whose state file names the newest data.
     ///
-    /// While the peer holds data, or a quorate cluster answers, this node
-    /// waits to join as a learner instead (see `start_without_data`).
+    /// The peer's data does not give it back either when it is older (its
+    /// record names an epoch below the one this node's state file names:
+    /// this node forced after the peer was proven down, and the writes it
+    /// acknowledged alone were only here), or when it is a learner's that
+    /// has not been a voter yet (a learner counts for no commit).
+    ///
+    /// While the peer holds current data, or a quorate cluster answers,
+    /// this node waits to join as a learner instead (see
+    /// `start_without_data`).
     pub(super) fn lost_data(&mut self, peer: &NodeView) -> Option<Decision> {
         let f = self.f;
         if !f.data.lost() || broken!(self, BootstrapOverHistory) {
             return None;
         }
-        if f.cluster.is_some() || peer.record.as_ref().is_some_and(|r| r.has_data) {
+        let older_counts = broken!(self, WaitOnOlderData);
+        let learner_counts = older_counts || broken!(self, WaitOnLearnerData);
+        let peer_current = peer.record.as_ref().is_some_and(|r| {
+            r.has_data
+                && (learner_counts || !r.learner)
+                && (older_counts || r.epoch >= f.data.epoch)
+        });
+        if f.cluster.is_some() || peer_current {
             return None;
         }
         let d = &f.data;
@@ -107,6 +121,24 @@ impl Decider<'_> {
             d.epoch
         );
         let (newest, archives) = match &peer.record {
+            Some(r) if r.has_data => {
+                if r.learner {
+                    reason.push_str(&format!(
+                        "; {} holds only a learner's data (epoch {}), never promoted, which may lack acknowledged writes",
+                        peer.name, r.epoch
+                    ));
+                } else {
+                    reason.push_str(&format!(
+                        "; {} holds only older data (epoch {}), which lacks the writes of epoch {}",
+                        peer.name, r.epoch, d.epoch
+                    ));
+                }
+                if r.epoch > d.epoch {
+                    (peer.name.as_str(), r.archives)
+                } else {
+                    (f.node.as_str(), d.archives)
+                }
+            }
             Some(r) if r.had_cluster() => {
                 reason.push_str(&format!(
                     "; {} lost its data too (epoch {})",
@@ -199,10 +231,15 @@ impl Decider<'_> {
                     outcome,
                 );
             }
-            return self.hold(format!(
-                "this node left the member list gracefully and never forces a new cluster; waiting for {} to start etcd",
-                peer.name
-            ));
+            if !self.leave_interrupted(peer) || broken!(self, DepartedWaitsForPeer) {
+                return self.hold(format!(
+                    "this node left the member list gracefully and never forces a new cluster; waiting for {} to start etcd",
+                    peer.name
+                ));
+            }
+            // The leave was cut off before the removal took effect: the
+            // peer's member waits for this one's vote. The checks below
+            // (the peer's record, its claim) apply as to any current data.
         }
         // The peer is up but its daemon has not said what data it holds
         // yet: after a total outage its data may be the newer one (it went
@@ -263,6 +300,36 @@ impl Decider<'_> {
         )
     }
 
+    /// A node that departed gracefully, whose leave may have been cut off
+    /// between its departure record and its removal (its etcd exited, or
+    /// the node lost power): its data still lists it as a voter, the
+    /// peer's etcd runs (Pacemaker shows it started) and no quorate
+    /// cluster answers, and the peer's record names this node's cluster at
+    /// this node's epoch. Then the peer's member may be waiting for this
+    /// one's vote, and only starting it ends that wait.
+    ///
+    /// Starting it is safe whether or not the removal took effect: it is a
+    /// plain start in the data's own membership, never a force, so it
+    /// accepts writes only with the peer's vote (rules 1 and 2 rest on raft
+    /// alone here). Had the removal been committed, the peer's member
+    /// rejects the removed one and its etcd exits; the next look finds the
+    /// peer's cluster and archives this data.
+    fn leave_interrupted(&self, peer: &NodeView) -> bool {
+        let f = self.f;
+        f.data.voters.contains(&f.node)
+            && f.cluster.is_none()
+            && peer.online
+            && !peer.unclean
+            && peer.etcd == ResourceState::Started
+            && peer.record.as_ref().is_some_and(|r| {
+                r.has_data
+                    && !r.learner
+                    && r.epoch == f.data.epoch
+                    && r.cluster_id.is_some()
+                    && r.cluster_id == f.data.cluster_id
+            })
+    }
+
     pub(super) fn start_without_data(&mut self, peer: &NodeView) -> Decision {
         let f = self.f;
         if let Some(cluster) = &f.cluster {
@@ -315,6 +382,7 @@ impl Decider<'_> {
             Some(r)
                 if r.has_data
                     && !r.formed
+                    && !r.learner
                     && r.epoch == 0
                     && r.archives == 0
                     && f.data.archives == 0

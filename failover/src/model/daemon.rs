@@ -1,0 +1,404 @@
+//! A daemon's two halves: deciding from what it observes, and carrying
+//! the decided step out later.
+
+use warden_api::Outcome;
+
+use crate::decide::{Mutation, decide_with};
+use crate::decision::{Decision, StartMode, Step};
+use crate::facts::Trigger;
+
+use super::state::{ClaimM, Data, Entry, State};
+use super::{EtcdModel, ID_BASE, connected, name, running_data, start_in_flight, tick};
+
+impl EtcdModel {
+    pub(super) fn carry_out(&self, s: &mut State, x: usize, step: &Step) {
+        match step {
+            Step::PublishRecord => {
+                let rec = self.rec_of(&s.nodes[x], x);
+                s.nodes[x].record = Some(rec);
+            }
+            Step::StartEtcd { mode } => {
+                if s.nodes[x].etcd {
+                    return;
+                }
+                match mode {
+                    StartMode::New => {
+                        if s.nodes[x].data.is_some() {
+                            s.broken =
+                                Some(("rule 3", format!("{} bootstrapped over its data", name(x))));
+                        }
+                        let config = self
+                            .configured(s)
+                            .into_iter()
+                            .map(|i| Entry {
+                                node: i,
+                                id: i as u8 + 1,
+                                learner: false,
+                            })
+                            .collect();
+                        s.nodes[x].lost = None;
+                        s.nodes[x].data = Some(Data {
+                            epoch: 0,
+                            member: x as u8 + 1,
+                            config,
+                            log: Vec::new(),
+                            commit: 0,
+                            lock: None,
+                            departed: false,
+                            removed: false,
+                            synced: true,
+                            formed: false,
+                        });
+                        s.nodes[x].etcd = true;
+                    }
+                    StartMode::Existing => {
+                        if s.nodes[x].data.is_some() {
+                            s.nodes[x].etcd = true;
+                        }
+                    }
+                    StartMode::Join { epoch } => {
+                        let host = (0..self.n()).find(|&l| {
+                            connected(s, x, l)
+                                && self.leader(s, l) == Some(l)
+                                && running_data(s, l).is_some_and(|d| {
+                                    u64::from(d.epoch) == *epoch
+                                        && d.config.iter().any(|e| e.node == x && e.learner)
+                                })
+                        });
+                        let Some(l) = host else {
+                            return;
+                        };
+                        let Some(dl) = s.nodes[l].data.clone() else {
+                            return;
+                        };
+                        let Some(entry) = dl.config.iter().find(|e| e.node == x) else {
+                            return;
+                        };
+                        if let Some(old) = &s.nodes[x].data
+                            && !old.log.is_empty()
+                        {
+                            s.broken = Some((
+                                "rule 3",
+                                format!("{} joined over its data without archiving it", name(x)),
+                            ));
+                        }
+                        s.nodes[x].lost = None;
+                        s.nodes[x].data = Some(Data {
+                            epoch: dl.epoch,
+                            member: entry.id,
+                            config: dl.config.clone(),
+                            log: Vec::new(),
+                            commit: 0,
+                            lock: dl.lock,
+                            departed: false,
+                            removed: false,
+                            synced: false,
+                            formed: true,
+                        });
+                        s.nodes[x].etcd = true;
+                    }
+                }
+            }
+            Step::StopEtcd => s.nodes[x].etcd = false,
+            Step::SetClaim { epoch } => {
+                s.nodes[x].claim = Some(ClaimM {
+                    boot: s.nodes[x].boot,
+                    epoch: u8::try_from(*epoch).unwrap_or(u8::MAX),
+                    at: tick(s),
+                });
+            }
+            Step::ClearClaim => s.nodes[x].claim = None,
+            Step::ForceNewCluster { epoch } => {
+                let window = self.config.power_loss_window;
+                let epoch_first = self.config.policy.mutation == Some(Mutation::EpochBeforeForce);
+                let node = &mut s.nodes[x];
+                let Some(d) = node.data.as_mut() else {
+                    return;
+                };
+                let new = u8::try_from(*epoch).unwrap_or(u8::MAX);
+                if epoch_first && d.epoch != new {
+                    // The rule before: the new epoch goes into the state
+                    // file first (fsync), etcd is stopped, and the forced
+                    // restart follows as a second half of the same step,
+                    // which a power loss or a daemon restart can cut off.
+                    d.epoch = new;
+                    node.etcd = false;
+                    node.pending = Some(step.clone());
+                    return;
+                }
+                if window {
+                    d.log.truncate(d.commit);
+                }
+                d.commit = d.log.len();
+                d.epoch = u8::try_from(*epoch).unwrap_or(u8::MAX);
+                d.config = vec![Entry {
+                    node: x,
+                    id: d.member,
+                    learner: false,
+                }];
+                d.synced = true;
+                node.etcd = true;
+            }
+            Step::ArchiveDataDir { .. } => {
+                let node = &mut s.nodes[x];
+                if node.etcd || node.data.is_none() {
+                    return;
+                }
+                node.data = None;
+                node.archives = node.archives.saturating_add(1);
+            }
+            Step::AddLearner { node } => {
+                let Some(y) = (0..self.n()).find(|&y| name(y) == *node) else {
+                    return;
+                };
+                if self.leader(s, x) != Some(x) {
+                    return;
+                }
+                let Some(d) = &s.nodes[x].data else {
+                    return;
+                };
+                if d.config.iter().any(|e| e.learner || e.node == y) {
+                    return;
+                }
+                let id = s.next_member;
+                s.next_member = s.next_member.saturating_add(1);
+                self.commit_change(s, x, |d| {
+                    d.config.push(Entry {
+                        node: y,
+                        id,
+                        learner: true,
+                    })
+                });
+            }
+            Step::PromoteLearner { id, .. } => {
+                if self.leader(s, x) != Some(x) {
+                    return;
+                }
+                let Some(dl) = s.nodes[x].data.clone() else {
+                    return;
+                };
+                let Some(e) = dl
+                    .config
+                    .iter()
+                    .find(|e| e.learner && ID_BASE + u64::from(e.id) == *id)
+                    .copied()
+                else {
+                    return;
+                };
+                // etcd's own check is lenient (90 % of the leader's commit
+                // index): it refuses only a learner it cannot reach.
+                let group = self.group(s, x);
+                if !group.contains(&e.node) {
+                    return;
+                }
+                let learner_synced =
+                    running_data(s, e.node).is_some_and(|d| d.synced && d.log == dl.log);
+                if !learner_synced {
+                    s.broken = Some((
+                        "rule 5",
+                        format!(
+                            "{} promoted learner {} before it was in sync",
+                            name(x),
+                            name(e.node)
+                        ),
+                    ));
+                }
+                self.commit_change(s, x, |d| {
+                    for entry in d.config.iter_mut() {
+                        if entry.id == e.id {
+                            entry.learner = false;
+                        }
+                    }
+                });
+            }
+            Step::RemoveMember { id, .. } => {
+                if !self.quorate(s, x) {
+                    return;
+                }
+                let Some(d) = &s.nodes[x].data else {
+                    return;
+                };
+                let Some(e) = d
+                    .config
+                    .iter()
+                    .find(|e| ID_BASE + u64::from(e.id) == *id)
+                    .copied()
+                else {
+                    return;
+                };
+                let group = self.group(s, x);
+                self.commit_change(s, x, |d| d.config.retain(|c| c.id != e.id));
+                if group.contains(&e.node)
+                    && let Some(dy) = s.nodes[e.node].data.as_mut()
+                    && dy.member == e.id
+                {
+                    dy.removed = true;
+                    s.nodes[e.node].etcd = false;
+                }
+            }
+            Step::AcquireLeaveLock => {
+                if !self.quorate(s, x) || s.nodes[x].data.as_ref().is_none_or(|d| d.lock.is_some())
+                {
+                    return;
+                }
+                self.commit_change(s, x, |d| d.lock = Some(x));
+            }
+            Step::ReleaseLeaveLock => {
+                if self.quorate(s, x) {
+                    self.commit_change(s, x, |d| d.lock = None);
+                }
+            }
+            Step::RecordDeparture => {
+                if let Some(d) = s.nodes[x].data.as_mut() {
+                    d.departed = true;
+                }
+            }
+            Step::ClearDeparture => {
+                if let Some(d) = s.nodes[x].data.as_mut() {
+                    d.departed = false;
+                }
+            }
+            Step::MarkInSync => s.nodes[x].in_sync = true,
+            Step::ClearInSync => s.nodes[x].in_sync = false,
+            // The model's leader follows from the logs, not from a choice.
+            Step::TransferLeadership { .. } | Step::Wait { .. } | Step::Refuse { .. } => {}
+        }
+    }
+
+    /// Observe and decide: keep the first acting step for `Act`; with none,
+    /// the pending OCF action completes.
+    pub(super) fn observe(&self, s: &mut State, x: usize) {
+        if self.force_half_done(s, x) {
+            // The executor is between the two halves of a forced restart
+            // (`EpochBeforeForce`): no gathering runs meanwhile.
+            return;
+        }
+        if self.config.serial_starts
+            && s.nodes[x].queued
+            && s.nodes[x].quorate
+            && !s.maintenance
+            && !start_in_flight(s, x)
+        {
+            // Pacemaker begins this node's start (it starts nothing without
+            // quorum, and nothing while another action is in flight).
+            s.nodes[x].queued = false;
+        }
+        // The daemon clears the marker whenever it finds etcd not running.
+        if !s.nodes[x].etcd && self.config.policy.mutation != Some(Mutation::MarkerOutlivesEtcdExit)
+        {
+            s.nodes[x].in_sync = false;
+        }
+        let facts = self.facts(s, x);
+        let decision = decide_with(&facts, &self.config.policy);
+        if s.maintenance
+            && let Some(step) = decision.steps.iter().find(|st| {
+                !matches!(
+                    st,
+                    Step::PublishRecord
+                        | Step::ClearClaim
+                        | Step::ClearInSync
+                        | Step::Wait { .. }
+                        | Step::Refuse { .. }
+                )
+            })
+        {
+            s.broken = Some((
+                "maintenance",
+                format!(
+                    "{} decided {step:?} while Pacemaker was in maintenance mode",
+                    name(x)
+                ),
+            ));
+        }
+        // A newer decision replaces the plan of an older one, as in the
+        // daemon (which carries a plan out within the pass that made it):
+        // with nothing to do now, nothing older is carried out later.
+        s.nodes[x].pending = decision.first_act().cloned();
+        s.nodes[x].plan = if self.config.plans {
+            decision
+                .steps
+                .iter()
+                .filter(|st| st.acts())
+                .skip(1)
+                .cloned()
+                .collect()
+        } else {
+            Vec::new()
+        };
+        match decision.first_act() {
+            Some(_) => {}
+            None => match facts.trigger {
+                Trigger::Start if self.start_returns(&decision, s.nodes[x].etcd) => {
+                    s.nodes[x].started = true;
+                }
+                Trigger::Stop if !s.nodes[x].etcd => {
+                    let at = tick(s);
+                    s.nodes[x].stopped_at = Some(at);
+                    s.nodes[x].started = false;
+                }
+                _ => {}
+            },
+        }
+    }
+
+    /// Whether a start action ends with this decision (which acts on
+    /// nothing). Without `serial_starts` the model lets it end once etcd
+    /// runs. With it, as the daemon's start action does: once the decision
+    /// reports success (a start that holds back for its peer or an operator
+    /// reports success at once, with the reason), or, the rule before
+    /// (`StartWaitsInAction`), only once etcd runs.
+    fn start_returns(&self, decision: &Decision, etcd: bool) -> bool {
+        if !self.config.serial_starts
+            || self.config.policy.mutation == Some(Mutation::StartWaitsInAction)
+        {
+            return etcd;
+        }
+        // A start that leaves etcd degraded (a sole voter, a learner
+        // catching up) has succeeded (`finished` in the daemon).
+        matches!(decision.outcome, Outcome::Success | Outcome::Degraded)
+    }
+
+    /// `EpochBeforeForce` only: `x` wrote a forced restart's epoch and has
+    /// not restarted etcd yet.
+    fn force_half_done(&self, s: &State, x: usize) -> bool {
+        let node = &s.nodes[x];
+        match (&node.pending, &node.data) {
+            (Some(Step::ForceNewCluster { epoch }), Some(d)) => {
+                self.config.policy.mutation == Some(Mutation::EpochBeforeForce)
+                    && u64::from(d.epoch) == *epoch
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether a fresh gathering right before the forced restart `step`
+    /// leads to the very same force, as the daemon checks before it
+    /// restarts etcd with `--force-new-cluster`. The rule before
+    /// (`ForceOnPlanFacts`) forced on the facts its decision was made
+    /// from, however old. Every other step is carried out on those facts.
+    pub(super) fn force_still_decided(&self, s: &State, x: usize, step: &Step) -> bool {
+        if !matches!(step, Step::ForceNewCluster { .. })
+            || self.config.policy.mutation == Some(Mutation::ForceOnPlanFacts)
+        {
+            return true;
+        }
+        if self.config.policy.mutation == Some(Mutation::EpochBeforeForce)
+            && s.nodes[x].data.as_ref().is_some_and(|d| {
+                Step::ForceNewCluster {
+                    epoch: u64::from(d.epoch),
+                } == *step
+            })
+        {
+            // The second half of the rule before's forced restart: the same
+            // executor step as the first, with no gathering between.
+            return true;
+        }
+        let mut fresh = s.clone();
+        // The gathering clears the marker of an etcd that is not running.
+        if !fresh.nodes[x].etcd {
+            fresh.nodes[x].in_sync = false;
+        }
+        let again = decide_with(&self.facts(&fresh, x), &self.config.policy);
+        again.steps.contains(step)
+    }
+}
