@@ -1,15 +1,22 @@
 #!/bin/bash
 # Builds a minimal Debian root file system for tests, once, and prints its path.
 #
-#   tests/images/build-image.sh SUITE [PACKAGE...] [--apt PACKAGE...]
+#   tests/images/build-image.sh SUITE [PACKAGE...] [--apt [--no-install-recommends] PACKAGE...]
 #
-# The root is `debootstrap --variant=minbase SUITE` plus PACKAGE... (with their
-# dependencies). Packages after `--apt` are then installed inside the root by
-# `apt-get install`, the way an operator installs them on a node (their
-# maintainer scripts run, their units are enabled). The root is cached under
+# The root is `mmdebstrap --variant=minbase SUITE` plus PACKAGE... (with their
+# hard dependencies, as debootstrap --include installs them). Packages after
+# `--apt` are then installed inside the root by `apt-get install`, the way an
+# operator installs them on a node (their maintainer scripts run, their units
+# are enabled); `--no-install-recommends` right after `--apt` passes that
+# option to that apt-get, as the operator's procedure does. The root is cached
+# under
 #   ${WARDEN_IMAGE_CACHE:-/var/cache/etcd-warden-test/images}/<key>
-# where <key> is a hash of the suite, both sorted package lists and this
-# script's layout version. Callers treat the printed directory as read-only
+# where <key> is a hash of the suite, both sorted package lists, the apt
+# options and this script's layout version: what decides the root's content.
+# The layout version is bumped whenever the way the root is built changes
+# what it holds; a change that leaves the content as it was (a comment, a
+# faster build of the same root) keeps the key, so that a clone on the same
+# machine keeps its cache. Callers treat the printed directory as read-only
 # (use an overlay or a copy of it): every test starts from the same root.
 #
 # A missing cache, a half-built one (no `.image-complete` marker) or one older
@@ -24,14 +31,25 @@
 # /usr/sbin/policy-rc.d forbids starting services: packages installed into it
 # later (pacemaker, etcd-server) must not start daemons in a chroot.
 #
+# What makes the build fast (measured in docs/benchmarks.md, "Field nodes"):
+# mmdebstrap resolves and downloads the base in one apt run instead of
+# debootstrap's package-by-package second stage; while the root is built,
+# dpkg skips its fsyncs (force-unsafe-io: a half-built root is thrown away
+# anyway) and leaves out manual pages, documentation and translations (a test
+# node never reads them). Both settings are removed before the root is used:
+# a package a test installs later (the project's .deb) installs as it would
+# on any host, documentation included.
+#
 # Progress goes to stderr; stdout carries only the path.
 set -euo pipefail
 
-# Bump when the layout of the built root changes, so old caches are rebuilt.
-LAYOUT_VERSION=1
+# Bump when the content of the built root changes, so old caches are rebuilt.
+# 2: built by mmdebstrap; no manual pages, documentation or translations of
+# the packages installed while building.
+LAYOUT_VERSION=2
 
 usage() {
-    echo "usage: $0 SUITE [PACKAGE...]   (e.g. $0 bookworm man-db)" >&2
+    echo "usage: $0 SUITE [PACKAGE...] [--apt [--no-install-recommends] PACKAGE...]   (e.g. $0 bookworm man-db)" >&2
     exit 2
 }
 [ $# -ge 1 ] || usage
@@ -39,21 +57,30 @@ suite=$1
 shift
 base_pkgs=()
 apt_pkgs=()
+apt_opts=()
 seen_apt=
 for a in "$@"; do
     if [ "$a" = --apt ]; then seen_apt=1; continue; fi
-    if [ -n "$seen_apt" ]; then apt_pkgs+=("$a"); else base_pkgs+=("$a"); fi
+    if [ -n "$seen_apt" ]; then
+        case $a in
+            --no-install-recommends) apt_opts+=("$a") ;;
+            -*) usage ;;
+            *) apt_pkgs+=("$a") ;;
+        esac
+    else
+        base_pkgs+=("$a")
+    fi
 done
 case $suite in
     ''|*/*|-*) echo "build-image.sh: bad suite name '$suite'" >&2; exit 2 ;;
 esac
 
 if [ "$(id -u)" != 0 ]; then
-    echo "build-image.sh: needs root (debootstrap and chroot)" >&2
+    echo "build-image.sh: needs root (mmdebstrap and chroot)" >&2
     exit 1
 fi
-if ! command -v debootstrap >/dev/null; then
-    echo "build-image.sh: debootstrap is missing; run 'apt-get install debootstrap' (or 'make deps')" >&2
+if ! command -v mmdebstrap >/dev/null; then
+    echo "build-image.sh: mmdebstrap is missing; run 'apt-get install mmdebstrap' (or 'make deps')" >&2
     exit 1
 fi
 
@@ -61,10 +88,10 @@ cache=${WARDEN_IMAGE_CACHE:-/var/cache/etcd-warden-test/images}
 max_age_days=${WARDEN_IMAGE_MAX_AGE_DAYS:-30}
 packages=$(printf '%s\n' "${base_pkgs[@]}" | sed '/^$/d' | LC_ALL=C sort -u | paste -sd, -)
 apt_packages=$(printf '%s\n' "${apt_pkgs[@]}" | sed '/^$/d' | LC_ALL=C sort -u | paste -sd, -)
-# The apt line only enters the key when there is one, so that images built
-# before the apt stage existed keep their keys.
+apt_options=$(printf '%s\n' "${apt_opts[@]}" | sed '/^$/d' | LC_ALL=C sort -u | paste -sd, -)
 key=$( { printf 'layout=%s\nsuite=%s\nvariant=minbase\npackages=%s\n' "$LAYOUT_VERSION" "$suite" "$packages"
-         [ -z "$apt_packages" ] || printf 'apt=%s\n' "$apt_packages"; } | sha256sum | cut -c1-16)
+         [ -z "$apt_packages" ] || printf 'apt=%s\n' "$apt_packages"
+         [ -z "$apt_options" ] || printf 'apt-options=%s\n' "$apt_options"; } | sha256sum | cut -c1-16)
 image="$cache/$key"
 marker="$image/.image-complete"
 
@@ -109,26 +136,41 @@ trap 'rm -rf --one-file-system "$tmp"' EXIT
 trap 'exit 143' TERM INT
 root="$tmp/root"
 
+# dpkg's settings while the root is built (see the header); mmdebstrap writes
+# them to this file inside the root, and it is removed before the root is used.
+build_dpkg_cfg=etc/dpkg/dpkg.cfg.d/99mmdebstrap
+build_apt_cfg=etc/apt/apt.conf.d/99mmdebstrap
+dpkgopts=(
+    --dpkgopt=force-unsafe-io
+    --dpkgopt='path-exclude=/usr/share/man/*'
+    --dpkgopt='path-exclude=/usr/share/locale/*'
+    --dpkgopt='path-include=/usr/share/locale/locale.alias'
+    --dpkgopt='path-exclude=/usr/share/doc/*'
+    --dpkgopt='path-include=/usr/share/doc/*/copyright'
+    --dpkgopt='path-exclude=/usr/share/info/*'
+)
+
 start=$(date +%s)
-log "building $suite (minbase${packages:+ + $packages}${apt_packages:+, then apt-get install $apt_packages}) into $image; this takes a few minutes once"
+log "building $suite (minbase${packages:+ + $packages}${apt_packages:+, then apt-get install ${apt_opts[*]:+${apt_opts[*]} }$apt_packages}) into $image; this takes a few minutes once"
 include=()
 [ -n "$packages" ] && include=(--include="$packages")
-# debootstrap's own log is long; keep it for a failure, show one line a stage.
-if ! debootstrap --variant=minbase "${include[@]}" "$suite" "$root" "$mirror" >"$tmp/debootstrap.log" 2>&1; then
-    tail -n 30 "$tmp/debootstrap.log" >&2
-    [ -f "$root/debootstrap/debootstrap.log" ] && tail -n 30 "$root/debootstrap/debootstrap.log" >&2
-    echo "build-image.sh: debootstrap $suite failed (log above)" >&2
+# mmdebstrap's own log is long; keep it for a failure, show one line a stage.
+if ! mmdebstrap --mode=root --variant=minbase "${include[@]}" "${dpkgopts[@]}" \
+        --aptopt='Acquire::Languages "none"' \
+        "$suite" "$root" "$mirror" >"$tmp/mmdebstrap.log" 2>&1; then
+    tail -n 40 "$tmp/mmdebstrap.log" >&2
+    echo "build-image.sh: mmdebstrap $suite failed (log above)" >&2
     exit 1
 fi
-log "debootstrap done after $(( $(date +%s) - start )) s"
+log "mmdebstrap done after $(( $(date +%s) - start )) s"
 
 # No service may start inside the chroot (invoke-rc.d and deb-systemd-invoke
 # both honour policy-rc.d).
-cat > "$root/usr/sbin/policy-rc.d" <<'EOF'
+cat > "$root/usr/sbin/policy-rc.d" <<'EOF2'
 #!/bin/sh
 # Test image: never start services in a chroot.
 exit 101
-EOF
+EOF2
 chmod 0755 "$root/usr/sbin/policy-rc.d"
 
 if [ ${#apt_pkgs[@]} -gt 0 ]; then
@@ -136,10 +178,8 @@ if [ ${#apt_pkgs[@]} -gt 0 ]; then
     # The mounts live in a private mount namespace so that they vanish with it on
     # every exit path.
     apt_start=$(date +%s)
-    log "apt-get install ${apt_pkgs[*]} inside the root (several minutes: pcs brings Ruby and Python)"
+    log "apt-get install ${apt_opts[*]:+${apt_opts[*]} }${apt_pkgs[*]} inside the root"
     cp -L /etc/resolv.conf "$root/etc/resolv.conf"
-    # A root built for tests needs no crash safety while it is being built.
-    echo force-unsafe-io > "$root/etc/dpkg/dpkg.cfg.d/unsafe-io"
     if ! unshare --mount --propagation private /bin/sh -c '
             set -e
             mount -t proc proc "$1/proc"
@@ -149,18 +189,20 @@ if [ ${#apt_pkgs[@]} -gt 0 ]; then
                 DEBIAN_FRONTEND=noninteractive apt-get update -q
             chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
                 DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@"
-        ' sh "$root" "${apt_pkgs[@]}" >"$tmp/apt.log" 2>&1; then
+        ' sh "$root" "${apt_opts[@]}" "${apt_pkgs[@]}" >"$tmp/apt.log" 2>&1; then
         tail -n 40 "$tmp/apt.log" >&2
         echo "build-image.sh: apt-get install in the $suite root failed (log above)" >&2
         exit 1
     fi
-    rm -f "$root/etc/dpkg/dpkg.cfg.d/unsafe-io"
-    log "apt-get install done after $(( $(date +%s) - apt_start )) s"
+    log "apt-get install done after $(( $(date +%s) - apt_start )) s ($(sed -n 's/^\([0-9]\+\) upgraded, \([0-9]\+\) newly installed.*/\2 packages/p' "$tmp/apt.log"))"
 fi
+# The build's dpkg and apt settings go: later installs in the root are
+# ordinary ones.
+rm -f "$root/$build_dpkg_cfg" "$root/$build_apt_cfg"
 
 # Downloaded packages are not kept in the image (callers may bind a cache).
 rm -f "$root"/var/cache/apt/archives/*.deb
-printf 'suite=%s\npackages=%s\napt=%s\nmirror=%s\nbuilt=%s\n' "$suite" "$packages" "$apt_packages" "$mirror" \
+printf 'suite=%s\npackages=%s\napt=%s\napt-options=%s\nmirror=%s\nbuilt=%s\n' "$suite" "$packages" "$apt_packages" "$apt_options" "$mirror" \
     "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$root/.image-complete"
 
 # Replace a stale image atomically: move it aside first, then rename.

@@ -263,6 +263,8 @@ pub struct FieldCluster {
     pub nodes: Vec<FieldNode>,
     /// The node image (read-only lower layer).
     pub image: PathBuf,
+    /// The package the nodes installed (`FieldOptions::deb`).
+    pub deb: PathBuf,
     hacluster_password: String,
     bmc_password_file: PathBuf,
     drop_ins: Vec<(String, String)>,
@@ -604,6 +606,7 @@ impl FieldCluster {
             inner,
             nodes,
             image,
+            deb: opts.deb.clone(),
             hacluster_password,
             bmc_password_file,
             drop_ins: opts.drop_ins.clone(),
@@ -625,7 +628,36 @@ impl FieldCluster {
     pub fn dump_journals(&self) {
         for n in &self.nodes {
             if self.pid1(&n.name).is_none() {
-                eprintln!("--- {}: not running ---", n.name);
+                // A node that is off (fenced, powered off) still has its disk:
+                // its persistent journal, read from the host.
+                let journal = n.dir.join("upper/var/log/journal");
+                let read = |args: &[&str]| {
+                    process::run(
+                        Command::new("journalctl")
+                            .arg("-D")
+                            .arg(&journal)
+                            .arg("--no-pager")
+                            .args(args),
+                        Duration::from_secs(30),
+                    )
+                    .map(|o| o.stdout)
+                    .unwrap_or_else(|e| format!("(no journal: {e:#})\n"))
+                };
+                let pcmk = read(&["-n", "120", "-u", "pacemaker", "-u", "corosync"]);
+                // The daemon's structured fields only show in the verbose form.
+                let warden: String = read(&["-n", "80", "-o", "verbose", "-u", "etcd-warden"])
+                    .lines()
+                    .filter(|l| {
+                        !l.starts_with(' ')
+                            || l.starts_with("    MESSAGE=")
+                            || l.starts_with("    F_")
+                    })
+                    .map(|l| format!("{l}\n"))
+                    .collect();
+                eprintln!(
+                    "--- {}: not running; its journal on disk ---\n{pcmk}--- etcd-warden (verbose) ---\n{warden}",
+                    n.name
+                );
                 continue;
             }
             match self.node_sh(
@@ -690,11 +722,24 @@ impl FieldCluster {
         }
         me.timings.push(("both nodes booted".into(), t.elapsed()));
 
+        // Both nodes at once: each installs on its own disk, as two operators
+        // (or one with a parallel shell) would.
         let t = Instant::now();
-        for i in 0..me.nodes.len() {
-            let name = me.nodes[i].name.clone();
-            me.install(&name, deb_name)?;
-        }
+        let names: Vec<String> = me.nodes.iter().map(|n| n.name.clone()).collect();
+        let this = &*me;
+        std::thread::scope(|s| {
+            let installs: Vec<_> = names
+                .iter()
+                .map(|n| s.spawn(move || this.install(n, deb_name)))
+                .collect();
+            installs
+                .into_iter()
+                .zip(&names)
+                .try_for_each(|(h, n)| match h.join() {
+                    Ok(r) => r.with_context(|| format!("installing on {n}")),
+                    Err(_) => Err(anyhow::anyhow!("the install on {n} panicked")),
+                })
+        })?;
         me.timings
             .push(("package installed and configured".into(), t.elapsed()));
         let t = Instant::now();
@@ -721,6 +766,15 @@ impl FieldCluster {
         process::read_pid(&n.dir.join("launcher.pid"))
             .ok()
             .filter(|&p| process::alive(p))
+    }
+
+    /// What the node's console (systemd-nspawn's output: the boot and
+    /// shutdown messages of every power cycle) has shown so far.
+    pub fn console(&self, name: &str) -> Result<String> {
+        let n = self.node(name)?;
+        let p = n.dir.join("console.log");
+        let b = fs::read(&p).with_context(|| format!("reading {}", p.display()))?;
+        Ok(String::from_utf8_lossy(&b).into_owned())
     }
 
     /// The node's systemd (PID 1 inside), if it is running: the child of
@@ -966,10 +1020,20 @@ impl FieldCluster {
                 n.name, n.addr, n.name, n.bmc_addr
             );
         }
-        self.node_sh_ok(
+        // A script of a dozen pcs commands, each a Python start and a CIB
+        // update: on a loaded machine (load 15 on two cores) it has taken
+        // more than node_sh's 120 s.
+        self.node_cmd_stdin(
             &first,
-            &format!("cd /root && {pcs_config} > pcs-config.sh && bash pcs-config.sh"),
-        )?;
+            &[
+                "bash",
+                "-c",
+                &format!("cd /root && {pcs_config} > pcs-config.sh && bash pcs-config.sh"),
+            ],
+            "",
+            Duration::from_secs(360),
+        )?
+        .ok()?;
         self.wait_cluster_healthy(Duration::from_secs(240))
     }
 

@@ -17,6 +17,10 @@
 //!   is powered on, archives its old member directory, rejoins as a voter
 //!   (the cycle of field_power).
 //!
+//! The scenario itself is in `field_support`; `field_suite` runs it with the
+//! other scenarios on one cluster (what `make test-field` runs), this test on a
+//! cluster of its own, to debug it alone.
+//!
 //! Heavy (two booted Debian nodes): run under `flock /tmp/warden-field.lock`
 //! (its own lock: field nodes share no host path, port or namespace name
 //! with the namespace cluster tests).
@@ -25,179 +29,8 @@
 
 mod field_support;
 
-use std::time::{Duration, Instant};
-
-use warden_harness::field::{FieldCluster, FieldOptions};
-use warden_harness::process;
-
-/// The transient unit's name (`etcd.unit_name`'s default).
-const UNIT: &str = "etcd-warden-etcd.service";
-
-/// The drop-in that switches the backend.
-const DROP_IN: &str = "# etcd as a transient unit of its own, started over D-Bus.\n\
-                       [etcd]\nbackend = \"systemd\"\n";
-
-/// The unit's ActiveState and MainPID on `node`.
-fn unit_state(c: &FieldCluster, node: &str) -> Result<(String, u32), String> {
-    let out = c
-        .node_sh(
-            node,
-            &format!("systemctl show {UNIT} -p ActiveState -p MainPID --value"),
-        )
-        .map_err(|e| format!("{e:#}"))?
-        .stdout;
-    // `--value` prints the properties in the order systemd keeps them,
-    // which is not the order asked for: tell them apart by their shape.
-    let mut state = String::new();
-    let mut pid = 0;
-    for l in out.lines().map(str::trim) {
-        match l.parse::<u32>() {
-            Ok(p) => pid = p,
-            Err(_) => state = l.to_owned(),
-        }
-    }
-    Ok((state, pid))
-}
-
-/// Waits until the unit is active on `node` with a main PID other than
-/// `not`, and returns that PID.
-fn wait_unit_running(c: &FieldCluster, node: &str, not: u32, timeout: Duration) -> u32 {
-    process::poll(
-        &format!("{UNIT} active on {node} (main PID other than {not})"),
-        timeout,
-        Duration::from_millis(300),
-        || match unit_state(c, node)? {
-            (s, p) if s == "active" && p != 0 && p != not => Ok(p),
-            (s, p) => Err(format!("ActiveState={s} MainPID={p}")),
-        },
-    )
-    .unwrap()
-}
-
-/// Checks that etcd runs as the transient unit on `node`, as the etcd user,
-/// logging to the unit's journal; returns its PID.
-fn check_unit(c: &FieldCluster, node: &str) -> u32 {
-    let pid = wait_unit_running(c, node, 0, Duration::from_secs(30));
-    let user = c
-        .node_sh_ok(node, &format!("ps -o user= -o comm= -p {pid}"))
-        .unwrap()
-        .stdout;
-    assert_eq!(
-        user.split_whitespace().collect::<Vec<_>>(),
-        ["etcd", "etcd"],
-        "{UNIT}'s main process on {node}"
-    );
-    // Nothing but the unit's own cgroup: etcd is not in the daemon's.
-    let cgroup = c
-        .node_sh_ok(node, &format!("cat /proc/{pid}/cgroup"))
-        .unwrap()
-        .stdout;
-    assert!(
-        cgroup.contains(UNIT),
-        "etcd on {node} is not in its unit's cgroup: {cgroup}"
-    );
-    let journal = c
-        .node_sh_ok(
-            node,
-            &format!("journalctl -u {UNIT} --no-pager -o cat | grep -c '\"level\"' || true"),
-        )
-        .unwrap()
-        .stdout;
-    assert!(
-        journal.trim().parse::<u32>().unwrap_or(0) > 0,
-        "no etcd log line in {UNIT}'s journal on {node}"
-    );
-    pid
-}
-
 #[test]
 fn field_systemd_backend_adopt_crash_power_cut() {
-    let mut opts = FieldOptions::new(&field_support::suite(), std::path::Path::new(""));
-    opts.drop_ins = vec![("50-backend.toml".into(), DROP_IN.into())];
-    let (c, _work) = field_support::cluster_with(&opts).unwrap();
-    field_support::wait_all_voters(&c, "node-a", Duration::from_secs(60)).unwrap();
-    for n in ["node-a", "node-b"] {
-        check_unit(&c, n);
-    }
-    let w = field_support::writer(&c, "/field-systemd").unwrap();
-    let t = Instant::now();
-    w.wait_ack_after(Some("node-b"), t, Duration::from_secs(30))
-        .unwrap();
-    let fences_before = c.crm_mon("node-a").unwrap().fence_history.len();
-
-    // The daemon restarts; etcd's unit stays and is adopted.
-    let pid = check_unit(&c, "node-b");
-    let restart = Instant::now();
-    c.node_sh_ok("node-b", "systemctl restart etcd-warden")
-        .unwrap();
-    c.wait_unit_active("node-b", "etcd-warden.service", Duration::from_secs(60))
-        .unwrap();
-    let after = Instant::now();
-    w.wait_ack_after(Some("node-b"), after, Duration::from_secs(60))
-        .unwrap();
-    let restarted = restart.elapsed();
-    assert_eq!(
-        unit_state(&c, "node-b").unwrap(),
-        ("active".to_owned(), pid),
-        "etcd's unit on node-b after the daemon's restart"
-    );
-    let status = c.warden_status("node-b").unwrap();
-    assert!(
-        status.contains(&format!("{pid}")),
-        "the restarted daemon does not report etcd's PID {pid}: {status}"
-    );
-    let failures = field_support::failed_actions(&c, "node-a").unwrap();
-    assert!(
-        failures.is_empty(),
-        "failed actions after the daemon's restart: {failures}"
-    );
-
-    // etcd crashes: SIGKILL of the unit's main process.
-    let crash = Instant::now();
-    c.node_sh_ok("node-b", &format!("systemctl kill -s KILL {UNIT}"))
-        .unwrap();
-    let new_pid = wait_unit_running(&c, "node-b", pid, Duration::from_secs(120));
-    let back = crash.elapsed();
-    let ack_b = w
-        .wait_ack_after(Some("node-b"), crash, Duration::from_secs(120))
-        .unwrap();
-    let ack_a = w
-        .wait_ack_after(Some("node-a"), crash, Duration::from_secs(120))
-        .unwrap();
-    field_support::wait_all_voters(&c, "node-a", Duration::from_secs(120)).unwrap();
-    c.wait_cluster_healthy(Duration::from_secs(120)).unwrap();
-    let m = c.crm_mon("node-a").unwrap();
-    assert_eq!(
-        m.fence_history.len(),
-        fences_before,
-        "an etcd crash must not fence anyone: {:?}",
-        m.fence_history
-    );
-    let failures = field_support::failed_actions(&c, "node-a").unwrap();
-    eprintln!("failed actions after the crash (the monitor that saw it): {failures}");
-    // Pacemaker's recovery is the only restart: clear its record so that
-    // the power cut below starts from a clean slate.
-    c.node_sh_ok("node-a", "pcs resource cleanup").unwrap();
-
-    // The power cut, as field_power.
-    let p = field_support::power_cycle(&c, &w, "node-b").unwrap();
-    // After the boot, the daemon started a new transient unit.
-    check_unit(&c, "node-b");
-    let n = field_support::check_writes(&c, w, "node-a").unwrap();
-    eprintln!(
-        "field_systemd_backend: daemon restart -> node-b writes {:.1} s (etcd PID {pid} adopted); \
-         etcd SIGKILL -> unit active again {:.1} s (PID {new_pid}), write on node-b {:.1} s, node-a {:.1} s; \
-         power off -> fenced {:.1} s, node dead -> survivor write {:.1} s (fence done -> write {}), \
-         power on -> voter {:.1} s; {n} acknowledged writes, all present",
-        restarted.as_secs_f64(),
-        back.as_secs_f64(),
-        ack_b.at.duration_since(crash).as_secs_f64(),
-        ack_a.at.duration_since(crash).as_secs_f64(),
-        p.fenced.as_secs_f64(),
-        p.crash_to_write.as_secs_f64(),
-        p.fence_to_write
-            .map(|d| format!("{:.2} s", d.as_secs_f64()))
-            .unwrap_or_else(|| "n/a".into()),
-        p.rejoin_to_voter.as_secs_f64()
-    );
+    let (c, _work) = field_support::systemd_backend::cluster(&field_support::suite());
+    field_support::systemd_backend::adopt_crash_power_cut(&c);
 }

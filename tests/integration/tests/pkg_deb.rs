@@ -4,7 +4,7 @@
 //! an install and removal with apt and dpkg on a fresh minimal Debian 12 root
 //! (tests/images/build-image.sh, cached under /var/cache/etcd-warden-test).
 //!
-//! Needs root (debootstrap, chroot, mounts), lintian and debootstrap (`make
+//! Needs root (mmdebstrap, chroot, mounts), lintian and mmdebstrap (`make
 //! deps` installs them) and Debian's archive through apt, which pulls the
 //! package's dependencies (etcd-server, pacemaker, corosync) into the root.
 
@@ -94,16 +94,16 @@ fn require_tools() {
     assert_eq!(
         text(&uid.stdout).trim(),
         "0",
-        "this test needs root (debootstrap, chroot, mounts)"
+        "this test needs root (mmdebstrap, chroot, mounts)"
     );
-    for tool in ["lintian", "debootstrap", "dpkg-shlibdeps", "unshare"] {
+    for tool in ["lintian", "mmdebstrap", "dpkg-shlibdeps", "unshare"] {
         let found = Command::new("sh")
             .args(["-c", &format!("command -v {tool}")])
             .output()
             .unwrap();
         assert!(
             found.status.success(),
-            "{tool} is missing: run `make deps` (it installs dpkg-dev, lintian and debootstrap)"
+            "{tool} is missing: run `make deps` (it installs dpkg-dev, lintian and mmdebstrap)"
         );
     }
 }

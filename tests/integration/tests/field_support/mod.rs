@@ -1,17 +1,68 @@
 //! Shared by the field tests: the package, the cluster, the writers, the
 //! final checks and the power-cut cycle live in `warden_integration::field`
-//! (`failover-bench --field` measures the same cycle); here, the power-cut
-//! scenario the Debian 13 and Debian 12 tests share.
+//! (`failover-bench --field` measures the same cycle); here, the scenarios.
+//! Each scenario runs on a healthy cluster (it waits for one first), starts
+//! a writer of its own, makes its own assertions and checks every write its
+//! writer had acknowledged before it returns, so that the scenarios run one
+//! after the other on one cluster (`field_suite`, what `make test-field` runs) as
+//! well as each on a cluster of its own (the `field_*` test of its name, to
+//! debug one).
 
 // Each test binary uses a part of this module.
 #![allow(dead_code, unused_imports, clippy::unwrap_used)]
 
-use std::time::Duration;
+pub mod install;
+pub mod reboot;
+pub mod systemd_backend;
+pub mod upgrade;
+pub mod watchdog;
 
+use std::time::{Duration, Instant};
+
+use warden_harness::field::FieldCluster;
 pub use warden_integration::field::*;
 
-/// The power-cut scenario on `suite`'s node image (also run on Debian 12 by
-/// field_power_bookworm): see [`power_cycle`].
+/// A scenario's precondition: both nodes online with their fence devices
+/// and etcd started, and both etcd members voters.
+pub fn ready(c: &FieldCluster) {
+    c.wait_cluster_healthy(Duration::from_secs(300)).unwrap();
+    wait_all_voters(c, "node-a", Duration::from_secs(120)).unwrap();
+}
+
+/// Fails when node-a's Pacemaker has recorded a fence since the scenario
+/// read `before` entries in its fence history; `what` says what must not
+/// have fenced.
+pub fn assert_no_new_fence(c: &FieldCluster, before: usize, what: &str) {
+    let m = c.crm_mon("node-a").unwrap();
+    assert_eq!(
+        m.fence_history.len(),
+        before,
+        "{what}: {:?}",
+        m.fence_history
+    );
+}
+
+/// Fails when node-a's crm_mon lists a failed action (see
+/// [`failed_actions`]).
+pub fn assert_no_failed_action(c: &FieldCluster) {
+    let failures = failed_actions(c, "node-a").unwrap();
+    assert!(failures.is_empty(), "failed actions: {failures}");
+}
+
+/// Runs one scenario and prints how long it took (setup excluded), for
+/// docs/benchmarks.md.
+pub fn scenario(name: &str, f: impl FnOnce()) {
+    eprintln!("field scenario {name}: start");
+    let t = Instant::now();
+    f();
+    eprintln!(
+        "field scenario {name}: passed in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+}
+
+/// The power-cut scenario on `suite`'s node image, on a cluster of its own
+/// (field_power, field_power_bookworm).
 pub fn power_cut(suite: &str) {
     let (c, _work) = cluster_on(suite).unwrap();
     power_cut_on(&c, &format!("field_power ({suite})"), "/field-power");
@@ -19,8 +70,8 @@ pub fn power_cut(suite: &str) {
 
 /// The power cut of node-b on a running cluster, with a writer of its own
 /// whose every acknowledged write is checked afterwards.
-pub fn power_cut_on(c: &warden_harness::field::FieldCluster, label: &str, prefix: &str) {
-    wait_all_voters(c, "node-a", Duration::from_secs(60)).unwrap();
+pub fn power_cut_on(c: &FieldCluster, label: &str, prefix: &str) {
+    ready(c);
     let w = writer(c, prefix).unwrap();
     let p = power_cycle(c, &w, "node-b").unwrap();
     let n = check_writes(c, w, "node-a").unwrap();

@@ -1,0 +1,65 @@
+//! Every field scenario, on as few clusters as their preconditions allow:
+//! one cluster per node image and backend, each booted and created once
+//! (about two minutes of boot, `dpkg -i` and `pcs` each), then the
+//! scenarios in order. This is what `make test-field` (and `make
+//! test-with-field`) runs; the `field_*` test
+//! named after a scenario runs it alone on a cluster of its own.
+//!
+//! Each scenario waits for a healthy cluster first (both nodes online, fence
+//! devices and etcd started, both members voters), runs its own writer, makes
+//! its own assertions and checks every acknowledged write of that writer
+//! before the next one starts. The order keeps each scenario's
+//! preconditions honest:
+//! - install first: it checks the first start (`NRestarts=0`);
+//! - then the scenarios that must leave no trace in Pacemaker (watchdog,
+//!   upgrade, reboot: each asserts no fence and no failed action);
+//! - the power cut last: it fences a node, which the others would see.
+//!
+//! The systemd backend gets a cluster of its own: the backend is chosen by a
+//! drop-in before the daemon's first start, as an operator installs it.
+//!
+//! Heavy (two booted Debian nodes per test, one test at a time): run under
+//! `flock /tmp/warden-field.lock` (its own lock: field nodes share no host
+//! path, port or namespace name with the namespace cluster tests).
+
+#![allow(clippy::unwrap_used)]
+
+mod field_support;
+
+use field_support::{install, reboot, scenario, systemd_backend, upgrade, watchdog};
+
+/// Debian 13 (Pacemaker 3.0, etcd 3.5), the `process` backend: install,
+/// watchdog, `systemctl restart` and package upgrade, graceful reboot,
+/// power cut fenced over IPMI.
+#[test]
+fn field_suite_debian13_process_backend() {
+    let (c, _work) = field_support::cluster_on("trixie").unwrap();
+    scenario("install", || install::install(&c, "field_install"));
+    scenario("watchdog", || watchdog::watchdog(&c));
+    scenario("upgrade", || upgrade::upgrade(&c));
+    scenario("reboot", || reboot::reboot(&c));
+    scenario("power cut", || {
+        field_support::power_cut_on(&c, "field_power (trixie)", "/field-power")
+    });
+}
+
+/// Debian 13, the `systemd` backend: adoption, etcd crash, power cut.
+#[test]
+fn field_suite_debian13_systemd_backend() {
+    let (c, _work) = systemd_backend::cluster("trixie");
+    scenario("systemd backend", || {
+        systemd_backend::adopt_crash_power_cut(&c)
+    });
+}
+
+/// Debian 12 (Pacemaker 2.1.5, etcd 3.4.23): install, power cut.
+#[test]
+fn field_suite_debian12() {
+    let (c, _work) = field_support::cluster_on("bookworm").unwrap();
+    scenario("install (bookworm)", || {
+        install::install(&c, "field_install (bookworm)")
+    });
+    scenario("power cut (bookworm)", || {
+        field_support::power_cut_on(&c, "field_power (bookworm)", "/field-power")
+    });
+}
