@@ -582,6 +582,21 @@ impl WardenCluster {
 }
 
 fn find_archives(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) {
+    find_dirs(
+        dir,
+        depth,
+        &|name, p| name.contains("archive") && has_member_dir(p, 3),
+        out,
+    );
+}
+
+fn find_named(dir: &Path, depth: u32, needle: &str, out: &mut Vec<PathBuf>) {
+    find_dirs(dir, depth, &|name, _| name.contains(needle), out);
+}
+
+/// Directories under `dir`, at most `depth` levels down, for which `hit`
+/// holds on their lower-cased name and path; a hit is not searched further.
+fn find_dirs(dir: &Path, depth: u32, hit: &dyn Fn(&str, &Path) -> bool, out: &mut Vec<PathBuf>) {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;
     };
@@ -591,27 +606,10 @@ fn find_archives(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) {
             continue;
         }
         let name = e.file_name().to_string_lossy().to_lowercase();
-        if name.contains("archive") && has_member_dir(&p, 3) {
+        if hit(&name, &p) {
             out.push(p);
         } else if depth > 0 {
-            find_archives(&p, depth - 1, out);
-        }
-    }
-}
-
-fn find_named(dir: &Path, depth: u32, needle: &str, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        if !p.is_dir() {
-            continue;
-        }
-        if e.file_name().to_string_lossy().contains(needle) {
-            out.push(p);
-        } else if depth > 0 {
-            find_named(&p, depth - 1, needle, out);
+            find_dirs(&p, depth - 1, hit, out);
         }
     }
 }
