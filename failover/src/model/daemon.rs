@@ -37,18 +37,7 @@ impl EtcdModel {
                             })
                             .collect();
                         s.nodes[x].lost = None;
-                        s.nodes[x].data = Some(Data {
-                            epoch: 0,
-                            member: x as u8 + 1,
-                            config,
-                            log: Vec::new(),
-                            commit: 0,
-                            lock: None,
-                            departed: false,
-                            removed: false,
-                            synced: true,
-                            formed: false,
-                        });
+                        s.nodes[x].data = Some(Data::fresh(x as u8 + 1, config, false));
                         s.nodes[x].etcd = true;
                     }
                     StartMode::Existing => {

@@ -178,18 +178,7 @@ impl EtcdModel {
                 .collect();
             for i in 0..n {
                 let node = &mut s.nodes[i];
-                node.data = Some(Data {
-                    epoch: 0,
-                    member: i as u8 + 1,
-                    config: config.clone(),
-                    log: Vec::new(),
-                    commit: 0,
-                    lock: None,
-                    departed: false,
-                    removed: false,
-                    synced: true,
-                    formed: true,
-                });
+                node.data = Some(Data::fresh(i as u8 + 1, config.clone(), true));
                 node.etcd = true;
                 node.started = true;
                 node.in_sync = true;

@@ -58,6 +58,25 @@ pub struct Data {
     pub formed: bool,
 }
 
+impl Data {
+    /// A new member's directory at epoch 0 with an empty log: the bootstrap's
+    /// (`formed`) or a model start's.
+    pub(super) fn fresh(member: u8, config: Vec<Entry>, formed: bool) -> Data {
+        Data {
+            epoch: 0,
+            member,
+            config,
+            log: Vec::new(),
+            commit: 0,
+            lock: None,
+            departed: false,
+            removed: false,
+            synced: true,
+            formed,
+        }
+    }
+}
+
 /// A published record, as the model keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Rec {
