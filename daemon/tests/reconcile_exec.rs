@@ -235,6 +235,7 @@ fn force_archive_rejoin_promote_on_real_etcd() {
                     bootstrap_token: None,
                     lost_member: None,
                     learner: false,
+                    removed: false,
                 },
             )
         });

@@ -300,6 +300,13 @@ pub struct DataRecord {
     /// data is gone must not wait on it as the holder of the data.
     #[serde(default)]
     pub learner: bool,
+    /// It left the member list gracefully and its data's last quorate
+    /// membership, seen live, no longer lists it (see
+    /// [`LocalData::removed_by_own_leave`]): its removal was committed, so
+    /// its member never votes again, even where the peer's data, whose
+    /// persisted commit index may predate the removal, still lists it.
+    #[serde(default)]
+    pub removed: bool,
 }
 
 impl DataRecord {
@@ -455,6 +462,19 @@ impl LocalData {
     /// data that existed with an empty cluster.
     pub fn had_cluster(&self) -> bool {
         self.formed || self.epoch > 0 || self.cluster_id.is_some() || self.member_id.is_some()
+    }
+
+    /// The node left the member list gracefully and a live look at its
+    /// member, quorate, listed only the others as voters: etcd lists a
+    /// membership once it has applied it, and applies only what is
+    /// committed, so the removal is committed in the cluster's history. A
+    /// join empties the voters (so an older membership never counts) and
+    /// a rejoin as a voter clears the departure.
+    pub fn removed_by_own_leave(&self, node: &str) -> bool {
+        self.departed
+            && self.exists
+            && !self.voters.is_empty()
+            && !self.voters.iter().any(|v| v == node)
     }
 
     /// The data is gone but the state file says it existed.

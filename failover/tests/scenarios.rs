@@ -32,6 +32,7 @@ fn record(node: &str, has_data: bool, epoch: u64) -> DataRecord {
         bootstrap_token: None,
         lost_member: None,
         learner: false,
+        removed: false,
     }
 }
 
@@ -793,6 +794,96 @@ fn a_leave_cut_off_before_the_removal_restarts_the_member() {
     let mut back = healthy(B);
     back.data.departed = true;
     assert!(has(&back, |s| *s == Step::ClearDeparture));
+}
+
+/// A leave whose removal committed on the leaving node while the peer's
+/// persisted commit index did not catch up (the peer lost power right after
+/// applying it: etcd syncs a commit index change only with new entries).
+/// After a total outage the peer's member, same cluster and epoch, still
+/// lists the leaver as a voter and waits for its vote; the leaver's data
+/// shows its own removal, so its member never votes again. No automatic
+/// path is safe (the peer's last acknowledged writes may lie past its
+/// persisted commit index, which a forced restart drops), so both daemons
+/// name the peer as holding the newest data, and the one command; with
+/// the operator's marker set by that command, the peer claims and forces.
+#[test]
+fn a_removal_the_peer_did_not_persist_names_the_peer_and_the_command() {
+    use warden_failover::decide::expected_record;
+    // n1 left: its data's last quorate membership lists only n2.
+    let mut leaver = healthy(A);
+    leaver.trigger = Trigger::Start;
+    leaver.etcd = EtcdView::NotRunning;
+    leaver.local = LocalMarkers::default();
+    leaver.data.departed = true;
+    leaver.data.voters = vec![B.into()];
+    let rec = expected_record(&leaver);
+    assert!(rec.removed && rec.departed, "{rec:?}");
+    peer_mut(&mut leaver, A).record = Some(rec.clone());
+    let d = decide(&leaver);
+    assert!(!forces(&leaver), "{d:?}");
+    assert!(
+        !has(&leaver, |s| matches!(s, Step::StartEtcd { .. })),
+        "{d:?}"
+    );
+    let (reason, cmd) = d.refusal().expect("the leaver names the peer");
+    assert_eq!(cmd, "etcd-warden recover force-new-cluster --node n2");
+    assert!(reason.contains("newest data is on n2"), "{reason}");
+    // Held: the start returns at once, a monitor says degraded.
+    assert_eq!(d.outcome, Outcome::Success);
+    let mut monitor = leaver.clone();
+    monitor.trigger = Trigger::Monitor;
+    assert_eq!(decide(&monitor).outcome, Outcome::Degraded);
+    // Not while the peer's etcd is not started, nor once a quorate
+    // cluster answers (the peer's member recorded the removal after all
+    // and elected itself): then the usual archive and join.
+    let mut stopped = leaver.clone();
+    peer_mut(&mut stopped, B).etcd = ResourceState::Unknown;
+    assert!(decide(&stopped).refusal().is_none());
+    let mut elected = leaver.clone();
+    elected.cluster = Some(ClusterView {
+        cluster_id: CLUSTER,
+        epoch: 0,
+        members: vec![member(ID_B, B, false, true)],
+        leave_lock: None,
+    });
+    assert!(has(&elected, |s| matches!(s, Step::ArchiveDataDir { .. })));
+
+    // n2, after the total outage: its member lists both, has no leader.
+    let mut peer = healthy(B);
+    let l = live_mut(&mut peer);
+    l.has_leader = false;
+    l.linearizable_ok = false;
+    peer.local = LocalMarkers::default();
+    peer_mut(&mut peer, A).record = Some(rec.clone());
+    let d = decide(&peer);
+    assert!(!forces(&peer), "{d:?}");
+    let (reason, cmd) = d.refusal().expect("the peer names itself");
+    assert_eq!(cmd, "etcd-warden recover force-new-cluster --node n2");
+    assert!(
+        reason.contains("this node holds the newest data"),
+        "{reason}"
+    );
+    assert_eq!(d.outcome, Outcome::Degraded);
+    // The operator's command sets the marker for this boot: claim, force.
+    let mut allowed = peer.clone();
+    allowed.local.in_sync_boot = Some(boot(B));
+    assert!(
+        has(&allowed, |s| matches!(s, Step::SetClaim { .. })),
+        "{:?}",
+        decide(&allowed)
+    );
+    // No proof from a record of another epoch, from a leaver whose data
+    // still lists itself, or from a peer Pacemaker has lost.
+    let mut other_epoch = allowed.clone();
+    peer_mut(&mut other_epoch, A).record.as_mut().unwrap().epoch = 1;
+    assert!(!forces(&other_epoch));
+    let mut listed = allowed.clone();
+    peer_mut(&mut listed, A).record.as_mut().unwrap().removed = false;
+    assert!(!forces(&listed));
+    let mut lost = allowed.clone();
+    peer_mut(&mut lost, A).unclean = true;
+    peer_mut(&mut lost, A).online = false;
+    assert!(!forces(&lost));
 }
 
 // ---- S10 --------------------------------------------------------------------

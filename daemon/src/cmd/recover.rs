@@ -42,7 +42,8 @@ pub(crate) enum RecoverCommand {
     /// data although it cannot prove it holds every acknowledged write: you
     /// assert that the peer is down and that NODE's data is the one to keep.
     /// Sets this boot's in-sync marker; the daemon then forces once
-    /// Pacemaker shows the peer down.
+    /// Pacemaker shows the peer down (or the peer's data shows that it
+    /// left the member list, its removal committed).
     ForceNewCluster(NodeArgs),
     /// Keep NODE's data where both nodes hold different histories of the
     /// same epoch. On NODE: raise its epoch, so that the other node sees its

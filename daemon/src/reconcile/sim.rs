@@ -164,6 +164,7 @@ pub(crate) fn record(
         bootstrap_token: None,
         lost_member: None,
         learner: false,
+        removed: false,
     }
 }
 

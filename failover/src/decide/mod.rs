@@ -73,7 +73,7 @@ mod two_node;
 pub use mutations::{Mutation, Policy, decide_with};
 pub use proof::{
     DownProof, bootstrap_token, claim_is_valid, expected_record, peer_down_proof,
-    peer_holds_no_data, resolve,
+    peer_holds_no_data, peer_removed_itself, resolve,
 };
 
 struct Decider<'a> {

@@ -27,6 +27,14 @@ pub enum DownProof {
     /// acknowledged without this node, and none was acknowledged that this
     /// node has not persisted.
     HoldsNoData,
+    /// The peer is online and its daemon says, this boot, that it left the
+    /// member list and that its data shows the removal committed (in this
+    /// node's cluster, at this node's epoch): its member never votes again,
+    /// so none runs that could take a write, and every entry acknowledged
+    /// before the removal was persisted here too. Only this node's
+    /// persisted commit index, older than the removal (etcd syncs a commit
+    /// index change only with new entries), still lists the peer.
+    RemovedItself,
     /// No proof at all: only a mutation produces this.
     NoLeaderOnly,
 }
@@ -38,6 +46,12 @@ impl std::fmt::Display for DownProof {
             DownProof::CleanlyDown => write!(f, "cleanly down"),
             DownProof::EtcdStopped { at } => write!(f, "its etcd stopped at {}", at.0),
             DownProof::HoldsNoData => write!(f, "online without data, none newer than ours"),
+            DownProof::RemovedItself => {
+                write!(
+                    f,
+                    "it left the member list and its data shows the removal committed"
+                )
+            }
             DownProof::NoLeaderOnly => write!(f, "no leader (no proof)"),
         }
     }
@@ -163,6 +177,30 @@ pub fn peer_holds_no_data(facts: &Facts, peer: &NodeView) -> bool {
         && !d.departed
 }
 
+/// Whether `peer` is online and its daemon published, this boot, that it
+/// left the member list and that its data shows its removal committed, in
+/// the cluster `cluster_id` this node's member runs, at this node's epoch.
+/// Only a voter that is not departed uses this, from a two-member
+/// membership that still lists the peer: its own persisted commit index
+/// predates the removal (a power loss took the unsynced commit), so its
+/// member waits for a vote that the removed member never gives.
+pub fn peer_removed_itself(facts: &Facts, peer: &NodeView, cluster_id: u64) -> bool {
+    let Some(r) = &peer.record else {
+        return false;
+    };
+    let d = &facts.data;
+    peer.online
+        && !peer.unclean
+        && r.removed
+        && r.departed
+        && r.has_data
+        && r.epoch == d.epoch
+        && r.cluster_id == Some(cluster_id)
+        && d.cluster_id == Some(cluster_id)
+        && d.exists
+        && !d.departed
+}
+
 /// The `initial-cluster-token` of a bootstrap decided on these facts.
 ///
 /// A fresh one for every bootstrap, so that a new cluster never carries an
@@ -238,6 +276,7 @@ pub fn expected_record(facts: &Facts) -> DataRecord {
             .member_id
             .filter(|_| facts.data.lost() && !facts.data.joining),
         learner: facts.data.learner_only(&facts.node),
+        removed: facts.data.removed_by_own_leave(&facts.node),
     }
 }
 

@@ -51,6 +51,9 @@ impl Decider<'_> {
         if proof.is_none() && peer_holds_no_data(f, peer) {
             proof = Some(DownProof::HoldsNoData);
         }
+        if proof.is_none() && peer_removed_itself(f, peer, live.cluster_id) {
+            proof = Some(DownProof::RemovedItself);
+        }
         if proof.is_none() && broken!(self, ForceOnNoLeader) {
             proof = Some(DownProof::NoLeaderOnly);
         }
@@ -125,6 +128,26 @@ impl Decider<'_> {
             return self.refuse(
                 format!(
                     "{} runs no member and its data is gone, so this node holds the only data, but after a power loss its last acknowledged writes may lie past the commit index it persisted, which a forced restart drops",
+                    peer.name
+                ),
+                resolve::force_new_cluster(&f.node),
+            );
+        }
+        // The peer's leave committed its removal, but this member's
+        // persisted commit index predates it (a power loss took the
+        // unsynced commit): it waits for the removed member's vote, which
+        // never comes. This node holds every entry of the pair; only a
+        // forced restart ends the wait, and after a power loss it would
+        // drop the entries past that commit index, acknowledged writes
+        // among them possibly. Said with this node as the holder of the
+        // newest data.
+        if proof == DownProof::RemovedItself
+            && !f.in_sync_this_boot()
+            && !broken!(self, ForceWithoutInSync)
+        {
+            return self.refuse(
+                format!(
+                    "{} left the member list and its data shows the removal committed, but this member's persisted commit index predates it, so it waits for a vote the removed member never gives; this node holds the newest data, though its last acknowledged writes may lie past that commit index, which a forced restart drops",
                     peer.name
                 ),
                 resolve::force_new_cluster(&f.node),

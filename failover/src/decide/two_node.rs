@@ -231,6 +231,9 @@ impl Decider<'_> {
                     outcome,
                 );
             }
+            if let Some(d) = self.removal_unlearned(peer) {
+                return d;
+            }
             if !self.leave_interrupted(peer) || broken!(self, DepartedWaitsForPeer) {
                 return self.hold(format!(
                     "this node left the member list gracefully and never forces a new cluster; waiting for {} to start etcd",
@@ -298,6 +301,39 @@ impl Decider<'_> {
             Outcome::Success,
             None,
         )
+    }
+
+    /// A node whose leave committed its removal (its data's last quorate
+    /// membership lists only the peer), while the peer's etcd runs and no
+    /// quorate cluster answers: the peer's member, whose persisted commit
+    /// index predates the removal (a power loss took the unsynced commit),
+    /// still counts this node as a voter and waits for a vote a removed
+    /// member never gives. Nothing here can end that: the peer holds the
+    /// newest data and must restart as a one-member cluster, which only an
+    /// operator may allow (its daemon refuses and says so too). Held, so
+    /// that neither the start nor a monitor makes Pacemaker act; the
+    /// peer's member may still elect itself within a second when its data
+    /// did record the removal, and then this node joins it as usual.
+    fn removal_unlearned(&mut self, peer: &NodeView) -> Option<Decision> {
+        let f = self.f;
+        if !f.data.removed_by_own_leave(&f.node)
+            || f.cluster.is_some()
+            || !peer.online
+            || peer.unclean
+            || peer.etcd != ResourceState::Started
+            || broken!(self, DepartedWaitsForPeer)
+        {
+            return None;
+        }
+        let outcome = self.held_outcome();
+        Some(self.refuse_as(
+            format!(
+                "this node left the member list and its data shows the removal committed, but {}'s etcd runs without quorum: its persisted commit index predates the removal, so it waits for this node's vote, which a removed member never gives; the newest data is on {}",
+                peer.name, peer.name
+            ),
+            resolve::force_new_cluster(&peer.name),
+            outcome,
+        ))
     }
 
     /// A node that departed gracefully, whose leave may have been cut off

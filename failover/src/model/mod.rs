@@ -197,6 +197,11 @@ impl EtcdModel {
                 .data
                 .as_ref()
                 .is_some_and(|d| !d.config.iter().any(|e| e.node == x && !e.learner)),
+            // As `LocalData::removed_by_own_leave` sees the facts.
+            removed: node.data.as_ref().is_some_and(|d| {
+                let mut voters = d.config.iter().filter(|e| !e.learner).peekable();
+                d.departed && voters.peek().is_some() && !voters.any(|e| e.node == x)
+            }),
             boot: node.boot,
             has_data: node.data.is_some(),
             formed: node.data.as_ref().is_some_and(|d| d.formed)

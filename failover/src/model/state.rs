@@ -98,6 +98,8 @@ pub struct Rec {
     pub lost_member: Option<u8>,
     /// The data is a learner's that has not been a voter yet.
     pub learner: bool,
+    /// Departed, and the data's membership no longer lists it.
+    pub removed: bool,
 }
 
 /// What the state file still says of a member directory that went missing.

@@ -251,6 +251,7 @@ pub(super) fn to_record(y: usize, r: &Rec) -> DataRecord {
         bootstrap_token: None,
         lost_member: r.lost_member.map(|m| ID_BASE + u64::from(m)),
         learner: r.learner,
+        removed: r.removed,
     }
 }
 
