@@ -438,7 +438,19 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
             retrying(left.min(MEMBERSHIP_RETRY), |d| ports.etcd.remove(*id, d))
                 .await
                 .map(|_| tracing::info!(node, id, "removed from the member list"))
-                .map_err(ops)
+                .map_err(ops)?;
+            // etcd answers a removal once it has applied it, so it is
+            // committed: the data's last membership no longer lists this
+            // node. Written down now, because this member exits as soon as
+            // it has applied its own removal, before a live look could see
+            // the new membership; the record's `removed` rests on it (the
+            // peer may not have persisted that commit, see `decide`).
+            if node == me {
+                paths
+                    .update_state(|st| st.voters.retain(|v| v != me))
+                    .map_err(local)?;
+            }
+            Ok(())
         }
         Step::TransferLeadership { id, node } => {
             let started = std::time::Instant::now();

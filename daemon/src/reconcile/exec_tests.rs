@@ -534,6 +534,67 @@ async fn membership_changes_retry_through_unhealthy_cluster() {
     assert_eq!(fake.calls().len(), 4);
 }
 
+/// A member that removed itself exits as soon as it has applied the
+/// removal, often before a live look could see the new membership; the
+/// state file says so at once, so that the record tells the peer that the
+/// removal is committed.
+#[tokio::test]
+async fn removing_this_nodes_own_member_drops_it_from_the_recorded_voters() {
+    let t = tempfile::tempdir().unwrap();
+    let p = with_data(t.path());
+    p.update_state(|s| {
+        s.departed = true;
+        s.voters = vec!["a".into(), "b".into()];
+    })
+    .unwrap();
+    let fake = Fake::default();
+    // The peer's removal leaves this node's view alone (the leader's live
+    // look records it).
+    let r = run(
+        &fake,
+        &p,
+        &facts(true),
+        &[Step::RemoveMember {
+            id: 9,
+            node: "b".into(),
+        }],
+    )
+    .await;
+    assert!(r.failed.is_none(), "{:?}", r.failed);
+    assert_eq!(p.read_state().unwrap().voters, vec!["a", "b"]);
+    let r = run(
+        &fake,
+        &p,
+        &facts(true),
+        &[Step::RemoveMember {
+            id: 8,
+            node: "a".into(),
+        }],
+    )
+    .await;
+    assert!(r.failed.is_none(), "{:?}", r.failed);
+    assert_eq!(p.read_state().unwrap().voters, vec!["b"]);
+    // A removal etcd refused changes nothing.
+    p.update_state(|s| s.voters = vec!["a".into(), "b".into()])
+        .unwrap();
+    fake.etcd_errors
+        .lock()
+        .unwrap()
+        .push(EtcdError::NotFound("member".into()));
+    let r = run(
+        &fake,
+        &p,
+        &facts(true),
+        &[Step::RemoveMember {
+            id: 8,
+            node: "a".into(),
+        }],
+    )
+    .await;
+    assert!(r.failed.is_some());
+    assert_eq!(p.read_state().unwrap().voters, vec!["a", "b"]);
+}
+
 #[tokio::test]
 async fn a_membership_call_that_times_out_is_asked_again_within_the_budget() {
     // etcd 3.5: a removal while a promotion is pending may time out
