@@ -26,6 +26,12 @@ fn env_u64(name: &str) -> Result<Option<u64>> {
 }
 
 fn main() -> ExitCode {
+    // An interrupted campaign (Ctrl-C, a CI timeout) still tears its
+    // cluster down: namespaces, daemons, Pacemaker and temp dirs.
+    if let Err(e) = warden_harness::teardown_on_signals() {
+        eprintln!("campaign: {e:#}");
+        return ExitCode::from(2);
+    }
     match run() {
         Ok(t) if t.ok() => ExitCode::SUCCESS,
         Ok(_) => ExitCode::FAILURE,
