@@ -12,7 +12,8 @@
 //! preconditions honest:
 //! - install first: it checks the first start (`NRestarts=0`);
 //! - then the scenarios that must leave no trace in Pacemaker (watchdog,
-//!   upgrade, reboot: each asserts no fence and no failed action);
+//!   upgrade, a daemon killed during a stop, reboot: each asserts no fence
+//!   and no failed action);
 //! - the power cut last: it fences a node, which the others would see.
 //!
 //! The systemd backend gets a cluster of its own: the backend is chosen by a
@@ -26,17 +27,18 @@
 
 mod field_support;
 
-use field_support::{install, reboot, scenario, systemd_backend, upgrade, watchdog};
+use field_support::{install, reboot, scenario, stop_kill, systemd_backend, upgrade, watchdog};
 
 /// Debian 13 (Pacemaker 3.0, etcd 3.5), the `process` backend: install,
-/// watchdog, `systemctl restart` and package upgrade, graceful reboot,
-/// power cut fenced over IPMI.
+/// watchdog, `systemctl restart` and package upgrade, the daemon killed
+/// during a stop, graceful reboot, power cut fenced over IPMI.
 #[test]
 fn field_suite_debian13_process_backend() {
     let (c, _work) = field_support::cluster_on("trixie").unwrap();
     scenario("install", || install::install(&c, "field_install"));
     scenario("watchdog", || watchdog::watchdog(&c));
     scenario("upgrade", || upgrade::upgrade(&c));
+    scenario("daemon killed during a stop", || stop_kill::stop_kill(&c));
     scenario("reboot", || reboot::reboot(&c));
     scenario("power cut", || {
         field_support::power_cut_on(&c, "field_power (trixie)", "/field-power")

@@ -13,6 +13,7 @@
 
 pub mod install;
 pub mod reboot;
+pub mod stop_kill;
 pub mod systemd_backend;
 pub mod upgrade;
 pub mod watchdog;
