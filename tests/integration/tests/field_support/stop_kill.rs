@@ -7,7 +7,7 @@
 //! node rejoins as a voter after `pcs node unstandby`. Every acknowledged
 //! write of the scenario's writer is checked at the end.
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use warden_harness::field::{FieldCluster, etcd_started_on};
 use warden_harness::process;
@@ -32,6 +32,12 @@ fn main_pid(c: &FieldCluster, node: &str) -> (u32, u32) {
     )
 }
 
+fn since_epoch(t: SystemTime) -> Duration {
+    t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default()
+}
+
+/// `pcs node standby node-b`, the daemon on node-b killed while the agent's
+/// stop is in flight: the stop must still succeed, without a fence.
 pub fn stop_kill(c: &FieldCluster) {
     ready(c);
     let w = writer(c, "/field-stop-kill").unwrap();
@@ -42,6 +48,7 @@ pub fn stop_kill(c: &FieldCluster) {
     let (pid, restarts) = main_pid(c, "node-b");
 
     let start = Instant::now();
+    let standby_at = SystemTime::now();
     c.node_sh_ok("node-b", "pcs node standby node-b").unwrap();
     // Inside the node, so that the kill follows the agent's start by
     // milliseconds: the agent process running `stop` is the stop in flight
@@ -52,7 +59,7 @@ pub fn stop_kill(c: &FieldCluster) {
             "node-b",
             "for i in $(seq 1200); do
                if pgrep -f 'resource.d/etcd-warden/etc[d] stop' >/dev/null; then
-                 systemctl kill --kill-whom=main --signal=SIGKILL etcd-warden && exit 0
+                 systemctl kill --kill-whom=main --signal=SIGKILL etcd-warden && date +%s.%N && exit 0
                fi
                sleep 0.05
              done
@@ -65,7 +72,16 @@ pub fn stop_kill(c: &FieldCluster) {
         killed.stdout,
         killed.stderr
     );
-    let kill_at = start.elapsed();
+    // The node's clock is the host's: the kill's own time, not when the
+    // shell above returned (seconds later on a loaded machine).
+    let kill_at = killed
+        .stdout
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .and_then(|t| Duration::try_from_secs_f64(t).ok())
+        .and_then(|t| t.checked_sub(since_epoch(standby_at)))
+        .unwrap_or_else(|| start.elapsed());
 
     c.wait_crm(
         "node-a",
@@ -74,7 +90,7 @@ pub fn stop_kill(c: &FieldCluster) {
         |m| !etcd_started_on(m, "node-b") && etcd_started_on(m, "node-a"),
     )
     .unwrap();
-    let stopped_at = start.elapsed();
+    let stopped_at = since_epoch(SystemTime::now()).saturating_sub(since_epoch(standby_at));
     assert_no_new_fence(c, fences_before, "a daemon killed during a stop");
     assert_no_failed_action(c);
     // The stop was finished by the restarted daemon: systemd restarted it,
@@ -115,8 +131,8 @@ pub fn stop_kill(c: &FieldCluster) {
     let n = check_writes(c, w, "node-a").unwrap();
     eprintln!(
         "field_stop_kill: standby -> daemon killed mid-stop {:.1} s (PID {pid} -> {new_pid}, NRestarts \
-         {restarts} -> {new_restarts}) -> etcd stopped {:.1} s, no fence; unstandby -> voter {:.1} s; \
-         {n} acknowledged writes, all present",
+         {restarts} -> {new_restarts}) -> etcd stopped, seen by crm_mon {:.1} s, no fence; \
+         -> unstandby, voter again {:.1} s; {n} acknowledged writes, all present",
         kill_at.as_secs_f64(),
         stopped_at.as_secs_f64(),
         voter_at.as_secs_f64()
