@@ -627,52 +627,42 @@ mod tests {
 
         // Bounded like any wait for the daemon: a daemon that never comes
         // back fails the stop with the error itself, before the timeout.
-        let answers = (0..100).map(|_| closed()).collect();
-        let d = Fake::new(answers);
-        let t0 = Instant::now();
-        let e = run(
-            &args("stop"),
-            &env(&[
-                ("OCF_RESKEY_socket", sock.to_str().unwrap()),
-                ("OCF_RESKEY_CRM_meta_timeout", "1000"),
-            ]),
-            &d,
-            t0,
+        stop_gives_up_in_time(
+            closed,
+            &[("OCF_RESKEY_socket", sock.to_str().unwrap())],
+            "closed before a complete answer",
         );
+    }
+
+    /// A stop whose every attempt gets `error` fails within its 1 s
+    /// timeout (more `env` beside it), with a reason containing `why`.
+    fn stop_gives_up_in_time(
+        error: impl Fn() -> Result<ActionReply, ClientError>,
+        more: &[(&str, &str)],
+        why: &str,
+    ) {
+        let d = Fake::new((0..100).map(|_| error()).collect());
+        let mut pairs = vec![("OCF_RESKEY_CRM_meta_timeout", "1000")];
+        pairs.extend_from_slice(more);
+        let t0 = Instant::now();
+        let e = run(&args("stop"), &env(&pairs), &d, t0);
         assert!(
             t0.elapsed() < Duration::from_millis(1000),
             "{:?}",
             t0.elapsed()
         );
         assert_eq!(e.code(), 1);
-        assert!(
-            e.reason
-                .unwrap()
-                .contains("closed before a complete answer")
-        );
+        let reason = e.reason.unwrap();
+        assert!(reason.contains(why), "{reason}");
     }
 
     #[test]
     fn daemon_wait_is_bounded_by_the_timeout() {
-        let answers = (0..100).map(|_| Err(refused())).collect();
-        let d = Fake::new(answers);
-        let t0 = Instant::now();
-        let e = run(
-            &args("stop"),
-            &env(&[
-                ("OCF_RESKEY_CRM_meta_timeout", "1000"),
-                ("OCF_RESKEY_daemon_wait", "60"),
-            ]),
-            &d,
-            t0,
+        stop_gives_up_in_time(
+            || Err(refused()),
+            &[("OCF_RESKEY_daemon_wait", "60")],
+            "not reachable",
         );
-        assert!(
-            t0.elapsed() < Duration::from_millis(1000),
-            "{:?}",
-            t0.elapsed()
-        );
-        assert_eq!(e.code(), 1);
-        assert!(e.reason.unwrap().contains("not reachable"));
     }
 
     #[test]

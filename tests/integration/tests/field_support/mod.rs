@@ -30,6 +30,18 @@ pub fn ready(c: &FieldCluster) {
     wait_all_voters(c, "node-a", Duration::from_secs(120)).unwrap();
 }
 
+/// A scenario's start: a healthy cluster ([`ready`]), a writer of its own
+/// under `prefix` with a write acknowledged through node-b, and how many
+/// fences node-a's history holds (for [`assert_no_new_fence`]).
+pub fn begin(c: &FieldCluster, prefix: &str) -> (warden_integration::writer::Writer, usize) {
+    ready(c);
+    let w = writer(c, prefix).unwrap();
+    w.wait_ack_after(Some("node-b"), Instant::now(), Duration::from_secs(30))
+        .unwrap();
+    let fences = c.crm_mon("node-a").unwrap().fence_history.len();
+    (w, fences)
+}
+
 /// Fails when node-a's Pacemaker has recorded a fence since the scenario
 /// read `before` entries in its fence history; `what` says what must not
 /// have fenced.

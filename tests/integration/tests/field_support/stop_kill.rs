@@ -13,24 +13,8 @@ use warden_harness::field::{FieldCluster, etcd_started_on};
 use warden_harness::process;
 
 use super::{
-    assert_no_failed_action, assert_no_new_fence, check_writes, ready, wait_all_voters, writer,
+    assert_no_failed_action, assert_no_new_fence, begin, check_writes, wait_all_voters, watchdog,
 };
-
-/// The daemon's MainPID and NRestarts on `node`.
-fn main_pid(c: &FieldCluster, node: &str) -> (u32, u32) {
-    let out = c
-        .node_sh_ok(
-            node,
-            "systemctl show etcd-warden -p MainPID -p NRestarts --value",
-        )
-        .unwrap()
-        .stdout;
-    let v: Vec<u32> = out.lines().map(|l| l.trim().parse().unwrap_or(0)).collect();
-    (
-        v.first().copied().unwrap_or(0),
-        v.get(1).copied().unwrap_or(0),
-    )
-}
 
 fn since_epoch(t: SystemTime) -> Duration {
     t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default()
@@ -39,13 +23,8 @@ fn since_epoch(t: SystemTime) -> Duration {
 /// `pcs node standby node-b`, the daemon on node-b killed while the agent's
 /// stop is in flight: the stop must still succeed, without a fence.
 pub fn stop_kill(c: &FieldCluster) {
-    ready(c);
-    let w = writer(c, "/field-stop-kill").unwrap();
-    let t = Instant::now();
-    w.wait_ack_after(Some("node-b"), t, Duration::from_secs(30))
-        .unwrap();
-    let fences_before = c.crm_mon("node-a").unwrap().fence_history.len();
-    let (pid, restarts) = main_pid(c, "node-b");
+    let (w, fences_before) = begin(c, "/field-stop-kill");
+    let (pid, restarts) = watchdog::main_pid(c, "node-b").unwrap();
 
     let start = Instant::now();
     let standby_at = SystemTime::now();
@@ -99,7 +78,7 @@ pub fn stop_kill(c: &FieldCluster) {
         "the daemon on node-b restarted",
         Duration::from_secs(60),
         Duration::from_millis(300),
-        || match main_pid(c, "node-b") {
+        || match watchdog::main_pid(c, "node-b")? {
             (p, r) if r > restarts && p != 0 && p != pid => Ok((p, r)),
             (p, r) => Err(format!("MainPID={p} NRestarts={r}")),
         },
