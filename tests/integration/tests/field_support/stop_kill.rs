@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use warden_harness::field::{FieldCluster, etcd_started_on};
+use warden_harness::field::{FieldCluster, etcd_active_on, etcd_started_on};
 use warden_harness::process;
 
 use super::{
@@ -62,11 +62,12 @@ pub fn stop_kill(c: &FieldCluster) {
         .and_then(|t| t.checked_sub(since_epoch(standby_at)))
         .unwrap_or_else(|| start.elapsed());
 
+    // Stopped, not merely no longer "Started": the stop has ended.
     c.wait_crm(
         "node-a",
         "etcd stopped on node-b (standby)",
         Duration::from_secs(150),
-        |m| !etcd_started_on(m, "node-b") && etcd_started_on(m, "node-a"),
+        |m| !etcd_active_on(m, "node-b") && etcd_started_on(m, "node-a"),
     )
     .unwrap();
     let stopped_at = since_epoch(SystemTime::now()).saturating_sub(since_epoch(standby_at));
