@@ -146,9 +146,15 @@ impl Client {
         }
         match complete_response(&buf)? {
             Some((status, body)) => finish(status, body),
-            None => Err(ClientError::Protocol(
-                "connection closed before a complete answer".into(),
-            )),
+            // The daemon closed the connection without answering: it went
+            // away with the request (killed, crashed, or shut down). An I/O
+            // error, not a malformed answer: a caller that may repeat the
+            // request (a stop, a monitor) retries it on the restarted
+            // daemon.
+            None => Err(ClientError::Io(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the connection closed before a complete answer",
+            ))),
         }
     }
 }
@@ -282,5 +288,33 @@ mod tests {
             .get_raw("/v1/status", Duration::from_millis(100))
             .unwrap_err();
         assert!(matches!(e, ClientError::Connect { .. }), "{e}");
+    }
+
+    /// A daemon that reads the request and goes away without answering (as
+    /// one killed by its watchdog does) gives an I/O error, which the OCF
+    /// agent may retry, not a malformed answer.
+    #[test]
+    fn a_connection_closed_without_an_answer_is_an_io_error() {
+        use std::io::BufRead;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("api.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let server = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            // Read the request head, then close without a word.
+            let mut r = std::io::BufReader::new(stream);
+            let mut line = String::new();
+            while r.read_line(&mut line).unwrap() > 0 && line != "\r\n" {
+                line.clear();
+            }
+        });
+        let e = Client::new(&path)
+            .get_raw("/v1/status", Duration::from_secs(10))
+            .unwrap_err();
+        server.join().unwrap();
+        match e {
+            ClientError::Io(io) => assert_eq!(io.kind(), std::io::ErrorKind::UnexpectedEof),
+            other => panic!("{other}"),
+        }
     }
 }

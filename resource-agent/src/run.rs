@@ -222,6 +222,13 @@ pub fn run(args: &[String], env: &Env, daemon: &dyn Daemon, started: Instant) ->
 /// request never reached it, so a retry cannot repeat it) and `wait` lasts,
 /// counted from the first failed attempt.
 ///
+/// A stop is also retried when the connection broke before an answer (the
+/// daemon was killed by its watchdog or crashed while stopping etcd, and
+/// systemd restarts it): a stop may be repeated, it carries on from what
+/// the first one did (a stop that finds etcd stopped succeeds), whereas a
+/// failed stop means fencing. A start is not: the daemon may have carried
+/// it out.
+///
 /// A monitor retries only while the daemon is being restarted: its socket
 /// file is still there (systemd keeps the runtime directory across a
 /// restart, and a killed daemon never removed it) but nobody listens, or a
@@ -241,6 +248,7 @@ fn call(
     // a fraction of a second.
     const POLL: Duration = Duration::from_millis(100);
     let monitor = req.action == Action::Monitor;
+    let stop = req.action == Action::Stop;
     let mut wait_until: Option<Instant> = None;
     loop {
         let left = budget.client_left();
@@ -251,7 +259,7 @@ fn call(
         let result = daemon.action(socket, req, left);
         let restarting = match &result {
             Err(ClientError::Connect { .. }) => !monitor || socket.exists(),
-            Err(ClientError::Io(_)) => monitor && socket.exists(),
+            Err(ClientError::Io(_)) => stop || (monitor && socket.exists()),
             _ => false,
         };
         let until = *wait_until.get_or_insert_with(|| Instant::now() + wait);
@@ -572,11 +580,11 @@ mod tests {
         assert_eq!(e.code(), 0);
         assert_eq!(d.seen.borrow().len(), 3);
 
-        // A reset is not retried for an action that changes state: the
-        // daemon may have carried it out.
+        // A reset is not retried for a start: the daemon may have carried
+        // it out.
         let d = Fake::new(vec![reset()]);
         let e = run(
-            &args("stop"),
+            &args("start"),
             &env(&[("OCF_RESKEY_socket", sock.to_str().unwrap())]),
             &d,
             Instant::now(),
@@ -585,27 +593,76 @@ mod tests {
         assert_eq!(d.seen.borrow().len(), 1);
     }
 
+    /// The daemon goes away in the middle of a stop (its watchdog killed
+    /// it, or it crashed): the connection closes without an answer, and
+    /// the stop is sent again to the restarted daemon, which finishes it,
+    /// instead of failing (which would fence the node). Also while the
+    /// socket file is briefly absent (a daemon that removed it on its way
+    /// out).
     #[test]
-    fn daemon_wait_is_bounded_by_the_timeout() {
-        let answers = (0..100).map(|_| Err(refused())).collect();
-        let d = Fake::new(answers);
-        let t0 = Instant::now();
+    fn stop_is_sent_again_when_the_daemon_went_away_during_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("api.sock");
+        let closed = || {
+            Err(ClientError::Io(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the connection closed before a complete answer",
+            )))
+        };
+        let stopped = Ok(ActionReply {
+            outcome: Outcome::Success,
+            reason: None,
+        });
+        let d = Fake::new(vec![closed(), Err(refused()), stopped]);
         let e = run(
             &args("stop"),
-            &env(&[
-                ("OCF_RESKEY_CRM_meta_timeout", "1000"),
-                ("OCF_RESKEY_daemon_wait", "60"),
-            ]),
+            &env(&[("OCF_RESKEY_socket", sock.to_str().unwrap())]),
             &d,
-            t0,
+            Instant::now(),
         );
+        assert_eq!(e.code(), 0, "{:?}", e.reason);
+        let seen = d.seen.borrow();
+        assert_eq!(seen.len(), 3);
+        assert!(seen.iter().all(|(r, _)| r.action == Action::Stop));
+
+        // Bounded like any wait for the daemon: a daemon that never comes
+        // back fails the stop with the error itself, before the timeout.
+        stop_gives_up_in_time(
+            closed,
+            &[("OCF_RESKEY_socket", sock.to_str().unwrap())],
+            "closed before a complete answer",
+        );
+    }
+
+    /// A stop whose every attempt gets `error` fails within its 1 s
+    /// timeout (more `env` beside it), with a reason containing `why`.
+    fn stop_gives_up_in_time(
+        error: impl Fn() -> Result<ActionReply, ClientError>,
+        more: &[(&str, &str)],
+        why: &str,
+    ) {
+        let d = Fake::new((0..100).map(|_| error()).collect());
+        let mut pairs = vec![("OCF_RESKEY_CRM_meta_timeout", "1000")];
+        pairs.extend_from_slice(more);
+        let t0 = Instant::now();
+        let e = run(&args("stop"), &env(&pairs), &d, t0);
         assert!(
             t0.elapsed() < Duration::from_millis(1000),
             "{:?}",
             t0.elapsed()
         );
         assert_eq!(e.code(), 1);
-        assert!(e.reason.unwrap().contains("not reachable"));
+        let reason = e.reason.unwrap();
+        assert!(reason.contains(why), "{reason}");
+    }
+
+    #[test]
+    fn daemon_wait_is_bounded_by_the_timeout() {
+        stop_gives_up_in_time(
+            || Err(refused()),
+            &[("OCF_RESKEY_daemon_wait", "60")],
+            "not reachable",
+        );
     }
 
     #[test]

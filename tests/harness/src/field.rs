@@ -1160,6 +1160,15 @@ impl FieldCluster {
     }
 }
 
+/// An instance of the etcd clone is active on `node`, in any role: also
+/// while it is being started or stopped (then it is not "Started", but
+/// the operation has not ended).
+pub fn etcd_active_on(m: &CrmMon, node: &str) -> bool {
+    m.resources
+        .iter()
+        .any(|r| r.agent == "ocf:etcd-warden:etcd" && r.active && r.nodes.iter().any(|n| n == node))
+}
+
 /// An instance of the etcd clone is started on `node`.
 pub fn etcd_started_on(m: &CrmMon, node: &str) -> bool {
     m.resources.iter().any(|r| {

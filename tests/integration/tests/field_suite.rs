@@ -12,7 +12,8 @@
 //! preconditions honest:
 //! - install first: it checks the first start (`NRestarts=0`);
 //! - then the scenarios that must leave no trace in Pacemaker (watchdog,
-//!   upgrade, reboot: each asserts no fence and no failed action);
+//!   upgrade, a daemon killed during a stop, reboot: each asserts no fence
+//!   and no failed action);
 //! - the power cut last: it fences a node, which the others would see.
 //!
 //! The systemd backend gets a cluster of its own: the backend is chosen by a
@@ -26,35 +27,43 @@
 
 mod field_support;
 
-use field_support::{install, reboot, scenario, systemd_backend, upgrade, watchdog};
+use std::time::Instant;
+
+use field_support::{install, reboot, scenario, stop_kill, systemd_backend, upgrade, watchdog};
 
 /// Debian 13 (Pacemaker 3.0, etcd 3.5), the `process` backend: install,
-/// watchdog, `systemctl restart` and package upgrade, graceful reboot,
-/// power cut fenced over IPMI.
+/// watchdog, `systemctl restart` and package upgrade, the daemon killed
+/// during a stop, graceful reboot, power cut fenced over IPMI.
 #[test]
 fn field_suite_debian13_process_backend() {
+    let t = Instant::now();
     let (c, _work) = field_support::cluster_on("trixie").unwrap();
     scenario("install", || install::install(&c, "field_install"));
     scenario("watchdog", || watchdog::watchdog(&c));
     scenario("upgrade", || upgrade::upgrade(&c));
+    scenario("daemon killed during a stop", || stop_kill::stop_kill(&c));
     scenario("reboot", || reboot::reboot(&c));
     scenario("power cut", || {
         field_support::power_cut_on(&c, "field_power (trixie)", "/field-power")
     });
+    whole("debian13 process backend", t);
 }
 
 /// Debian 13, the `systemd` backend: adoption, etcd crash, power cut.
 #[test]
 fn field_suite_debian13_systemd_backend() {
+    let t = Instant::now();
     let (c, _work) = systemd_backend::cluster("trixie");
     scenario("systemd backend", || {
         systemd_backend::adopt_crash_power_cut(&c)
     });
+    whole("debian13 systemd backend", t);
 }
 
 /// Debian 12 (Pacemaker 2.1.5, etcd 3.4.23): install, power cut.
 #[test]
 fn field_suite_debian12() {
+    let t = Instant::now();
     let (c, _work) = field_support::cluster_on("bookworm").unwrap();
     scenario("install (bookworm)", || {
         install::install(&c, "field_install (bookworm)")
@@ -62,4 +71,14 @@ fn field_suite_debian12() {
     scenario("power cut (bookworm)", || {
         field_support::power_cut_on(&c, "field_power (bookworm)", "/field-power")
     });
+    whole("debian12", t);
+}
+
+/// Prints a test's time from its start to its last scenario's end (setup
+/// included, teardown not), for docs/benchmarks.md.
+fn whole(name: &str, since: Instant) {
+    eprintln!(
+        "field suite {name}: setup and scenarios {:.1} s",
+        since.elapsed().as_secs_f64()
+    );
 }

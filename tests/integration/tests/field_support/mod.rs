@@ -13,6 +13,7 @@
 
 pub mod install;
 pub mod reboot;
+pub mod stop_kill;
 pub mod systemd_backend;
 pub mod upgrade;
 pub mod watchdog;
@@ -27,6 +28,18 @@ pub use warden_integration::field::*;
 pub fn ready(c: &FieldCluster) {
     c.wait_cluster_healthy(Duration::from_secs(300)).unwrap();
     wait_all_voters(c, "node-a", Duration::from_secs(120)).unwrap();
+}
+
+/// A scenario's start: a healthy cluster ([`ready`]), a writer of its own
+/// under `prefix` with a write acknowledged through node-b, and how many
+/// fences node-a's history holds (for [`assert_no_new_fence`]).
+pub fn begin(c: &FieldCluster, prefix: &str) -> (warden_integration::writer::Writer, usize) {
+    ready(c);
+    let w = writer(c, prefix).unwrap();
+    w.wait_ack_after(Some("node-b"), Instant::now(), Duration::from_secs(30))
+        .unwrap();
+    let fences = c.crm_mon("node-a").unwrap().fence_history.len();
+    (w, fences)
 }
 
 /// Fails when node-a's Pacemaker has recorded a fence since the scenario

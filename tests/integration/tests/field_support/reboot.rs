@@ -14,18 +14,14 @@ use warden_harness::field::{FieldCluster, etcd_started_on};
 use warden_harness::process;
 
 use super::{
-    assert_no_failed_action, assert_no_new_fence, check_writes, ready, wait_all_voters, writer,
+    assert_no_failed_action, assert_no_new_fence, begin, check_writes, ready, wait_all_voters,
+    writer,
 };
 
 /// `systemctl reboot` of node-b, then its power on over IPMI, rejoin and
 /// voter, with no fence and no failed action.
 pub fn reboot(c: &FieldCluster) {
-    ready(c);
-    let w = writer(c, "/field-reboot").unwrap();
-    let t = Instant::now();
-    w.wait_ack_after(Some("node-b"), t, Duration::from_secs(30))
-        .unwrap();
-    let fences_before = c.crm_mon("node-a").unwrap().fence_history.len();
+    let (w, fences_before) = begin(c, "/field-reboot");
     let old_pid1 = c.pid1("node-b").unwrap();
     let console_before = c.console("node-b").map(|s| s.len()).unwrap_or(0);
 

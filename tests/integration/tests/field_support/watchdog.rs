@@ -11,7 +11,8 @@ use warden_harness::field::FieldCluster;
 use warden_harness::process;
 
 use super::{
-    assert_no_failed_action, assert_no_new_fence, check_writes, ready, wait_all_voters, writer,
+    assert_no_failed_action, assert_no_new_fence, begin, check_writes, ready, wait_all_voters,
+    writer,
 };
 
 /// The unit's WatchdogSec plus RestartSec, and a margin for a loaded machine.
@@ -29,7 +30,8 @@ fn etcd_pid(c: &FieldCluster, node: &str) -> u32 {
         .unwrap_or_else(|| panic!("malformed etcd PID file on {node}: {out:?}"))
 }
 
-fn main_pid(c: &FieldCluster, node: &str) -> Result<(u32, u32), String> {
+/// The daemon's MainPID and NRestarts on `node`.
+pub fn main_pid(c: &FieldCluster, node: &str) -> Result<(u32, u32), String> {
     let out = c
         .node_sh_ok(
             node,
@@ -47,12 +49,7 @@ fn main_pid(c: &FieldCluster, node: &str) -> Result<(u32, u32), String> {
 /// The daemon on node-b SIGSTOPped: systemd's watchdog kills and restarts
 /// it, the new daemon adopts etcd, nothing fails over.
 pub fn watchdog(c: &FieldCluster) {
-    ready(c);
-    let w = writer(c, "/field-watchdog").unwrap();
-    let t = Instant::now();
-    w.wait_ack_after(Some("node-b"), t, Duration::from_secs(30))
-        .unwrap();
-    let fences_before = c.crm_mon("node-a").unwrap().fence_history.len();
+    let (w, fences_before) = begin(c, "/field-watchdog");
 
     let (pid, restarts) = main_pid(c, "node-b").unwrap();
     let etcd_before = etcd_pid(c, "node-b");

@@ -1,0 +1,120 @@
+//! The daemon dies in the middle of a stop: `pcs node standby node-b`, and
+//! while the OCF agent's stop is in flight the daemon on node-b is killed
+//! (SIGKILL, as systemd's watchdog does to a wedged daemon). The agent's
+//! connection closes without an answer; systemd restarts the daemon, which
+//! adopts etcd, and the agent sends the stop again to it. The stop
+//! succeeds: no failed action, no fence (a failed stop is a fence), and the
+//! node rejoins as a voter after `pcs node unstandby`. Every acknowledged
+//! write of the scenario's writer is checked at the end.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use warden_harness::field::{FieldCluster, etcd_active_on, etcd_started_on};
+use warden_harness::process;
+
+use super::{
+    assert_no_failed_action, assert_no_new_fence, begin, check_writes, wait_all_voters, watchdog,
+};
+
+fn since_epoch(t: SystemTime) -> Duration {
+    t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default()
+}
+
+/// `pcs node standby node-b`, the daemon on node-b killed while the agent's
+/// stop is in flight: the stop must still succeed, without a fence.
+pub fn stop_kill(c: &FieldCluster) {
+    let (w, fences_before) = begin(c, "/field-stop-kill");
+    let (pid, restarts) = watchdog::main_pid(c, "node-b").unwrap();
+
+    let start = Instant::now();
+    let standby_at = SystemTime::now();
+    c.node_sh_ok("node-b", "pcs node standby node-b").unwrap();
+    // Inside the node, so that the kill follows the agent's start by
+    // milliseconds: the agent process running `stop` is the stop in flight
+    // (the bracket keeps the pattern from matching this shell's own
+    // command line).
+    let killed = c
+        .node_sh(
+            "node-b",
+            "for i in $(seq 1200); do
+               if pgrep -f 'resource.d/etcd-warden/etc[d] stop' >/dev/null; then
+                 systemctl kill --kill-whom=main --signal=SIGKILL etcd-warden && date +%s.%N && exit 0
+               fi
+               sleep 0.05
+             done
+             exit 1",
+        )
+        .unwrap();
+    assert!(
+        killed.success(),
+        "no stop of the etcd agent seen on node-b within 60 s: {}{}",
+        killed.stdout,
+        killed.stderr
+    );
+    // The node's clock is the host's: the kill's own time, not when the
+    // shell above returned (seconds later on a loaded machine).
+    let kill_at = killed
+        .stdout
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .and_then(|t| Duration::try_from_secs_f64(t).ok())
+        .and_then(|t| t.checked_sub(since_epoch(standby_at)))
+        .unwrap_or_else(|| start.elapsed());
+
+    // Stopped, not merely no longer "Started": the stop has ended.
+    c.wait_crm(
+        "node-a",
+        "etcd stopped on node-b (standby)",
+        Duration::from_secs(150),
+        |m| !etcd_active_on(m, "node-b") && etcd_started_on(m, "node-a"),
+    )
+    .unwrap();
+    let stopped_at = since_epoch(SystemTime::now()).saturating_sub(since_epoch(standby_at));
+    assert_no_new_fence(c, fences_before, "a daemon killed during a stop");
+    assert_no_failed_action(c);
+    // The stop was finished by the restarted daemon: systemd restarted it,
+    // and the new process logged a Stop action of its own.
+    let (new_pid, new_restarts) = process::poll(
+        "the daemon on node-b restarted",
+        Duration::from_secs(60),
+        Duration::from_millis(300),
+        || match watchdog::main_pid(c, "node-b")? {
+            (p, r) if r > restarts && p != 0 && p != pid => Ok((p, r)),
+            (p, r) => Err(format!("MainPID={p} NRestarts={r}")),
+        },
+    )
+    .unwrap();
+    let stops = c
+        .node_sh_ok(
+            "node-b",
+            &format!(
+                "journalctl _PID={new_pid} --no-pager -o verbose | grep -c '^    F_ACTION=Stop$' || true"
+            ),
+        )
+        .unwrap()
+        .stdout;
+    assert!(
+        stops.trim().parse::<u32>().unwrap_or(0) >= 1,
+        "the restarted daemon (PID {new_pid}) never received the stop again"
+    );
+
+    c.node_sh_ok("node-b", "pcs node unstandby node-b").unwrap();
+    c.wait_cluster_healthy(Duration::from_secs(180)).unwrap();
+    wait_all_voters(c, "node-a", Duration::from_secs(180)).unwrap();
+    let voter_at = start.elapsed();
+    let after = Instant::now();
+    w.wait_ack_after(Some("node-b"), after, Duration::from_secs(60))
+        .unwrap();
+    assert_no_new_fence(c, fences_before, "a daemon killed during a stop");
+    assert_no_failed_action(c);
+    let n = check_writes(c, w, "node-a").unwrap();
+    eprintln!(
+        "field_stop_kill: standby -> daemon killed mid-stop {:.1} s (PID {pid} -> {new_pid}, NRestarts \
+         {restarts} -> {new_restarts}) -> etcd stopped, seen by crm_mon {:.1} s, no fence; \
+         -> unstandby, voter again {:.1} s; {n} acknowledged writes, all present",
+        kill_at.as_secs_f64(),
+        stopped_at.as_secs_f64(),
+        voter_at.as_secs_f64()
+    );
+}
