@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use warden_failover::{
     Claim, Facts, StartMode as Mode, Step, Topology,
-    decide::{bootstrap_token, expected_record, peer_holds_no_data},
+    decide::{bootstrap_token, expected_record, peer_holds_no_data, peer_removed_itself},
     peer_down_proof,
 };
 
@@ -87,13 +87,22 @@ use crate::clock::now_unix;
 
 /// Pacemaker's proof that every other node is down, checked here again
 /// (rule 1): `None` unless the topology is two-node, each peer is proven
-/// down and this node holds the in-sync marker of this boot.
+/// down (or, online, runs no member that could vote: its data is gone, or
+/// its own removal is committed) and this node holds the in-sync marker
+/// of this boot.
 pub(crate) fn force_allowed(facts: &Facts) -> Result<PeerDown, String> {
     if facts.topology != Topology::TwoNode {
         return Err("the topology is not two-node: a new cluster is never forced".into());
     }
     let mut proofs = Vec::new();
     for peer in facts.others() {
+        // Online, but its daemon says it left and its own removal is
+        // committed, in the cluster and at the epoch of the member running
+        // here: its member never votes again.
+        let removed = match &facts.etcd {
+            warden_failover::EtcdView::Running(l) => peer_removed_itself(facts, peer, l.cluster_id),
+            warden_failover::EtcdView::NotRunning => false,
+        };
         match peer_down_proof(facts, peer) {
             Some(p) if facts.in_sync_this_boot() => {
                 proofs.push((peer.name.clone(), format!("{p:?}")))
@@ -110,6 +119,13 @@ pub(crate) fn force_allowed(facts: &Facts) -> Result<PeerDown, String> {
             None if peer_holds_no_data(facts, peer) => proofs.push((
                 peer.name.clone(),
                 "online without data (its state file names no newer epoch)".into(),
+            )),
+            None if removed && !facts.in_sync_this_boot() => {
+                return Err("this node does not hold the in-sync marker of this boot".into());
+            }
+            None if removed => proofs.push((
+                peer.name.clone(),
+                "online, left the member list with its removal committed".into(),
             )),
             None => {
                 return Err(format!(

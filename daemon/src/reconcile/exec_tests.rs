@@ -342,6 +342,60 @@ async fn force_needs_pacemakers_proof_even_if_decided() {
     assert!(fake.calls().is_empty());
 }
 
+/// A peer online whose record says it left and its own removal is
+/// committed, in the cluster and at the epoch of the member running here,
+/// runs no member that could vote: with this boot's in-sync marker (the
+/// operator's, after an outage) that is enough for the force, checked
+/// here again as Pacemaker's proof is.
+#[test]
+fn a_peer_whose_own_removal_is_committed_allows_a_force_with_the_marker() {
+    let mut f = facts(false);
+    let mut b = node("b", true);
+    b.record = Some(warden_failover::DataRecord {
+        boot_id: "boot-b".into(),
+        has_data: true,
+        formed: true,
+        epoch: 0,
+        cluster_id: Some(7),
+        departed: true,
+        archives: 0,
+        bootstrap_token: None,
+        lost_member: None,
+        learner: true,
+        removed: true,
+    });
+    f.pacemaker.nodes[1] = b;
+    f.data.cluster_id = Some(7);
+    f.etcd = EtcdView::Running(warden_failover::LiveEtcd {
+        member_id: 1,
+        cluster_id: 7,
+        is_learner: false,
+        has_leader: false,
+        is_leader: false,
+        linearizable_ok: false,
+        members: vec![],
+        leave_lock: None,
+        position: warden_failover::RaftPosition::default(),
+    });
+    let ok = force_allowed(&f).expect("the committed removal is the proof");
+    assert!(ok.evidence.contains("removal committed"), "{}", ok.evidence);
+    let mut no_marker = f.clone();
+    no_marker.local.in_sync_boot = None;
+    assert!(force_allowed(&no_marker).unwrap_err().contains("in-sync"));
+    let mut other_cluster = f.clone();
+    other_cluster.data.cluster_id = Some(8);
+    assert!(force_allowed(&other_cluster).is_err());
+    let mut listed = f.clone();
+    if let Some(r) = listed.pacemaker.nodes[1].record.as_mut() {
+        r.removed = false;
+    }
+    assert!(
+        force_allowed(&listed)
+            .unwrap_err()
+            .contains("not confirmed that b is down")
+    );
+}
+
 #[tokio::test]
 async fn force_records_the_epoch_first() {
     let t = tempfile::tempdir().unwrap();
