@@ -280,6 +280,15 @@ fn with_data(t: &std::path::Path) -> LocalPaths {
     p
 }
 
+/// Runs one `RemoveMember` of member `id`, listed for `node`.
+async fn remove(fake: &Fake, p: &LocalPaths, id: u64, node: &str) -> ExecReport {
+    let step = Step::RemoveMember {
+        id,
+        node: node.into(),
+    };
+    run(fake, p, &facts(true), &[step]).await
+}
+
 #[tokio::test]
 async fn never_bootstraps_over_a_state_file_that_names_a_cluster() {
     let t = tempfile::tempdir().unwrap();
@@ -574,16 +583,7 @@ async fn membership_changes_retry_through_unhealthy_cluster() {
         .lock()
         .unwrap()
         .push(EtcdError::NotFound("member".into()));
-    let r = run(
-        &fake,
-        &p,
-        &facts(true),
-        &[Step::RemoveMember {
-            id: 9,
-            node: "b".into(),
-        }],
-    )
-    .await;
+    let r = remove(&fake, &p, 9, "b").await;
     assert!(r.failed.is_some());
     assert_eq!(fake.calls().len(), 4);
 }
@@ -604,28 +604,10 @@ async fn removing_this_nodes_own_member_drops_it_from_the_recorded_voters() {
     let fake = Fake::default();
     // The peer's removal leaves this node's view alone (the leader's live
     // look records it).
-    let r = run(
-        &fake,
-        &p,
-        &facts(true),
-        &[Step::RemoveMember {
-            id: 9,
-            node: "b".into(),
-        }],
-    )
-    .await;
+    let r = remove(&fake, &p, 9, "b").await;
     assert!(r.failed.is_none(), "{:?}", r.failed);
     assert_eq!(p.read_state().unwrap().voters, vec!["a", "b"]);
-    let r = run(
-        &fake,
-        &p,
-        &facts(true),
-        &[Step::RemoveMember {
-            id: 8,
-            node: "a".into(),
-        }],
-    )
-    .await;
+    let r = remove(&fake, &p, 8, "a").await;
     assert!(r.failed.is_none(), "{:?}", r.failed);
     assert_eq!(p.read_state().unwrap().voters, vec!["b"]);
     // A removal etcd refused changes nothing.
@@ -635,16 +617,7 @@ async fn removing_this_nodes_own_member_drops_it_from_the_recorded_voters() {
         .lock()
         .unwrap()
         .push(EtcdError::NotFound("member".into()));
-    let r = run(
-        &fake,
-        &p,
-        &facts(true),
-        &[Step::RemoveMember {
-            id: 8,
-            node: "a".into(),
-        }],
-    )
-    .await;
+    let r = remove(&fake, &p, 8, "a").await;
     assert!(r.failed.is_some());
     assert_eq!(p.read_state().unwrap().voters, vec!["a", "b"]);
 }
@@ -660,16 +633,7 @@ async fn a_membership_call_that_times_out_is_asked_again_within_the_budget() {
         EtcdError::Timeout(Duration::from_secs(3)),
         EtcdError::Timeout(Duration::from_secs(3)),
     ]);
-    let r = run(
-        &fake,
-        &p,
-        &facts(true),
-        &[Step::RemoveMember {
-            id: 9,
-            node: "b".into(),
-        }],
-    )
-    .await;
+    let r = remove(&fake, &p, 9, "b").await;
     assert!(r.failed.is_none(), "{:?}", r.failed);
     assert_eq!(fake.calls(), vec!["remove 9"; 3]);
     // Each attempt is short enough to leave room for the next one.

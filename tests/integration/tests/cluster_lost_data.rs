@@ -163,6 +163,23 @@ fn finish_with_sentinel(
     acks
 }
 
+/// The operator's one command, `recover force-new-cluster --node NODE
+/// --confirm` on `node`, then the wait for two voters with etcd started on
+/// both; prints how long that took, under `label`.
+fn operator_forces(w: &WardenCluster, node: &str, label: &str) {
+    let all = w.nodes();
+    let t = Instant::now();
+    let args = ["recover", "force-new-cluster", "--node", node, "--confirm"];
+    let out = w.warden_cli(node, &args).or_fail(w);
+    eprintln!("{out}");
+    w.wait_voters(node, &all, SETTLE).or_fail(w);
+    w.wait_started(&all, SETTLE).or_fail(w);
+    eprintln!(
+        "{label}: operator command -> two voters {:.2}s",
+        t.elapsed().as_secs_f64()
+    );
+}
+
 /// Both nodes lose power; node1 comes back with an empty data directory,
 /// node2 with its data. node2 holds the only data, but after a power loss
 /// its last acknowledged writes may lie past the commit index it persisted,
@@ -200,26 +217,7 @@ fn one_member_dir_missing_after_a_total_outage_names_the_node_with_the_data() {
     );
 
     // The operator's one command, on node2.
-    let t = Instant::now();
-    let out = w
-        .warden_cli(
-            "node2",
-            &[
-                "recover",
-                "force-new-cluster",
-                "--node",
-                "node2",
-                "--confirm",
-            ],
-        )
-        .or_fail(&w);
-    eprintln!("{out}");
-    w.wait_voters("node2", &all, SETTLE).or_fail(&w);
-    w.wait_started(&all, SETTLE).or_fail(&w);
-    eprintln!(
-        "one missing: operator command -> two voters {:.2}s",
-        t.elapsed().as_secs_f64()
-    );
+    operator_forces(&w, "node2", "one missing");
     w.check_writes(&acks, "/onelost", &all).or_fail(&w);
     assert!(
         w.archives("node2").or_fail(&w).is_empty(),
@@ -351,26 +349,7 @@ fn a_leave_the_peer_did_not_persist_names_the_peer_and_the_command() {
         "node2 took a write without quorum"
     );
 
-    let t = Instant::now();
-    let out = w
-        .warden_cli(
-            "node2",
-            &[
-                "recover",
-                "force-new-cluster",
-                "--node",
-                "node2",
-                "--confirm",
-            ],
-        )
-        .or_fail(&w);
-    eprintln!("{out}");
-    w.wait_voters("node2", &all, SETTLE).or_fail(&w);
-    w.wait_started(&all, SETTLE).or_fail(&w);
-    eprintln!(
-        "unpersisted leave: operator command -> two voters {:.2}s",
-        t.elapsed().as_secs_f64()
-    );
+    operator_forces(&w, "node2", "unpersisted leave");
     w.check_writes(&acks, "/unpersisted", &all).or_fail(&w);
     assert!(
         !w.archives("node1").or_fail(&w).is_empty(),
