@@ -280,6 +280,21 @@ fn with_data(t: &std::path::Path) -> LocalPaths {
     p
 }
 
+/// Member 1 of cluster `cluster_id` running here without a leader.
+fn leaderless(cluster_id: u64) -> EtcdView {
+    EtcdView::Running(warden_failover::LiveEtcd {
+        member_id: 1,
+        cluster_id,
+        is_learner: false,
+        has_leader: false,
+        is_leader: false,
+        linearizable_ok: false,
+        members: vec![],
+        leave_lock: None,
+        position: Default::default(),
+    })
+}
+
 /// Runs one `RemoveMember` of member `id`, listed for `node`.
 async fn remove(fake: &Fake, p: &LocalPaths, id: u64, node: &str) -> ExecReport {
     let step = Step::RemoveMember {
@@ -375,17 +390,7 @@ fn a_peer_whose_own_removal_is_committed_allows_a_force_with_the_marker() {
     });
     f.pacemaker.nodes[1] = b;
     f.data.cluster_id = Some(7);
-    f.etcd = EtcdView::Running(warden_failover::LiveEtcd {
-        member_id: 1,
-        cluster_id: 7,
-        is_learner: false,
-        has_leader: false,
-        is_leader: false,
-        linearizable_ok: false,
-        members: vec![],
-        leave_lock: None,
-        position: warden_failover::RaftPosition::default(),
-    });
+    f.etcd = leaderless(7);
     let ok = force_allowed(&f).expect("the committed removal is the proof");
     assert!(ok.evidence.contains("removal committed"), "{}", ok.evidence);
     let mut no_marker = f.clone();
@@ -473,17 +478,7 @@ async fn never_starts_over_existing_data_and_archives_instead_of_deleting() {
     assert!(fake.calls().is_empty());
     // Archiving while etcd runs on the data is refused too.
     let mut f = facts(true);
-    f.etcd = EtcdView::Running(warden_failover::LiveEtcd {
-        member_id: 1,
-        cluster_id: 2,
-        is_learner: false,
-        has_leader: false,
-        is_leader: false,
-        linearizable_ok: false,
-        members: vec![],
-        leave_lock: None,
-        position: Default::default(),
-    });
+    f.etcd = leaderless(2);
     let archive = Step::ArchiveDataDir {
         reason: "stale".into(),
     };
