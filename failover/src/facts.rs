@@ -464,12 +464,13 @@ impl LocalData {
         self.formed || self.epoch > 0 || self.cluster_id.is_some() || self.member_id.is_some()
     }
 
-    /// The node left the member list gracefully and a live look at its
-    /// member, quorate, listed only the others as voters: etcd lists a
-    /// membership once it has applied it, and applies only what is
-    /// committed, so the removal is committed in the cluster's history. A
-    /// join empties the voters (so an older membership never counts) and
-    /// a rejoin as a voter clears the departure.
+    /// The node left the member list gracefully and its recorded voters no
+    /// longer list it: etcd answered its own removal (it answers once it
+    /// has applied it), or a live look at its quorate member listed only
+    /// the others. etcd applies only what is committed, so the removal is
+    /// committed in the cluster's history. A join empties the voters (so
+    /// an older membership never counts) and a rejoin as a voter clears
+    /// the departure.
     pub fn removed_by_own_leave(&self, node: &str) -> bool {
         self.departed
             && self.exists

@@ -103,37 +103,26 @@ pub(crate) fn force_allowed(facts: &Facts) -> Result<PeerDown, String> {
             warden_failover::EtcdView::Running(l) => peer_removed_itself(facts, peer, l.cluster_id),
             warden_failover::EtcdView::NotRunning => false,
         };
-        match peer_down_proof(facts, peer) {
-            Some(p) if facts.in_sync_this_boot() => {
-                proofs.push((peer.name.clone(), format!("{p:?}")))
-            }
-            Some(_) => {
-                return Err("this node does not hold the in-sync marker of this boot".into());
-            }
+        let evidence = match peer_down_proof(facts, peer) {
+            Some(p) => format!("{p:?}"),
             // Online, but its daemon says its data is gone and names no
-            // newer epoch: no other member runs (completeness still needs
-            // the marker, as for any force).
-            None if peer_holds_no_data(facts, peer) && !facts.in_sync_this_boot() => {
-                return Err("this node does not hold the in-sync marker of this boot".into());
+            // newer epoch: no other member runs.
+            None if peer_holds_no_data(facts, peer) => {
+                "online without data (its state file names no newer epoch)".into()
             }
-            None if peer_holds_no_data(facts, peer) => proofs.push((
-                peer.name.clone(),
-                "online without data (its state file names no newer epoch)".into(),
-            )),
-            None if removed && !facts.in_sync_this_boot() => {
-                return Err("this node does not hold the in-sync marker of this boot".into());
-            }
-            None if removed => proofs.push((
-                peer.name.clone(),
-                "online, left the member list with its removal committed".into(),
-            )),
+            None if removed => "online, left the member list with its removal committed".into(),
             None => {
                 return Err(format!(
                     "Pacemaker has not confirmed that {} is down",
                     peer.name
                 ));
             }
+        };
+        // Completeness needs the marker, whatever the proof.
+        if !facts.in_sync_this_boot() {
+            return Err("this node does not hold the in-sync marker of this boot".into());
         }
+        proofs.push((peer.name.clone(), evidence));
     }
     let (node, evidence) = proofs
         .into_iter()

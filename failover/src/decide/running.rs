@@ -114,54 +114,36 @@ impl Decider<'_> {
                 resolve::keep_data_of(&f.node),
             );
         }
-        // A peer without data proves only that no other member runs: after a
-        // total outage this node's data holds every acknowledged entry, but
-        // the commit index it persisted may lag its log (etcd does not sync
-        // a commit-index change on its own, and a power loss takes what was
-        // not synced), and a forced restart drops every entry past it. Only
-        // the in-sync marker (etcd ran as a quorate voter since and was
-        // stopped cleanly before the force) makes the data complete.
-        if proof == DownProof::HoldsNoData
-            && !f.in_sync_this_boot()
-            && !broken!(self, ForceWithoutInSync)
-        {
-            return self.refuse(
-                format!(
+        // Forcing keeps only what the persisted commit index covers, so it
+        // needs the in-sync marker (etcd ran as a quorate voter since and
+        // was stopped cleanly before the force): without it, refuse with
+        // the reason the proof calls for.
+        // - A peer without data proves only that no other member runs: after
+        //   a total outage this node's data holds every acknowledged entry,
+        //   but the commit index it persisted may lag its log (etcd does not
+        //   sync a commit-index change on its own, and a power loss takes
+        //   what was not synced), and a forced restart drops every entry
+        //   past it.
+        // - A peer whose leave committed its removal, while this member's
+        //   persisted commit index predates it: the member waits for the
+        //   removed one's vote, which never comes. This node holds every
+        //   entry of the pair and the newest data, with the same caveat.
+        if !f.in_sync_this_boot() && !broken!(self, ForceWithoutInSync) {
+            let reason = match proof {
+                DownProof::HoldsNoData => format!(
                     "{} runs no member and its data is gone, so this node holds the only data, but after a power loss its last acknowledged writes may lie past the commit index it persisted, which a forced restart drops",
                     peer.name
                 ),
-                resolve::force_new_cluster(&f.node),
-            );
-        }
-        // The peer's leave committed its removal, but this member's
-        // persisted commit index predates it (a power loss took the
-        // unsynced commit): it waits for the removed member's vote, which
-        // never comes. This node holds every entry of the pair; only a
-        // forced restart ends the wait, and after a power loss it would
-        // drop the entries past that commit index, acknowledged writes
-        // among them possibly. Said with this node as the holder of the
-        // newest data.
-        if proof == DownProof::RemovedItself
-            && !f.in_sync_this_boot()
-            && !broken!(self, ForceWithoutInSync)
-        {
-            return self.refuse(
-                format!(
+                DownProof::RemovedItself => format!(
                     "{} left the member list and its data shows the removal committed, but this member's persisted commit index predates it, so it waits for a vote the removed member never gives; this node holds the newest data, though its last acknowledged writes may lie past that commit index, which a forced restart drops",
                     peer.name
                 ),
-                resolve::force_new_cluster(&f.node),
-            );
-        }
-        let complete = f.in_sync_this_boot();
-        if !complete && !broken!(self, ForceWithoutInSync) {
-            return self.refuse(
-                format!(
+                _ => format!(
                     "peer {} is down ({proof}), but this node has not been a voter with quorum since it booted (or its etcd was stopped since), so its data may lack writes {} acknowledged",
                     peer.name, peer.name
                 ),
-                resolve::force_new_cluster(&f.node),
-            );
+            };
+            return self.refuse(reason, resolve::force_new_cluster(&f.node));
         }
         if let Some(c) = &peer.claim
             && claim_is_valid(f, peer, c)

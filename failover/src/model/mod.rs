@@ -190,18 +190,11 @@ impl EtcdModel {
     }
 
     fn rec_of(&self, node: &Node, x: usize) -> Rec {
+        // What the daemon derives from the same facts.
+        let data = view::local_data(node);
         Rec {
-            // As `LocalData::learner_only` sees the facts: the data's
-            // membership does not list this node as a voter.
-            learner: node
-                .data
-                .as_ref()
-                .is_some_and(|d| !d.config.iter().any(|e| e.node == x && !e.learner)),
-            // As `LocalData::removed_by_own_leave` sees the facts.
-            removed: node.data.as_ref().is_some_and(|d| {
-                let mut voters = d.config.iter().filter(|e| !e.learner).peekable();
-                d.departed && voters.peek().is_some() && !voters.any(|e| e.node == x)
-            }),
+            learner: data.learner_only(&name(x)),
+            removed: data.removed_by_own_leave(&name(x)),
             boot: node.boot,
             has_data: node.data.is_some(),
             formed: node.data.as_ref().is_some_and(|d| d.formed)

@@ -71,44 +71,7 @@ impl EtcdModel {
                     leave_lock: d.lock.map(name),
                 })
         };
-        let data = match &me.data {
-            None => match me.lost {
-                None => LocalData {
-                    archives: u32::from(me.archives),
-                    ..LocalData::default()
-                },
-                Some(l) => LocalData {
-                    formed: l.formed,
-                    epoch: u64::from(l.epoch),
-                    cluster_id: Some(CLUSTER_ID),
-                    member_id: Some(ID_BASE + u64::from(l.member)),
-                    archives: u32::from(me.archives),
-                    ..LocalData::default()
-                },
-            },
-            Some(d) => LocalData {
-                exists: true,
-                formed: d.formed,
-                epoch: u64::from(d.epoch),
-                cluster_id: Some(CLUSTER_ID),
-                member_id: Some(ID_BASE + u64::from(d.member)),
-                voters: d
-                    .config
-                    .iter()
-                    .filter(|e| !e.learner)
-                    .map(|e| name(e.node))
-                    .collect(),
-                position: Some(RaftPosition {
-                    term: u64::from(d.epoch),
-                    index: d.log.len() as u64,
-                }),
-                departed: d.departed,
-                archives: u32::from(me.archives),
-                member_dir: String::new(),
-                bootstrap_token: None,
-                joining: false,
-            },
-        };
+        let data = local_data(me);
         Facts {
             node: name(x),
             boot_id: boot_id(x, me.boot),
@@ -219,6 +182,48 @@ impl EtcdModel {
                 ..base
             },
         }
+    }
+}
+
+/// What a node's daemon reads of its data directory and state file.
+pub(super) fn local_data(me: &Node) -> LocalData {
+    match &me.data {
+        None => match me.lost {
+            None => LocalData {
+                archives: u32::from(me.archives),
+                ..LocalData::default()
+            },
+            Some(l) => LocalData {
+                formed: l.formed,
+                epoch: u64::from(l.epoch),
+                cluster_id: Some(CLUSTER_ID),
+                member_id: Some(ID_BASE + u64::from(l.member)),
+                archives: u32::from(me.archives),
+                ..LocalData::default()
+            },
+        },
+        Some(d) => LocalData {
+            exists: true,
+            formed: d.formed,
+            epoch: u64::from(d.epoch),
+            cluster_id: Some(CLUSTER_ID),
+            member_id: Some(ID_BASE + u64::from(d.member)),
+            voters: d
+                .config
+                .iter()
+                .filter(|e| !e.learner)
+                .map(|e| name(e.node))
+                .collect(),
+            position: Some(RaftPosition {
+                term: u64::from(d.epoch),
+                index: d.log.len() as u64,
+            }),
+            departed: d.departed,
+            archives: u32::from(me.archives),
+            member_dir: String::new(),
+            bootstrap_token: None,
+            joining: false,
+        },
     }
 }
 

@@ -227,53 +227,57 @@ fn one_member_dir_missing_after_a_total_outage_names_the_node_with_the_data() {
     w.c.stop();
 }
 
+/// The parts of `node`'s disk a power loss decides on: its etcd member
+/// directory and its daemon's state directory, each with a name.
+fn disk_parts(w: &WardenCluster, node: &str) -> [(PathBuf, &'static str); 2] {
+    let dir = w.c.node_dir(node).or_fail(w);
+    [
+        (w.data_dir(node).or_fail(w).join("member"), "member"),
+        (dir.join("state"), "state"),
+    ]
+}
+
 /// A copy of `node`'s member directory and state file as they are now,
 /// taken with its etcd paused, so that the copy is what a power loss at
 /// this moment would have left on its disk.
 fn image_of(w: &WardenCluster, node: &str) -> PathBuf {
-    let dir = w.c.node_dir(node).or_fail(w);
-    let image = dir.join("disk-image");
+    use nix::sys::signal::Signal;
+    use warden_harness::process::signal;
+    let image = w.c.node_dir(node).or_fail(w).join("disk-image");
     std::fs::create_dir_all(&image).unwrap_or_else(|e| panic!("{}: {e}", image.display()));
     let pid = w
         .etcd_pid(node)
         .or_fail(w)
+        .and_then(|p| i32::try_from(p).ok())
         .unwrap_or_else(|| panic!("{node}'s etcd is not running"));
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX));
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP)
-        .unwrap_or_else(|e| panic!("pausing {node}'s etcd: {e}"));
-    let copied = [
-        (w.data_dir(node).or_fail(w).join("member"), "member"),
-        (dir.join("state"), "state"),
-    ]
-    .iter()
-    .map(|(from, to)| {
-        std::process::Command::new("cp")
-            .arg("-a")
-            .arg(from)
-            .arg(image.join(to))
-            .status()
-    })
-    .collect::<Result<Vec<_>, _>>();
-    let resumed = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT);
+    signal(pid, Signal::SIGSTOP).or_fail(w);
+    let copied = disk_parts(w, node)
+        .iter()
+        .map(|(from, to)| {
+            std::process::Command::new("cp")
+                .arg("-a")
+                .arg(from)
+                .arg(image.join(to))
+                .status()
+        })
+        .collect::<Result<Vec<_>, _>>();
+    // Resumed before any check, so that a failed copy leaves no etcd paused.
+    let resumed = signal(pid, Signal::SIGCONT);
     let statuses = copied.unwrap_or_else(|e| panic!("copying {node}'s disk: {e}"));
     assert!(
         statuses.iter().all(|s| s.success()),
         "cp failed: {statuses:?}"
     );
-    resumed.unwrap_or_else(|e| panic!("resuming {node}'s etcd: {e}"));
+    resumed.or_fail(w);
     image
 }
 
 /// Puts `node`'s disk back as `image` recorded it (the node is powered
 /// off); what the disk held meanwhile is kept beside it, not deleted.
 fn restore_image(w: &WardenCluster, node: &str, image: &std::path::Path) {
-    let dir = w.c.node_dir(node).or_fail(w);
-    let later = dir.join("disk-after");
+    let later = w.c.node_dir(node).or_fail(w).join("disk-after");
     std::fs::create_dir_all(&later).unwrap_or_else(|e| panic!("{}: {e}", later.display()));
-    for (live, name) in [
-        (w.data_dir(node).or_fail(w).join("member"), "member"),
-        (dir.join("state"), "state"),
-    ] {
+    for (live, name) in disk_parts(w, node) {
         std::fs::rename(&live, later.join(name))
             .unwrap_or_else(|e| panic!("moving {} aside: {e}", live.display()));
         std::fs::rename(image.join(name), &live)
