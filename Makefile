@@ -77,24 +77,18 @@ test-bins:
 	$(CARGO) build -p etcd-warden --bin etcd-warden
 	$(CARGO) build -p etcd-warden-agent --bin etcd-warden-agent
 
-# Everything: lints, unit tests, and the integration tests on real etcd,
-# Corosync and Pacemaker clusters in network namespaces (needs root).
-# The field suite (Debian nodes booted with systemd as PID 1, the .deb, pcs,
-# fencing over IPMI) is not part of it yet: it runs with `make test-field`
-# (under a lock of its own: field nodes share no host path, port or
-# namespace name with the cluster tests), or beside the namespace group with
-# `make test-with-field`, until it has passed three runs in a row on a
-# loaded machine (see docs/benchmarks.md, "Field nodes"). `flock -o`: the
-# lock is held by flock alone, not inherited by what the tests start, so a
-# node left running by a killed test run cannot hold it forever.
-test: deps etcd35 lint
-	$(MAKE) test-all
+# Everything: lints, unit tests, the integration tests on real etcd,
+# Corosync and Pacemaker clusters in network namespaces, and the field suite
+# (Debian nodes booted with systemd as PID 1, the .deb, pcs, fencing over
+# IPMI), with the node images built in the background while cargo builds and
+# the namespace group and the field group running side by side (the field
+# group under /tmp/warden-field.lock, at a lower CPU priority);
+# tests/make-test.sh says how. Needs root. `WARDEN_TEST_FIELD=0 make test` runs
+# the same without the field suite.
+test: deps etcd35
+	CARGO="$(CARGO)" FIELD_SUITES="$(FIELD_SUITES)" tests/make-test.sh
 
-# What `make test` becomes once the field suite is reliable: lints, every
-# unit and namespace test, and the field suite, with the node images built
-# in the background while cargo builds and the namespace group and the field
-# group running side by side (the field group under /tmp/warden-field.lock,
-# at a lower CPU priority); tests/make-test.sh says how.
+# The name `make test` had while the field suite was being proven reliable.
 test-with-field: deps etcd35
 	CARGO="$(CARGO)" FIELD_SUITES="$(FIELD_SUITES)" tests/make-test.sh
 
