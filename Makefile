@@ -86,11 +86,11 @@ test-bins:
 # tests/make-test.sh says how. Needs root. `WARDEN_TEST_FIELD=0 make test` runs
 # the same without the field suite.
 test: deps etcd35
-	CARGO="$(CARGO)" FIELD_SUITES="$(FIELD_SUITES)" tests/make-test.sh
+	CARGO="$(CARGO)" FIELD_SUITES="$(FIELD_SUITES)" bash tests/make-test.sh
 
 # The name `make test` had while the field suite was being proven reliable.
 test-with-field: deps etcd35
-	CARGO="$(CARGO)" FIELD_SUITES="$(FIELD_SUITES)" tests/make-test.sh
+	CARGO="$(CARGO)" FIELD_SUITES="$(FIELD_SUITES)" bash tests/make-test.sh
 
 # The Debian node images the field tests boot (systemd as PID 1, corosync,
 # pacemaker, pcs, etcd-server, fence_ipmilan), built once from Debian's
