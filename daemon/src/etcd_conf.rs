@@ -46,6 +46,15 @@ pub enum StartMode {
     ForceNewCluster,
 }
 
+/// `--initial-cluster` naming every configured node at its peer URLs.
+pub(crate) fn every_node(s: &Settings) -> String {
+    s.nodes
+        .iter()
+        .flat_map(|n| n.peer_urls.iter().map(move |u| format!("{}={u}", n.name)))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Build the configuration document for `mode`.
 pub(crate) fn render(s: &Settings, mode: &StartMode) -> Value {
     let local = s.local_node();
@@ -69,13 +78,7 @@ pub(crate) fn render(s: &Settings, mode: &StartMode) -> Value {
     put("initial-cluster-token", json!(token));
     match mode {
         StartMode::Normal | StartMode::ForceNewCluster | StartMode::Bootstrap { .. } => {
-            let all = s
-                .nodes
-                .iter()
-                .flat_map(|n| n.peer_urls.iter().map(move |u| format!("{}={u}", n.name)))
-                .collect::<Vec<_>>()
-                .join(",");
-            put("initial-cluster", json!(all));
+            put("initial-cluster", json!(every_node(s)));
             put("initial-cluster-state", json!("new"));
         }
         StartMode::JoinExisting { initial_cluster } => {

@@ -27,6 +27,14 @@ pub enum StartMode {
         /// The cluster's epoch.
         epoch: u64,
     },
+    /// Restart this node's own voter, whose member directory is gone, on
+    /// an empty data directory (`--initial-cluster-state=existing`, the
+    /// member id found by this node's peer URL in the member list the
+    /// peer's member serves without quorum). Its empty log votes for the
+    /// peer's member, which then leads the unchanged two-member
+    /// membership and sends it the data: nothing is forced and no entry
+    /// is dropped.
+    Reseed,
 }
 
 /// One step for the daemon.

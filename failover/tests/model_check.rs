@@ -834,6 +834,74 @@ fn lost_dirs_two_faults() -> Config {
     })
 }
 
+/// Story 4 of the compound faults: a write, then both nodes lose power
+/// and n1's member directory with it, n2's data intact; they boot in
+/// either order. No refusal counts as an end here: n1 restarts its old
+/// voter on an empty directory, n2's member leads with every write, and
+/// the pair is whole again by itself. Under the rule before (`NoReseed`)
+/// the same events end with n2 refusing and n1 waiting.
+#[test]
+fn one_lost_member_dir_after_a_total_outage_settles_without_an_operator() {
+    let story = |policy: Policy, first_up: usize| {
+        let model = EtcdModel::new(Config {
+            policy,
+            ..two_faults(Config {
+                lose_member_dir: true,
+                ..Config::two_node()
+            })
+        });
+        let mut s = model.init().remove(0);
+        for ev in [
+            Event::Write(0),
+            Event::Write(1),
+            Event::CrashLosingMemberDir(0),
+            Event::Crash(1),
+            Event::PowerOn(first_up),
+        ] {
+            s = model
+                .apply(&s, &ev)
+                .unwrap_or_else(|| panic!("{ev:?} is not possible here: {s:?}"));
+        }
+        assert_eq!(s.acked.len(), 2, "{s:?}");
+        model.settle(&s)
+    };
+    for first_up in [0, 1] {
+        if let Err(v) = story(Policy::default(), first_up) {
+            panic!("n{} up first: {}: {}", first_up + 1, v.rule, v.detail);
+        }
+        let before = story(
+            Policy {
+                mutation: Some(Mutation::NoReseed),
+            },
+            first_up,
+        )
+        .expect_err("the rule before settled story 4 by itself");
+        assert_eq!(before.rule, "liveness", "{}", before.detail);
+    }
+}
+
+/// A node whose member directory is gone restarting its old voter beside
+/// any data its peer holds: beside older data (the peer was fenced, this
+/// node forced and took writes alone, then lost its directory) the
+/// reseeded pair leads with the peer's older log, and a write this node
+/// acknowledged alone is gone.
+#[test]
+fn reseeding_beside_older_data_is_caught_as_a_lost_write() {
+    let cx = expect_violation(
+        Mutation::ReseedFromAnyData,
+        "rule 2",
+        lost_dirs_two_faults(),
+        40,
+    );
+    assert!(
+        cx.events
+            .iter()
+            .any(|e| matches!(e, Event::CrashLosingMemberDir(_))),
+        "{}",
+        cx.render()
+    );
+}
+
 /// The checker's trace on a rule before that left a pair with a lost
 /// member directory waiting: a liveness violation after such a loss.
 fn expect_stuck_after_a_lost_dir(mutation: Mutation) -> Counterexample<Event, State> {

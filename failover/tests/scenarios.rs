@@ -1488,6 +1488,96 @@ fn one_member_dir_missing_the_node_with_data_forces_and_the_other_joins() {
     assert!(d.refusal().is_none());
 }
 
+/// Story 4 of the compound faults: both nodes lost power, n1 came back
+/// with its member directory gone (a replaced disk), n2 with its data,
+/// whose member runs without quorum and waits for n1's vote. In a
+/// two-member membership every acknowledged write is in n2's log, so n1
+/// restarts its old voter on an empty directory and n2's member fills it:
+/// no operator, no force. Only beside a peer whose data is a voter's of
+/// the same cluster at n1's epoch, whose etcd runs, and only for n1's own
+/// voter.
+#[test]
+fn one_member_dir_missing_beside_the_peers_waiting_member_restarts_the_old_voter() {
+    let mut a = lost(A);
+    let b = peer_mut(&mut a, B);
+    b.etcd = ResourceState::Started;
+    b.record.as_mut().expect("a record").has_data = true;
+    let reseed = Step::StartEtcd {
+        mode: StartMode::Reseed,
+    };
+    let d = decide(&a);
+    assert!(d.steps.contains(&reseed), "{d:?}");
+    assert_eq!(d.outcome, Outcome::Success, "{d:?}");
+    assert!(d.refusal().is_none(), "{d:?}");
+    let reason = d.reason.clone().unwrap_or_default();
+    assert!(reason.contains("n2's member fills"), "{reason}");
+
+    // Every case below keeps n1 from restarting its old voter.
+    let not_reseeded = |f: &Facts, what: &str| {
+        let d = decide(f);
+        assert!(!d.steps.contains(&reseed), "{what}: {d:?}");
+    };
+    let with_peer = |change: &dyn Fn(&mut NodeView)| {
+        let mut f = a.clone();
+        change(peer_mut(&mut f, B));
+        f
+    };
+    // n2's etcd is not running: nothing serves the member list yet.
+    not_reseeded(
+        &with_peer(&|n| n.etcd = ResourceState::Starting),
+        "peer etcd starting",
+    );
+    // n2 is unclean or offline.
+    not_reseeded(&with_peer(&|n| n.unclean = true), "peer unclean");
+    not_reseeded(&with_peer(&|n| n.online = false), "peer offline");
+    // n2's data is a learner's, older, of another cluster, or a leaver's.
+    let rec = |change: &dyn Fn(&mut DataRecord)| {
+        with_peer(&|n| change(n.record.as_mut().expect("a record")))
+    };
+    not_reseeded(&rec(&|r| r.learner = true), "learner's data");
+    not_reseeded(&rec(&|r| r.epoch = 1), "older data");
+    not_reseeded(&rec(&|r| r.epoch = 3), "newer data");
+    not_reseeded(
+        &rec(&|r| r.cluster_id = Some(CLUSTER + 1)),
+        "another cluster",
+    );
+    not_reseeded(
+        &rec(&|r| {
+            r.departed = true;
+            r.removed = true;
+        }),
+        "a leaver's data",
+    );
+    // n2 holds a valid claim: it is about to force.
+    not_reseeded(
+        &with_peer(&|n| {
+            n.claim = Some(Claim {
+                owner: B.into(),
+                boot_id: boot(B),
+                epoch: 3,
+                at: Stamp(200),
+            })
+        }),
+        "peer claims",
+    );
+    // n1 left gracefully, or its lost data was a join in flight.
+    let mut departed = a.clone();
+    departed.data.departed = true;
+    not_reseeded(&departed, "departed");
+    let mut joining = a.clone();
+    joining.data.joining = true;
+    not_reseeded(&joining, "joining");
+    // A quorate cluster answers: n1 joins it as a learner instead.
+    let mut quorate = a.clone();
+    quorate.cluster = Some(ClusterView {
+        cluster_id: CLUSTER,
+        epoch: 3,
+        members: vec![member(ID_B, B, false, true)],
+        leave_lock: None,
+    });
+    not_reseeded(&quorate, "quorate cluster");
+}
+
 /// n2's view after its epoch-3 member directory went missing, beside n1
 /// whose etcd runs on data of `n1_epoch` (a learner's if `learner`).
 fn n2_lost_epoch_3_beside(n1_epoch: u64, learner: bool) -> Facts {

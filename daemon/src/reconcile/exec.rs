@@ -294,6 +294,45 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                 Mode::Join { .. } if has => {
                     return Err(unsafe_("rule 3: a join would start over existing data"));
                 }
+                Mode::Reseed if has => {
+                    return Err(unsafe_("rule 3: a reseed would start over existing data"));
+                }
+                Mode::Reseed => {
+                    let st = paths.read_state().map_err(local)?;
+                    let (Some(member), Some(cluster)) = (st.member_id, st.cluster_id) else {
+                        return Err(unsafe_(
+                            "the state file names no member and cluster to restart",
+                        ));
+                    };
+                    // Until a quorate look lists this member as a voter, its
+                    // data may be anything from empty to whole (the snapshot
+                    // may still be on its way): empty voters make the record
+                    // say it holds only a learner's data, so a peer whose own
+                    // data goes missing meanwhile never takes this one for
+                    // the holder of the writes.
+                    paths
+                        .update_state(|st| {
+                            st.voters = Vec::new();
+                            st.joining = false;
+                            st.reseeding = true;
+                            st.pending_epoch = None;
+                        })
+                        .map_err(local)?;
+                    // The peer's member serves no client request without
+                    // quorum, only its member list on the peer URL, which
+                    // etcd itself reads at this start: it takes the id of
+                    // the member listed at this node's peer URL and refuses
+                    // to start when the list does not match the configured
+                    // nodes.
+                    tracing::warn!(
+                        member = format!("{member:x}"),
+                        cluster = format!("{cluster:x}"),
+                        "restarting this node's member on an empty data directory; the peer's member sends it the data"
+                    );
+                    StartMode::JoinExisting {
+                        initial_cluster: crate::etcd_conf::every_node(s),
+                    }
+                }
                 Mode::Existing if !has => return Err(unsafe_("no data to restart from")),
                 Mode::Existing => StartMode::Normal,
                 Mode::Join { epoch } => {
@@ -349,7 +388,7 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
             // briefly; the next round decides on "running, not answering",
             // and a start does not hold Pacemaker's transition (and so the
             // peer's own start) up.
-            let wait = if matches!(mode, Mode::Existing | Mode::Join { .. }) {
+            let wait = if matches!(mode, Mode::Existing | Mode::Join { .. } | Mode::Reseed) {
                 left.min(RESTART_ANSWER)
             } else {
                 left

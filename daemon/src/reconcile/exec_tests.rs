@@ -551,6 +551,72 @@ async fn a_join_records_the_learner_it_starts_as_before_etcd_runs() {
 }
 
 #[tokio::test]
+async fn a_reseed_restarts_the_old_member_on_an_empty_directory_and_never_over_data() {
+    let t = tempfile::tempdir().unwrap();
+    let p = paths(t.path());
+    let old = super::super::local::StateFile {
+        epoch: 2,
+        cluster_id: Some(5),
+        member_id: Some(99),
+        formed: true,
+        voters: vec!["a".into(), "b".into()],
+        ..Default::default()
+    };
+    p.write_state(&old).unwrap();
+    let mut f = facts(true);
+    f.data.exists = false;
+    let reseed = [Step::StartEtcd { mode: Mode::Reseed }];
+    let fake = Fake::default();
+    let r = run(&fake, &p, &f, &reseed).await;
+    assert!(r.failed.is_none(), "{:?}", r.failed);
+    // etcd reads the member list from the peer URLs itself (the peer's
+    // member answers no client request without quorum): every configured
+    // node, as at the bootstrap, with `existing`.
+    let calls = fake.calls();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert!(
+        calls[0].contains("JoinExisting")
+            && calls[0].contains("a=http://127.0.0.1:12380,b=http://127.0.0.1:22380"),
+        "{calls:?}"
+    );
+    // The ids stay; the voters are empty until a quorate look lists this
+    // member again, so the record says this data may be incomplete.
+    let st = p.read_state().unwrap();
+    assert_eq!(
+        (st.epoch, st.cluster_id, st.member_id),
+        (2, Some(5), Some(99))
+    );
+    assert!(st.voters.is_empty(), "{st:?}");
+    // A start that failed before etcd read the peer's member list leaves
+    // a member directory without a write-ahead log: no data, so the next
+    // decision reseeds again instead of restarting (which would bootstrap).
+    assert!(st.reseeding, "{st:?}");
+    std::fs::create_dir_all(p.member_dir().join("snap")).unwrap();
+    assert!(!p.has_data());
+    let r = run(&Fake::default(), &p, &f, &reseed).await;
+    assert!(r.failed.is_none(), "{:?}", r.failed);
+    std::fs::remove_dir_all(p.member_dir()).unwrap();
+
+    // A state file that names no member: nothing to restart.
+    p.write_state(&super::super::local::StateFile {
+        member_id: None,
+        ..old
+    })
+    .unwrap();
+    let fake = Fake::default();
+    let (_, why) = run(&fake, &p, &f, &reseed).await.failed.expect("refused");
+    assert!(why.contains("no member"), "{why}");
+    assert!(fake.calls().is_empty(), "{:?}", fake.calls());
+
+    // Never over data that exists.
+    let p = with_data(t.path());
+    let fake = Fake::default();
+    let (_, why) = run(&fake, &p, &f, &reseed).await.failed.expect("refused");
+    assert!(why.contains("rule 3"), "{why}");
+    assert!(fake.calls().is_empty(), "{:?}", fake.calls());
+}
+
+#[tokio::test]
 async fn membership_changes_retry_through_unhealthy_cluster() {
     let t = tempfile::tempdir().unwrap();
     let p = with_data(t.path());

@@ -336,6 +336,7 @@ pub(crate) async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
             // The joined member answers: its data is there from now on.
             if answered {
                 st.joining = false;
+                st.reseeding = false;
             }
             if l.quorate() && !l.is_learner {
                 let voters: Vec<String> = l.voters().map(|m| m.node.clone()).collect();

@@ -85,6 +85,14 @@ pub struct StateFile {
     /// member id is the learner being joined, not data that went missing.
     #[serde(default)]
     pub(crate) joining: bool,
+    /// A reseed (this node's own member restarted on an empty directory)
+    /// started and its member has not answered yet: a member directory
+    /// without a write-ahead log is what a start that failed before the
+    /// peer's member list was read leaves (etcd creates the directory
+    /// first), not data, and a plain restart over it would bootstrap an
+    /// empty cluster.
+    #[serde(default)]
+    pub(crate) reseeding: bool,
 }
 
 impl StateFile {
@@ -130,14 +138,14 @@ impl LocalPaths {
     /// early (the leader's node lost power while etcd asked it for the
     /// cluster) leaves a member directory without a write-ahead log: etcd
     /// creates the directory first. Started on it, etcd would bootstrap a
-    /// new cluster of its own; so while the state file says the join never
-    /// completed, such a directory is no data and the join is retried over
+    /// new cluster of its own; so while the state file says the join (or a
+    /// reseed) never completed, such a directory is no data and the join is retried over
     /// it.
     pub fn has_data(&self) -> bool {
         if !self.member_dir().is_dir() {
             return false;
         }
-        self.has_wal() || !self.read_state().is_ok_and(|st| st.joining)
+        self.has_wal() || !self.read_state().is_ok_and(|st| st.joining || st.reseeding)
     }
 
     /// Whether the member directory holds a write-ahead log file (what

@@ -80,6 +80,16 @@ pub enum Mutation {
     /// been a voter yet (the record's `learner` ignored): that learner's
     /// etcd waits for the leader whose data is gone.
     WaitOnLearnerData,
+    /// A node whose member directory is gone restarts its old voter on an
+    /// empty directory beside any peer whose record says it holds data,
+    /// whatever that data's epoch and role: also beside a learner's data,
+    /// or older data, which lacks the writes this node acknowledged alone.
+    ReseedFromAnyData,
+    /// The rule before: a node whose member directory is gone never
+    /// restarts its old voter; it waits to join its peer as a learner,
+    /// while the peer's member, after a total outage, waits for that
+    /// voter and refuses to force (its persisted commit index may lag).
+    NoReseed,
 }
 
 /// How `decide` behaves under the model checker's tests.

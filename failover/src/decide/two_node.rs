@@ -98,7 +98,7 @@ impl Decider<'_> {
         if !f.data.lost() || broken!(self, BootstrapOverHistory) {
             return None;
         }
-        let older_counts = broken!(self, WaitOnOlderData);
+        let older_counts = broken!(self, WaitOnOlderData) || broken!(self, ReseedFromAnyData);
         let learner_counts = older_counts || broken!(self, WaitOnLearnerData);
         let peer_current = peer.record.as_ref().is_some_and(|r| {
             r.has_data
@@ -366,6 +366,57 @@ impl Decider<'_> {
             })
     }
 
+    /// Whether this node, whose member directory is gone, may restart its
+    /// own voter on an empty directory and let the peer's member fill it
+    /// (one data volume missing after a total outage, the other intact).
+    ///
+    /// Safe because of what raft needs here. In a two-member membership
+    /// every election and every commit needs both votes, so every entry
+    /// ever committed (every acknowledged write) is in the peer's log,
+    /// which is intact, and the peer, whose own vote and term are intact
+    /// too, grants at most one vote a term. This member's empty log can
+    /// win no election (the peer votes only for a log at least as long as
+    /// its own); it can only vote for the peer's member, which then leads
+    /// with every committed entry and commits its whole log, entries past
+    /// its persisted commit index included, where a forced restart would
+    /// drop them. The lost vote of this member is harmless: any leader
+    /// needs the peer's vote, which is never given twice in one term.
+    ///
+    /// That holds only while the peer's data is a voter's in the same
+    /// membership as this node's lost one: the peer's record, published
+    /// this boot, names the same cluster at this node's epoch (an older
+    /// epoch lacks the writes this node acknowledged alone after a force;
+    /// a newer one has no member for this node), is not a learner's (a
+    /// learner counts for no commit) and not a leaver's. The peer's etcd
+    /// runs (Pacemaker shows it started: its member serves the member list
+    /// the new member needs) and no quorate cluster answers. The executor
+    /// checks the peer's live member list again before etcd starts: this
+    /// node's member id, as a voter, beside the peer's, and no other.
+    fn reseed_from(&self, peer: &NodeView, r: &DataRecord) -> bool {
+        let f = self.f;
+        let d = &f.data;
+        let any_data = broken!(self, ReseedFromAnyData);
+        !broken!(self, NoReseed)
+            && d.lost()
+            && !d.joining
+            && !d.departed
+            && d.member_id.is_some()
+            && d.cluster_id.is_some()
+            && f.cluster.is_none()
+            && peer.online
+            && !peer.unclean
+            && peer.etcd == ResourceState::Started
+            && !peer
+                .claim
+                .as_ref()
+                .is_some_and(|c| claim_is_valid(f, peer, c))
+            && r.has_data
+            && !r.departed
+            && !r.removed
+            && (any_data
+                || (r.formed && !r.learner && r.epoch == d.epoch && r.cluster_id == d.cluster_id))
+    }
+
     pub(super) fn start_without_data(&mut self, peer: &NodeView) -> Decision {
         let f = self.f;
         if let Some(cluster) = &f.cluster {
@@ -433,6 +484,19 @@ impl Decider<'_> {
                     None,
                 )
             }
+            Some(r) if r.has_data && self.reseed_from(peer, r) => self.act(
+                Step::StartEtcd {
+                    mode: StartMode::Reseed,
+                },
+                Outcome::Success,
+                Some(format!(
+                    "this node's etcd data is gone and {}'s member waits without quorum on the same cluster's data (epoch {}) for this node's vote: restarting member {:x} on an empty data directory, which {}'s member fills",
+                    peer.name,
+                    r.epoch,
+                    f.data.member_id.unwrap_or(0),
+                    peer.name
+                )),
+            ),
             Some(r) if r.has_data => self.hold(format!(
                 "{} holds the data; waiting for its etcd to start so that this node can join",
                 peer.name

@@ -86,6 +86,49 @@ impl EtcdModel {
                         });
                         s.nodes[x].etcd = true;
                     }
+                    StartMode::Reseed => {
+                        // What etcd checks: a connected peer member runs
+                        // and its membership lists this node's lost member
+                        // id as a voter (etcd knows no epochs; the daemon's
+                        // decision does). The new member's log is empty;
+                        // raft catch-up fills it once the pair is quorate.
+                        let Some(lost) = s.nodes[x].lost else {
+                            return;
+                        };
+                        let host = (0..self.n()).find(|&l| {
+                            l != x
+                                && connected(s, x, l)
+                                && running_data(s, l).is_some_and(|d| {
+                                    d.config
+                                        .iter()
+                                        .any(|e| e.node == x && e.id == lost.member && !e.learner)
+                                })
+                        });
+                        let Some(l) = host else {
+                            return;
+                        };
+                        let Some(dl) = s.nodes[l].data.clone() else {
+                            return;
+                        };
+                        if s.nodes[x].data.is_some() {
+                            s.broken =
+                                Some(("rule 3", format!("{} reseeded over its data", name(x))));
+                        }
+                        s.nodes[x].lost = None;
+                        s.nodes[x].data = Some(Data {
+                            epoch: dl.epoch,
+                            member: lost.member,
+                            config: dl.config.clone(),
+                            log: Vec::new(),
+                            commit: 0,
+                            lock: dl.lock,
+                            departed: false,
+                            removed: false,
+                            synced: true,
+                            formed: true,
+                        });
+                        s.nodes[x].etcd = true;
+                    }
                 }
             }
             Step::StopEtcd => s.nodes[x].etcd = false,
