@@ -887,25 +887,23 @@ fn one_lost_member_dir_after_a_total_outage_settles_without_an_operator() {
 /// acknowledged alone is gone.
 #[test]
 fn reseeding_beside_older_data_is_caught_as_a_lost_write() {
-    let cx = expect_violation(
-        Mutation::ReseedFromAnyData,
-        "rule 2",
-        lost_dirs_two_faults(),
-        40,
-    );
-    assert!(
-        cx.events
-            .iter()
-            .any(|e| matches!(e, Event::CrashLosingMemberDir(_))),
-        "{}",
-        cx.render()
-    );
+    expect_after_a_lost_dir(Mutation::ReseedFromAnyData, "rule 2", 40);
 }
 
 /// The checker's trace on a rule before that left a pair with a lost
 /// member directory waiting: a liveness violation after such a loss.
 fn expect_stuck_after_a_lost_dir(mutation: Mutation) -> Counterexample<Event, State> {
-    let cx = expect_violation(mutation, "liveness", lost_dirs_two_faults(), 80);
+    expect_after_a_lost_dir(mutation, "liveness", 80)
+}
+
+/// The checker's trace on a rule before: a violation of `rule` after a
+/// member directory was lost, in the lost-directory run with two faults.
+fn expect_after_a_lost_dir(
+    mutation: Mutation,
+    rule: &str,
+    depth: usize,
+) -> Counterexample<Event, State> {
+    let cx = expect_violation(mutation, rule, lost_dirs_two_faults(), depth);
     assert!(
         cx.events
             .iter()

@@ -72,18 +72,7 @@ impl EtcdModel {
                             ));
                         }
                         s.nodes[x].lost = None;
-                        s.nodes[x].data = Some(Data {
-                            epoch: dl.epoch,
-                            member: entry.id,
-                            config: dl.config.clone(),
-                            log: Vec::new(),
-                            commit: 0,
-                            lock: dl.lock,
-                            departed: false,
-                            removed: false,
-                            synced: false,
-                            formed: true,
-                        });
+                        s.nodes[x].data = Some(Data::empty_member_of(&dl, entry.id, false));
                         s.nodes[x].etcd = true;
                     }
                     StartMode::Reseed => {
@@ -115,18 +104,7 @@ impl EtcdModel {
                                 Some(("rule 3", format!("{} reseeded over its data", name(x))));
                         }
                         s.nodes[x].lost = None;
-                        s.nodes[x].data = Some(Data {
-                            epoch: dl.epoch,
-                            member: lost.member,
-                            config: dl.config.clone(),
-                            log: Vec::new(),
-                            commit: 0,
-                            lock: dl.lock,
-                            departed: false,
-                            removed: false,
-                            synced: true,
-                            formed: true,
-                        });
+                        s.nodes[x].data = Some(Data::empty_member_of(&dl, lost.member, true));
                         s.nodes[x].etcd = true;
                     }
                 }

@@ -77,6 +77,26 @@ impl Data {
     }
 }
 
+impl Data {
+    /// An empty member directory of member `member` in `host`'s membership
+    /// and lineage: a learner's join (not yet `synced`) or a reseed (a
+    /// voter whose log raft catch-up fills once the pair is quorate).
+    pub(super) fn empty_member_of(host: &Data, member: u8, synced: bool) -> Data {
+        Data {
+            epoch: host.epoch,
+            member,
+            config: host.config.clone(),
+            log: Vec::new(),
+            commit: 0,
+            lock: host.lock,
+            departed: false,
+            removed: false,
+            synced,
+            formed: true,
+        }
+    }
+}
+
 /// A published record, as the model keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Rec {
