@@ -35,26 +35,53 @@ pub fn stop_kill(c: &FieldCluster) {
         let (pid, restarts) = watchdog::main_pid(c, "node-b").unwrap();
         let start = Instant::now();
         let standby_at = SystemTime::now();
-        c.node_sh_ok("node-b", "pcs node standby node-b").unwrap();
-        // Inside the node, so that the kill follows the agent's start by
-        // milliseconds: the agent process running `stop` is the stop in
+        // One shell inside the node: the watcher runs before the standby is
+        // even asked for, so that the kill follows the agent's start by
+        // milliseconds (a second exec into the node can come after a fast
+        // stop has ended). The agent process running `stop` is the stop in
         // flight (the bracket keeps the pattern from matching this shell's
         // own command line).
         let killed = c
             .node_sh(
                 "node-b",
-                "for i in $(seq 1200); do
-                   if pgrep -f 'resource.d/etcd-warden/etc[d] stop' >/dev/null; then
-                     systemctl kill --kill-whom=main --signal=SIGKILL etcd-warden && date +%s.%N && exit 0
-                   fi
-                   sleep 0.05
-                 done
-                 exit 1",
+                "( for i in $(seq 6000); do
+                     if pgrep -f 'resource.d/etcd-warden/etc[d] stop' >/dev/null; then
+                       systemctl kill --kill-whom=main --signal=SIGKILL etcd-warden && date +%s.%N && exit 0
+                     fi
+                     sleep 0.01
+                   done
+                   exit 1 ) &
+                 watcher=$!
+                 pcs node standby node-b >/dev/null || { kill $watcher; exit 2; }
+                 wait $watcher",
             )
             .unwrap();
+        assert_ne!(
+            killed.status.code(),
+            Some(2),
+            "pcs node standby node-b failed: {}",
+            killed.stderr
+        );
+        if !killed.success() && attempt < ATTEMPTS {
+            // The whole stop ran between two looks of the watcher.
+            eprintln!(
+                "field_stop_kill: attempt {attempt}: no stop of the etcd agent seen in flight; trying again"
+            );
+            c.wait_crm(
+                "node-a",
+                "etcd stopped on node-b (standby)",
+                Duration::from_secs(150),
+                |m| !etcd_active_on(m, "node-b") && etcd_started_on(m, "node-a"),
+            )
+            .unwrap();
+            c.node_sh_ok("node-b", "pcs node unstandby node-b").unwrap();
+            c.wait_cluster_healthy(Duration::from_secs(180)).unwrap();
+            wait_all_voters(c, "node-a", Duration::from_secs(180)).unwrap();
+            continue;
+        }
         assert!(
             killed.success(),
-            "no stop of the etcd agent seen on node-b within 60 s: {}{}",
+            "no stop of the etcd agent seen in flight on node-b (attempt {attempt} of {ATTEMPTS}): {}{}",
             killed.stdout,
             killed.stderr
         );
