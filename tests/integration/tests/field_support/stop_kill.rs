@@ -29,6 +29,21 @@ pub fn stop_kill(c: &FieldCluster) {
     // the agent had not exited yet): that attempt tested nothing, so the
     // node is taken out of standby and the scenario is tried again.
     const ATTEMPTS: u32 = 3;
+    // Stopped, not merely no longer "Started": the stop has ended.
+    let wait_stopped = || {
+        c.wait_crm(
+            "node-a",
+            "etcd stopped on node-b (standby)",
+            Duration::from_secs(150),
+            |m| !etcd_active_on(m, "node-b") && etcd_started_on(m, "node-a"),
+        )
+        .unwrap()
+    };
+    let unstandby = || {
+        c.node_sh_ok("node-b", "pcs node unstandby node-b").unwrap();
+        c.wait_cluster_healthy(Duration::from_secs(180)).unwrap();
+        wait_all_voters(c, "node-a", Duration::from_secs(180)).unwrap();
+    };
     let mut attempt = 0;
     let (start, pid, new_pid, restarts, new_restarts, kill_at, stopped_at) = loop {
         attempt += 1;
@@ -67,16 +82,8 @@ pub fn stop_kill(c: &FieldCluster) {
             eprintln!(
                 "field_stop_kill: attempt {attempt}: no stop of the etcd agent seen in flight; trying again"
             );
-            c.wait_crm(
-                "node-a",
-                "etcd stopped on node-b (standby)",
-                Duration::from_secs(150),
-                |m| !etcd_active_on(m, "node-b") && etcd_started_on(m, "node-a"),
-            )
-            .unwrap();
-            c.node_sh_ok("node-b", "pcs node unstandby node-b").unwrap();
-            c.wait_cluster_healthy(Duration::from_secs(180)).unwrap();
-            wait_all_voters(c, "node-a", Duration::from_secs(180)).unwrap();
+            wait_stopped();
+            unstandby();
             continue;
         }
         assert!(
@@ -96,14 +103,7 @@ pub fn stop_kill(c: &FieldCluster) {
             .and_then(|t| t.checked_sub(since_epoch(standby_at)))
             .unwrap_or_else(|| start.elapsed());
 
-        // Stopped, not merely no longer "Started": the stop has ended.
-        c.wait_crm(
-            "node-a",
-            "etcd stopped on node-b (standby)",
-            Duration::from_secs(150),
-            |m| !etcd_active_on(m, "node-b") && etcd_started_on(m, "node-a"),
-        )
-        .unwrap();
+        wait_stopped();
         let stopped_at = since_epoch(SystemTime::now()).saturating_sub(since_epoch(standby_at));
         assert_no_new_fence(c, fences_before, "a daemon killed during a stop");
         assert_no_failed_action(c);
@@ -153,14 +153,10 @@ pub fn stop_kill(c: &FieldCluster) {
              ({:.1} s after the standby); trying again",
             kill_at.as_secs_f64()
         );
-        c.node_sh_ok("node-b", "pcs node unstandby node-b").unwrap();
-        c.wait_cluster_healthy(Duration::from_secs(180)).unwrap();
-        wait_all_voters(c, "node-a", Duration::from_secs(180)).unwrap();
+        unstandby();
     };
 
-    c.node_sh_ok("node-b", "pcs node unstandby node-b").unwrap();
-    c.wait_cluster_healthy(Duration::from_secs(180)).unwrap();
-    wait_all_voters(c, "node-a", Duration::from_secs(180)).unwrap();
+    unstandby();
     let voter_at = start.elapsed();
     let after = Instant::now();
     w.wait_ack_after(Some("node-b"), after, Duration::from_secs(60))
