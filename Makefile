@@ -89,8 +89,7 @@ test: deps etcd35
 	CARGO="$(CARGO)" FIELD_SUITES="$(FIELD_SUITES)" bash tests/make-test.sh
 
 # The name `make test` had while the field suite was being proven reliable.
-test-with-field: deps etcd35
-	CARGO="$(CARGO)" FIELD_SUITES="$(FIELD_SUITES)" bash tests/make-test.sh
+test-with-field: test
 
 # The Debian node images the field tests boot (systemd as PID 1, corosync,
 # pacemaker, pcs, etcd-server, fence_ipmilan), built once from Debian's

@@ -139,8 +139,8 @@ impl LocalPaths {
     /// cluster) leaves a member directory without a write-ahead log: etcd
     /// creates the directory first. Started on it, etcd would bootstrap a
     /// new cluster of its own; so while the state file says the join (or a
-    /// reseed) never completed, such a directory is no data and the join is retried over
-    /// it.
+    /// reseed) never completed, such a directory is no data and the start
+    /// is retried over it.
     pub fn has_data(&self) -> bool {
         if !self.member_dir().is_dir() {
             return false;

@@ -389,9 +389,11 @@ impl Decider<'_> {
     /// a newer one has no member for this node), is not a learner's (a
     /// learner counts for no commit) and not a leaver's. The peer's etcd
     /// runs (Pacemaker shows it started: its member serves the member list
-    /// the new member needs) and no quorate cluster answers. The executor
-    /// checks the peer's live member list again before etcd starts: this
-    /// node's member id, as a voter, beside the peer's, and no other.
+    /// the new member needs) and no quorate cluster answers. etcd itself
+    /// checks the rest at the start: it reads that member list on the
+    /// peer URLs (the peer's member answers no client request without
+    /// quorum), takes the id listed at this node's peer URL, and refuses
+    /// to start unless the list matches the configured nodes.
     fn reseed_from(&self, peer: &NodeView, r: &DataRecord) -> bool {
         let f = self.f;
         let d = &f.data;

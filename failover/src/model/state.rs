@@ -75,9 +75,7 @@ impl Data {
             formed,
         }
     }
-}
 
-impl Data {
     /// An empty member directory of member `member` in `host`'s membership
     /// and lineage: a learner's join (not yet `synced`) or a reseed (a
     /// voter whose log raft catch-up fills once the pair is quorate).

@@ -20,14 +20,30 @@ fn since_epoch(t: SystemTime) -> Duration {
     t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default()
 }
 
+/// The attempt whose kill landed while the stop was in flight.
+struct Killed {
+    /// When the standby was asked for.
+    start: Instant,
+    /// The killed daemon, and systemd's restart count before the kill.
+    pid: u32,
+    restarts: u32,
+    /// The restarted daemon, and the restart count after.
+    new_pid: u32,
+    new_restarts: u32,
+    /// From the standby to the kill, and to etcd seen stopped.
+    kill_at: Duration,
+    stopped_at: Duration,
+}
+
 /// `pcs node standby node-b`, the daemon on node-b killed while the agent's
 /// stop is in flight: the stop must still succeed, without a fence.
 pub fn stop_kill(c: &FieldCluster) {
     let (w, fences_before) = begin(c, "/field-stop-kill");
-    // The kill follows the agent's start by milliseconds, but a stop can
-    // finish within them on a loaded machine (the old daemon answered and
-    // the agent had not exited yet): that attempt tested nothing, so the
-    // node is taken out of standby and the scenario is tried again.
+    // The kill follows the agent's start by milliseconds, but the kill can
+    // still miss the stop: the old daemon may have answered before the
+    // agent exited, or the whole stop may run between two looks of the
+    // watcher. Such an attempt tests nothing, so the node is taken out of
+    // standby and the scenario is tried again.
     const ATTEMPTS: u32 = 3;
     // Stopped, not merely no longer "Started": the stop has ended.
     let wait_stopped = || {
@@ -45,7 +61,15 @@ pub fn stop_kill(c: &FieldCluster) {
         wait_all_voters(c, "node-a", Duration::from_secs(180)).unwrap();
     };
     let mut attempt = 0;
-    let (start, pid, new_pid, restarts, new_restarts, kill_at, stopped_at) = loop {
+    let Killed {
+        start,
+        pid,
+        new_pid,
+        restarts,
+        new_restarts,
+        kill_at,
+        stopped_at,
+    } = loop {
         attempt += 1;
         let (pid, restarts) = watchdog::main_pid(c, "node-b").unwrap();
         let start = Instant::now();
@@ -131,7 +155,7 @@ pub fn stop_kill(c: &FieldCluster) {
         // The stop was finished by the restarted daemon: the new process
         // logged a Stop action of its own.
         if journal_count(format!("_PID={new_pid} F_ACTION=Stop")) >= 1 {
-            break (
+            break Killed {
                 start,
                 pid,
                 new_pid,
@@ -139,7 +163,7 @@ pub fn stop_kill(c: &FieldCluster) {
                 new_restarts,
                 kill_at,
                 stopped_at,
-            );
+            };
         }
         let answered = journal_count(format!("_PID={pid} F_ACTION=Stop 'MESSAGE=action done'"));
         assert!(
