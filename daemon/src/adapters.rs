@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::core::Core;
 use crate::etcd::{EtcdError, LiveEtcd, Member, MemberStatus, status_of_members};
 use crate::etcd_conf::StartMode;
+use crate::raft_progress::{ProgressError, RaftProgress};
 use crate::reconcile::ports::{EtcdOps, EtcdReads, OpsError, PeerDown, Probe, Supervisor};
 use crate::supervise::{ProcState, Supervisor as Backend};
 
@@ -46,6 +47,10 @@ impl EtcdOps for Core {
 
     fn peer(&self, client_url: &str) -> LiveEtcd {
         LiveEtcd::new(client_url.to_string(), self.connector.clone())
+    }
+
+    async fn raft_progress(&self, deadline: Duration) -> Result<RaftProgress, ProgressError> {
+        self.etcd.raft_progress(deadline).await
     }
 
     async fn statuses(

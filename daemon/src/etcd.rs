@@ -235,6 +235,15 @@ impl LiveEtcd {
         }
     }
 
+    /// The raft progress this member tracks (see [`crate::raft_progress`]):
+    /// each member's match index, if it is the leader.
+    pub async fn raft_progress(
+        &self,
+        deadline: Duration,
+    ) -> Result<crate::raft_progress::RaftProgress, crate::raft_progress::ProgressError> {
+        crate::raft_progress::read(&self.endpoint, self.connector.tls.as_ref(), deadline).await
+    }
+
     async fn client(&self, deadline: Duration) -> Result<Client, EtcdError> {
         let mut slot = self.client.lock().await;
         if let Some(c) = slot.as_ref() {

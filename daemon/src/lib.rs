@@ -16,6 +16,7 @@ pub mod etcd;
 pub mod etcd_conf;
 pub(crate) mod metrics;
 pub mod pcmk_tool;
+pub mod raft_progress;
 pub mod reconcile;
 pub(crate) mod recover;
 pub mod report_cycle;

@@ -485,6 +485,7 @@ pub(crate) fn apply(
         }
         RecoverAction::Archive => {
             let dest = paths.archive("operator: keep the peer's data", now)?;
+            crate::reconcile::local::record_checksum(&dest, None)?;
             vec![format!("archived to {}", dest.display())]
         }
         RecoverAction::Restore(src) => {

@@ -32,15 +32,12 @@ fn etcdctl(endpoint: &str, tls: &[&std::path::Path], flags: &[&str], args: &[&st
     cmd.args(args).output().unwrap()
 }
 
-#[test]
-fn tls_client_and_peer_with_client_cert_auth() {
-    let pki_dir = tempfile::tempdir().unwrap();
-    let pki: Pki = make_pki(pki_dir.path());
-    let (client, peer) = (free_port(), free_port());
+/// One node on https loopback URLs with TLS on both etcd sides and client
+/// certificates required, as configuration text.
+fn tls_node(pki: &Pki, client: u16, peer: u16) -> String {
     let p = |x: &std::path::Path| x.display().to_string();
-    let dropin = format!(
-        r#"node_name = "tls"
-[[nodes]]
+    format!(
+        r#"[[nodes]]
 name = "tls"
 peer_urls = ["https://127.0.0.1:{peer}"]
 client_urls = ["https://127.0.0.1:{client}"]
@@ -60,7 +57,15 @@ client_cert_auth = true
         pc = p(&pki.peer_cert),
         pk = p(&pki.peer_key),
         ca = p(&pki.ca),
-    );
+    )
+}
+
+#[test]
+fn tls_client_and_peer_with_client_cert_auth() {
+    let pki_dir = tempfile::tempdir().unwrap();
+    let pki: Pki = make_pki(pki_dir.path());
+    let (client, peer) = (free_port(), free_port());
+    let dropin = format!("node_name = \"tls\"\n{}", tls_node(&pki, client, peer));
     let t = Instant::now();
     let mut d = daemon_with_dropin(true, move |_| dropin);
     // Readiness needs the daemon's own TLS client to reach etcd.
@@ -161,4 +166,82 @@ client_cert_auth = true
         None => {}
         Some((code, body)) => assert_ne!(code, 200, "plain http on the peer port: {body}"),
     }
+}
+
+/// The leader's raft progress (what a learner's promotion waits for) is read
+/// over the client TLS with the configured identity; without TLS files, or
+/// over plain http, the read fails with the reason, never with a guess.
+#[test]
+fn raft_progress_is_read_over_the_client_tls() {
+    use std::sync::Arc;
+
+    use etcd_warden::config;
+    use etcd_warden::core::Core;
+    use etcd_warden::etcd::{Connector, LiveEtcd};
+    use etcd_warden::etcd_conf::StartMode;
+    use etcd_warden::reconcile::ports::Supervisor;
+    use etcd_warden::supervise::AnySupervisor;
+    use etcd_warden::supervise::process::ProcessSupervisor;
+
+    let dir = tempfile::tempdir().unwrap();
+    let pki: Pki = make_pki(dir.path());
+    let (client, peer) = (free_port(), free_port());
+    let text = format!(
+        r#"node_name = "tls"
+topology = "ha"
+[etcd]
+user = "root"
+binary = "{etcd}"
+data_dir = "{d}/data"
+[api]
+socket = "{d}/api.sock"
+[paths]
+state_dir = "{d}/state"
+{node}"#,
+        etcd = etcd_warden::standalone::find_etcd().display(),
+        d = dir.path().display(),
+        node = tls_node(&pki, client, peer),
+    );
+    let s = Arc::new(config::from_texts(&[(std::path::PathBuf::from("tls.toml"), text)]).unwrap());
+    let core = Core::new(s.clone(), AnySupervisor::Process(ProcessSupervisor::new(s)));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        core.start(StartMode::Normal, Duration::from_secs(30))
+            .await
+            .unwrap();
+        let d = Duration::from_secs(2);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let progress = loop {
+            match core.etcd.raft_progress(d).await {
+                Ok(p) if p.is_leader => break p,
+                other => assert!(
+                    Instant::now() < deadline,
+                    "no leader's raft progress over TLS: {other:?}"
+                ),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        // The one member, as etcd's own Status names it, leads and is in
+        // sync with itself.
+        let me = core.etcd.status(d).await.unwrap().member_id;
+        assert_eq!(progress.id, me, "{progress:?}");
+        assert!(progress.in_sync(me), "{progress:?}");
+
+        let https = format!("https://127.0.0.1:{client}");
+        let e = LiveEtcd::new(https, Connector::plain())
+            .raft_progress(d)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no [tls.client] files"), "{e}");
+        let e = LiveEtcd::new(format!("http://127.0.0.1:{client}"), Connector::plain())
+            .raft_progress(d)
+            .await
+            .unwrap_err();
+        eprintln!("plain http to the TLS port: {e}");
+        core.stop(Duration::from_secs(5)).await.unwrap();
+    });
 }

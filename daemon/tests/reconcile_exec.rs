@@ -171,6 +171,11 @@ async fn exec(n: &Node, f: &Facts, steps: &[Step]) -> Result<(), String> {
         settings: &n.core.settings,
     };
     let r = execute(&ports, &n.paths, f, steps, Duration::from_secs(30)).await;
+    // An archive's checksum is written after its move, on its own thread.
+    for c in r.checksums {
+        c.join()
+            .map_err(|_| "the checksum thread panicked".to_string())?;
+    }
     match r.failed {
         None => Ok(()),
         Some((s, e)) => Err(format!("{s:?}: {e}")),

@@ -72,6 +72,9 @@ pub struct ExecReport {
     pub failed: Option<(Step, String)>,
     /// Archive directories created.
     pub(crate) archived: Vec<PathBuf>,
+    /// Their checksums, being written on threads of their own (see
+    /// [`super::local::record_checksum`]); nothing waits for them but tests.
+    pub checksums: Vec<std::thread::JoinHandle<()>>,
 }
 
 fn name(s: &Step) -> String {
@@ -148,6 +151,10 @@ const MEMBERSHIP_ATTEMPT: Duration = Duration::from_secs(3);
 /// catch up, then gives up after an election timeout; writes pause while it
 /// runs, so a transfer that cannot finish soon is abandoned, not retried.
 const LEADER_TRANSFER: Duration = Duration::from_secs(3);
+
+/// How fast an archive's checksum reads the archived database: a second
+/// per 64 MiB, a small share of one core and of the disk.
+const CHECKSUM_PACE: u64 = 64 << 20;
 
 /// Retry `f` while etcd answers with a transient error (unavailable, a
 /// timeout, or a precondition such as a learner not yet in sync), by the
@@ -455,6 +462,37 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
             }
             let dest = paths.archive(reason, now_unix()).map_err(local)?;
             tracing::warn!(archive = %dest.display(), %reason, "archived the etcd member directory (nothing deleted)");
+            // The checksum reads the whole database; the rejoin goes on
+            // meanwhile (the moved data is no longer anyone's to write),
+            // and the read is paced so that it leaves the disk and the CPU
+            // to the snapshot transfer that usually follows.
+            let at = dest.clone();
+            let sum = move || {
+                let started = std::time::Instant::now();
+                match super::local::record_checksum(&at, Some(CHECKSUM_PACE)) {
+                    Ok(()) => tracing::info!(
+                        archive = %at.display(),
+                        took_ms = started.elapsed().as_millis() as u64,
+                        "recorded the archived database's checksum"
+                    ),
+                    Err(e) => {
+                        tracing::warn!(archive = %at.display(), error = %e, "could not record the archived database's checksum")
+                    }
+                }
+            };
+            // A thread of its own, not the runtime's blocking pool: the
+            // daemon's exit never waits for it (an archive whose checksum
+            // was cut off is still whole, and the runbook says so).
+            match std::thread::Builder::new()
+                .name("archive-checksum".into())
+                .spawn(sum.clone())
+            {
+                Ok(h) => report.checksums.push(h),
+                Err(e) => {
+                    tracing::warn!(error = %e, "no thread for the archive's checksum; computing it now");
+                    sum();
+                }
+            }
             report.archived.push(dest);
             Ok(())
         }

@@ -9,6 +9,7 @@ use warden_failover::{
 
 use super::*;
 use crate::etcd::{Member, MemberStatus};
+use crate::raft_progress::{ProgressError, RaftProgress};
 use crate::reconcile::pcmk::PcmkError;
 use crate::reconcile::ports::{EtcdReads, Probe};
 use crate::supervise::ProcState;
@@ -120,6 +121,9 @@ impl EtcdOps for Fake {
     type Peer = Fake;
     fn peer(&self, _url: &str) -> Fake {
         unreachable!("the executor asks no peer")
+    }
+    async fn raft_progress(&self, _d: Duration) -> Result<RaftProgress, ProgressError> {
+        unreachable!("the executor reads no raft progress")
     }
     async fn statuses(
         &self,
@@ -490,7 +494,11 @@ async fn never_starts_over_existing_data_and_archives_instead_of_deleting() {
     assert!(!p.has_data());
     let dest = &r.archived[0];
     assert_eq!(std::fs::read(dest.join("member/snap/db")).unwrap(), b"db");
-    assert!(dest.join("db.sha256").exists());
+    for c in r.checksums {
+        c.join().unwrap();
+    }
+    let sum = std::fs::read_to_string(dest.join("db.sha256")).unwrap();
+    assert!(sum.ends_with("  member/snap/db\n"), "{sum}");
 }
 
 #[tokio::test]

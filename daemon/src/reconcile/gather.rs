@@ -46,31 +46,65 @@ fn node_of(s: &Settings, m: &Member) -> String {
 }
 
 /// The members with their node and whether each is in sync: a voter that
-/// answers Status, a learner whose raft index reached `leader_index`.
+/// answers Status; a learner whose raft index reached `leader_index`, or,
+/// when this member leads, one it replicates to up to its commit index.
+///
+/// A learner that caught up from a snapshot answers no Status for seconds
+/// (see [`crate::raft_progress`]), so its own answer alone would hold its
+/// promotion up until etcd publishes it. The leader's progress says what
+/// etcd's promote check reads, and a member the leader cannot reach is not
+/// replicated to, so a lost learner is never taken for one in sync.
 async fn members_info<P, E: EtcdOps, S>(
     core: &Ports<'_, P, E, S>,
     members: &[Member],
     leader_index: u64,
+    leads: bool,
     deadline: Duration,
 ) -> Vec<MemberInfo> {
     // A member that does not answer within half a second is not in sync
     // for this decision; a lost peer must not hold the whole pass up.
     let limit = deadline.min(MEMBER_STATUS_LIMIT);
-    let statuses = core.etcd.statuses(members, limit).await;
-    statuses
+    // The leader's progress first (one local read): a learner it shows in
+    // sync is not asked, or its silence would hold every such pass for the
+    // whole limit.
+    let progress = if leads && members.iter().any(|m| m.is_learner) {
+        match core.etcd.raft_progress(limit).await {
+            Ok(p) => Some(p),
+            Err(e) => {
+                tracing::debug!(error = %e, "no raft progress from the leader; learners judged by their Status");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let replicated =
+        |m: &Member| m.is_learner && progress.as_ref().is_some_and(|p| p.in_sync(m.id));
+    let (synced, ask): (Vec<Member>, Vec<Member>) =
+        members.iter().cloned().partition(|m| replicated(m));
+    let statuses = core.etcd.statuses(&ask, limit).await;
+    let info = |m: &Member, in_sync: bool| MemberInfo {
+        id: m.id,
+        name: m.name.clone(),
+        node: node_of(core.settings, m),
+        is_learner: m.is_learner,
+        in_sync,
+    };
+    let mut infos: Vec<MemberInfo> = statuses
         .into_iter()
-        .map(|(m, st)| MemberInfo {
-            id: m.id,
-            name: m.name.clone(),
-            node: node_of(core.settings, &m),
-            is_learner: m.is_learner,
-            in_sync: match st {
+        .map(|(m, st)| {
+            let in_sync = match st {
                 Ok(st) if m.is_learner => st.raft_index >= leader_index,
                 Ok(_) => true,
                 Err(_) => false,
-            },
+            };
+            info(&m, in_sync)
         })
-        .collect()
+        .chain(synced.iter().map(|m| info(m, true)))
+        .collect();
+    // In the member list's order, as etcd answers it.
+    infos.sort_by_key(|i| members.iter().position(|m| m.id == i.id));
+    infos
 }
 
 /// The members with their node, none of them asked (so none in sync).
@@ -124,7 +158,8 @@ async fn local_etcd<P, E: EtcdOps, S: Supervisor>(
     // while asking a lost peer costs up to MEMBER_STATUS_LIMIT on every
     // pass of the survivor between the fence and its forced restart.
     let infos = if leader {
-        members_info(core, &members, st.raft_index, deadline).await
+        let leads = st.leader == st.member_id;
+        members_info(core, &members, st.raft_index, leads, deadline).await
     } else {
         unasked_members(core, &members)
     };
@@ -173,7 +208,7 @@ async fn cluster_via_peers<P, E: EtcdOps, S>(
             continue;
         };
         let leader_index = st.raft_index;
-        let infos = members_info(core, &members, leader_index, deadline).await;
+        let infos = members_info(core, &members, leader_index, false, deadline).await;
         let epoch = records
             .get(&n.name)
             .and_then(|(r, _)| r.as_ref())

@@ -375,9 +375,12 @@ impl LocalPaths {
     }
 
     /// Move the member directory aside into a new archive directory, with
-    /// the SHA-256 of its db and a copy of the state file beside it. Never a
-    /// delete: a rename within the filesystem (a rename across filesystems
-    /// fails, and then nothing was moved). Returns the archive directory.
+    /// the reason and a copy of the state file beside it. Never a delete: a
+    /// rename within the filesystem (a rename across filesystems fails, and
+    /// then nothing was moved). Returns the archive directory; its checksum
+    /// is [`record_checksum`]'s, after the move: reading a database of
+    /// gigabytes takes seconds, which a rejoin need not wait for, and
+    /// nothing writes to the moved data.
     pub(crate) fn archive(&self, reason: &str, now_unix: u64) -> Result<PathBuf, LocalError> {
         let member = self.member_dir();
         std::fs::create_dir_all(&self.archive_dir)
@@ -402,15 +405,6 @@ impl LocalPaths {
             n += 1;
         }
         std::fs::create_dir(&dest).map_err(io("cannot create", &dest))?;
-        let db = member.join("snap").join("db");
-        let sum = match sha256_file(&db) {
-            Ok(s) => s,
-            Err(e) => format!("unreadable: {e}"),
-        };
-        write_durably(
-            &dest.join("db.sha256"),
-            format!("{sum}  member/snap/db\n").as_bytes(),
-        )?;
         write_durably(&dest.join("reason"), format!("{reason}\n").as_bytes())?;
         if let Ok(state) = std::fs::read(&self.state_file) {
             write_durably(&dest.join("state.json"), &state)?;
@@ -423,6 +417,20 @@ impl LocalPaths {
         self.write_state(&StateFile::default())?;
         Ok(dest)
     }
+}
+
+/// Writes the SHA-256 of an archive's `member/snap/db` to its `db.sha256`
+/// (an unreadable db is recorded as such: the archive is kept either way),
+/// reading at most `pace` bytes a second (`None`: as fast as it can).
+pub(crate) fn record_checksum(archive: &Path, pace: Option<u64>) -> Result<(), LocalError> {
+    let sum = match sha256_file(&archive.join("member").join("snap").join("db"), pace) {
+        Ok(s) => s,
+        Err(e) => format!("unreadable: {e}"),
+    };
+    write_durably(
+        &archive.join("db.sha256"),
+        format!("{sum}  member/snap/db\n").as_bytes(),
+    )
 }
 
 /// The in-sync marker: this boot's member was a voter with quorum and etcd
@@ -485,12 +493,13 @@ fn warden_archive_name(name: &str) -> bool {
     }
 }
 
-/// An archive this daemon made: its name, its checksum file, its data.
+/// An archive this daemon made: its name, its reason or checksum file (the
+/// checksum follows the move by the time the db takes to read), its data.
 fn made_by_warden(p: &Path) -> bool {
     p.file_name()
         .and_then(|n| n.to_str())
         .is_some_and(warden_archive_name)
-        && p.join("db.sha256").is_file()
+        && (p.join("db.sha256").is_file() || p.join("reason").is_file())
         && p.join("member").is_dir()
 }
 
@@ -544,17 +553,28 @@ fn read_trim(p: &str) -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-/// SHA-256 of a file, hex.
-pub(crate) fn sha256_file(p: &Path) -> std::io::Result<String> {
+/// The SHA-256 of a file, in hex, reading at most `pace` bytes a second
+/// (`None`: as fast as it can): an archive's checksum runs beside a rejoin,
+/// whose snapshot transfer needs the disk and the CPU more.
+fn sha256_file(p: &Path, pace: Option<u64>) -> std::io::Result<String> {
     let mut f = std::fs::File::open(p)?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
+    let started = std::time::Instant::now();
+    let mut read: u64 = 0;
     loop {
         let n = f.read(&mut buf)?;
         if n == 0 {
             break;
         }
         h.update(&buf[..n]);
+        read += n as u64;
+        if let Some(rate) = pace.filter(|r| *r > 0) {
+            let due = std::time::Duration::from_secs_f64(read as f64 / rate as f64);
+            if let Some(ahead) = due.checked_sub(started.elapsed()) {
+                std::thread::sleep(ahead);
+            }
+        }
     }
     Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
@@ -598,6 +618,7 @@ mod tests {
         std::fs::write(p.member_dir().join("snap/db"), b"abc").unwrap();
         p.update_state(|s| s.epoch = 3).unwrap();
         let dest = p.archive("stale: peer has epoch 4", 1000).unwrap();
+        record_checksum(&dest, None).unwrap();
         assert!(!p.has_data());
         assert_eq!(std::fs::read(dest.join("member/snap/db")).unwrap(), b"abc");
         let sum = std::fs::read_to_string(dest.join("db.sha256")).unwrap();
@@ -620,7 +641,9 @@ mod tests {
     fn archive_at(p: &LocalPaths, t: u64, content: &[u8]) -> PathBuf {
         std::fs::create_dir_all(p.member_dir().join("snap")).unwrap();
         std::fs::write(p.member_dir().join("snap/db"), content).unwrap();
-        p.archive("stale data", t).unwrap()
+        let dest = p.archive("stale data", t).unwrap();
+        record_checksum(&dest, None).unwrap();
+        dest
     }
 
     #[test]

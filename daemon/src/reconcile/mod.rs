@@ -85,6 +85,11 @@ pub(crate) struct Reconciler {
     // the moment etcd reports it in sync: the loop keeps the pending pace
     // rather than the stable one, or a rejoin waits a whole stable interval.
     learner: std::sync::atomic::AtomicBool,
+    // The learner this node's member leads and last saw behind (0: none).
+    // The loop watches the leader's raft progress for it between passes,
+    // so that its promotion follows the moment it is in sync rather than
+    // the next pending pass.
+    catching_up: std::sync::atomic::AtomicU64,
     // Forced new clusters and archives, for /metrics.
     counters: ExecCounters,
 }
@@ -151,6 +156,7 @@ impl Reconciler {
             serial: tokio::sync::Mutex::new(()),
             stops: std::sync::atomic::AtomicUsize::new(0),
             learner: std::sync::atomic::AtomicBool::new(false),
+            catching_up: std::sync::atomic::AtomicU64::new(0),
             counters: ExecCounters::default(),
         }
     }
@@ -177,6 +183,14 @@ impl Reconciler {
     /// Resolves when someone asked the loop to decide now.
     pub(crate) async fn kicked(&self) {
         self.kick.notified().await;
+    }
+
+    /// The learner this node's member led and saw behind in the last pass.
+    pub(crate) fn catching_up(&self) -> Option<u64> {
+        match self.catching_up.load(std::sync::atomic::Ordering::SeqCst) {
+            0 => None,
+            id => Some(id),
+        }
     }
 
     /// An event pushed by the alert agent. A fence result is kept as a fact
@@ -223,6 +237,16 @@ impl Reconciler {
         let learner = matches!(&facts.etcd, EtcdView::Running(l) if l.is_learner || l.members.iter().any(|m| m.is_learner));
         self.learner
             .store(learner, std::sync::atomic::Ordering::SeqCst);
+        let behind = match &facts.etcd {
+            EtcdView::Running(l) if l.is_leader => l
+                .members
+                .iter()
+                .find(|m| m.is_learner && !m.in_sync)
+                .map_or(0, |m| m.id),
+            _ => 0,
+        };
+        self.catching_up
+            .store(behind, std::sync::atomic::Ordering::SeqCst);
         let st = classify(facts, d);
         let mut cur = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if cur.0 != st {

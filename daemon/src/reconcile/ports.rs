@@ -18,6 +18,7 @@ use crm_xml::CrmMon;
 use crate::config::Settings;
 use crate::etcd::{EtcdError, Member, MemberStatus};
 use crate::etcd_conf::StartMode;
+use crate::raft_progress::{ProgressError, RaftProgress};
 use crate::supervise::ProcState;
 
 pub use super::pcmk::{Pacemaker, PcmkError};
@@ -74,6 +75,12 @@ pub trait EtcdOps: EtcdReads {
     type Peer: EtcdReads;
     /// The member at `client_url`.
     fn peer(&self, client_url: &str) -> Self::Peer;
+    /// The raft progress the local member tracks for each member (only a
+    /// leader tracks any).
+    fn raft_progress(
+        &self,
+        deadline: Duration,
+    ) -> impl Future<Output = Result<RaftProgress, ProgressError>> + Send;
     /// Every member's Status, each at its own client URL, all at once.
     fn statuses(
         &self,

@@ -27,6 +27,7 @@ use super::ports::{EtcdOps, EtcdReads, OpsError, PeerDown, Ports, Probe, Supervi
 use crate::config::Settings;
 use crate::etcd::{EtcdError, Member, MemberStatus};
 use crate::etcd_conf::StartMode;
+use crate::raft_progress::{ProgressError, RaftProgress, Replication};
 use crate::supervise::ProcState;
 
 /// The two nodes.
@@ -107,6 +108,9 @@ pub(crate) struct SimMember {
     pub(crate) up: bool,
     /// Caught up with the leader.
     pub(crate) in_sync: bool,
+    /// The leader's raft progress shows it replicated up to the commit
+    /// index (a learner fresh from a snapshot is, before it answers).
+    pub(crate) replicated: bool,
 }
 
 /// Everything simulated.
@@ -252,6 +256,7 @@ impl Sim {
                     learner: false,
                     up: true,
                     in_sync: true,
+                    replicated: true,
                 })
                 .collect();
             for n in w.nodes.values_mut() {
@@ -547,6 +552,40 @@ impl EtcdOps for Sim {
         }
     }
 
+    // The leader's view of each member's log, as `replicated` says.
+    async fn raft_progress(&self, _d: Duration) -> Result<RaftProgress, ProgressError> {
+        let me = self.settings.node_name.clone();
+        self.with(|w| {
+            let leader = Self::leader(w);
+            let id = w
+                .members
+                .iter()
+                .find(|m| m.node == me && m.up)
+                .map(|m| m.id)
+                .ok_or_else(|| ProgressError::Answer {
+                    url: "sim".into(),
+                    why: format!("no etcd answers on {me}"),
+                })?;
+            let members = w
+                .members
+                .iter()
+                .map(|m| {
+                    let r = Replication {
+                        matched: if m.replicated { 1200 } else { 10 },
+                        replicating: m.replicated,
+                    };
+                    (m.id, r)
+                })
+                .collect();
+            Ok(RaftProgress {
+                id,
+                is_leader: leader == id,
+                commit: 1200,
+                members,
+            })
+        })
+    }
+
     async fn statuses(
         &self,
         members: &[Member],
@@ -607,6 +646,7 @@ impl EtcdOps for Sim {
                 learner: true,
                 up: false,
                 in_sync: false,
+                replicated: false,
             });
             self.member_list_of(w)
         });
@@ -695,6 +735,7 @@ impl Supervisor for Sim {
                     learner: false,
                     up: true,
                     in_sync: true,
+                    replicated: true,
                 });
             }
             for m in w.members.iter_mut().filter(|m| m.node == me) {

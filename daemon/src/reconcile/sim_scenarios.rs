@@ -12,7 +12,7 @@ use warden_api::{Action, ActionReply, ActionRequest, Outcome};
 
 use super::Reconciler;
 use super::pcmk::CLAIM_ATTR;
-use super::sim::{A, B, Res, Sim, SimMember, record};
+use super::sim::{A, B, Res, Sim, SimMember, World, record};
 
 const CLUSTER: u64 = 0x1c3e;
 
@@ -172,7 +172,25 @@ async fn s3_s11_peer_lost_fenced_survivor_forces_then_the_peer_rejoins_as_a_lear
         !has(&sim.take_log(), "promote"),
         "promoted a learner behind"
     );
-    sim.with(|w| w.members.iter_mut().for_each(|m| m.in_sync = true));
+    // i. A learner that caught up from a snapshot answers no Status until
+    // etcd publishes it: silent and not replicated, it is not promoted;
+    // silent and replicated up to the commit index in the leader's raft
+    // progress, it is, without waiting for its Status.
+    let silent = |replicated: bool| {
+        move |w: &mut World| {
+            w.members.iter_mut().filter(|m| m.node == B).for_each(|m| {
+                m.up = false;
+                m.replicated = replicated;
+            })
+        }
+    };
+    sim.with(silent(false));
+    r.tick(&sim.ports()).await;
+    assert!(
+        !has(&sim.take_log(), "promote"),
+        "promoted a silent learner the leader does not replicate to"
+    );
+    sim.with(silent(true));
     r.tick(&sim.ports()).await;
     assert!(has(&sim.take_log(), "promote"));
     assert!(sim.member_of(B).is_some_and(|m| !m.learner));
@@ -203,6 +221,7 @@ async fn s11_the_fenced_node_archives_its_stale_data_and_joins_as_a_learner() {
             learner: true,
             up: false,
             in_sync: false,
+            replicated: false,
         })
     });
     let reply = start(&r, &sim).await;

@@ -3,12 +3,18 @@
 //! until the survivor acknowledges a write, power the node back on, measure
 //! until it is a voter again.
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use warden_harness::crm;
 
-use crate::twonode::WardenCluster;
+use crate::twonode::{WardenCluster, last_logged_ms, logged_ms};
+
+fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default()
+}
 
 /// The figures of one crash → failover → rejoin cycle.
 #[derive(Debug, Clone, Copy)]
@@ -22,6 +28,12 @@ pub struct Cycle {
     /// Power-on of the fenced node → it is a voter again (both voters,
     /// quorate).
     pub rejoin_to_voter: Duration,
+    /// Pacemaker's start of etcd on the returning node (its daemon logs the
+    /// action) → the leader's daemon logs the promotion: the part of the
+    /// rejoin that is etcd-warden's and etcd's (archive, learner, catch-up,
+    /// promotion), without the node's boot and Pacemaker's join and probes.
+    /// What plain etcd's learner catch-up is compared with.
+    pub start_to_voter: Option<Duration>,
     /// Acknowledged writes over the cycle (all checked afterwards).
     pub writes: usize,
 }
@@ -57,9 +69,18 @@ pub fn crash_cycle(
     let crash_to_fence = fence.and_then(|f| f.duration_since(crash_wall).ok());
 
     let t_boot = Instant::now();
+    let boot_ms = unix_ms(SystemTime::now());
     w.boot(victim, timeout)?;
     w.wait_voters(&survivor, &all, timeout)?;
     let rejoin_to_voter = t_boot.elapsed();
+    let started = logged_ms(&w.daemon_log(victim), &[": action action=Start"])
+        .into_iter()
+        .find(|&t| t >= boot_ms);
+    let promoted = last_logged_ms(&w.daemon_log(&survivor), &["promoted to voter"]);
+    let start_to_voter = started
+        .zip(promoted)
+        .filter(|(s, p)| p >= s)
+        .map(|(s, p)| Duration::from_millis(p - s));
     w.wait_started(&all, timeout)?;
     let acks = writer.finish();
     w.check_writes(&acks, prefix, &all)
@@ -69,6 +90,7 @@ pub fn crash_cycle(
         fence_to_write,
         crash_to_fence,
         rejoin_to_voter,
+        start_to_voter,
         writes: acks.len(),
     })
 }

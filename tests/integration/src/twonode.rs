@@ -91,6 +91,56 @@ pub fn poll<T>(
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+/// Unix milliseconds of the last line of a daemon `log` that contains every
+/// one of `needles` (see [`logged_ms`]).
+pub fn last_logged_ms(log: &str, needles: &[&str]) -> Option<u64> {
+    logged_ms(log, needles).last().copied()
+}
+
+/// Unix milliseconds of each line of a daemon `log` that contains every one
+/// of `needles` (matched without terminal colour codes), in order, from the
+/// RFC 3339 UTC stamp that begins the line.
+pub fn logged_ms(log: &str, needles: &[&str]) -> Vec<u64> {
+    log.lines()
+        .map(strip_colour)
+        .filter(|l| needles.iter().all(|n| l.contains(n)))
+        .filter_map(|l| stamp_ms(&l))
+        .collect()
+}
+
+fn stamp_ms(plain: &str) -> Option<u64> {
+    let stamp = plain.split_whitespace().next()?;
+    let (date, clock) = stamp.strip_suffix('Z')?.split_once('T')?;
+    let mut d = date.split('-').map(|v| v.parse::<i64>());
+    let (y, m, day) = (d.next()?.ok()?, d.next()?.ok()?, d.next()?.ok()?);
+    let (hms, frac) = clock.split_once('.').unwrap_or((clock, "0"));
+    let mut t = hms.split(':').map(|v| v.parse::<i64>());
+    let (hh, mm, ss) = (t.next()?.ok()?, t.next()?.ok()?, t.next()?.ok()?);
+    let ms: i64 = format!("{frac:0<3}").get(..3)?.parse().ok()?;
+    // Days from the civil date (proleptic Gregorian), 1970-01-01 = 0.
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    u64::try_from(((days * 24 + hh) * 60 + mm) * 60_000 + ss * 1000 + ms).ok()
+}
+
+/// A log line without its terminal colour codes.
+fn strip_colour(line: &str) -> String {
+    let mut plain = String::new();
+    let mut esc = false;
+    for c in line.chars() {
+        match (esc, c) {
+            (false, '\u{1b}') => esc = true,
+            (true, 'm') => esc = false,
+            (true, _) => {}
+            (false, c) => plain.push(c),
+        }
+    }
+    plain
+}
 
 /// Every node in `nodes` runs an active, not failed etcd instance.
 pub fn etcd_started_on(nodes: Vec<String>) -> Expect {
@@ -675,5 +725,26 @@ impl WardenCluster {
                 .with_context(|| format!("read back through {r}"))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{last_logged_ms, logged_ms};
+
+    #[test]
+    fn a_log_stamp_reads_as_unix_milliseconds() {
+        let log = "\u{1b}[2m2026-12-01T21:17:53.337892Z\u{1b}[0m \u{1b}[32m INFO\u{1b}[0m etcd_warden::reconcile::exec: promoted to voter node=\"node2\"\n\
+                   \u{1b}[2m2026-12-01T21:17:54.000Z\u{1b}[0m INFO etcd_warden::core: action \u{1b}[3maction\u{1b}[0m\u{1b}[2m=\u{1b}[0mStart";
+        assert_eq!(
+            last_logged_ms(log, &["promoted to voter"]),
+            Some(1_796_159_873_337)
+        );
+        assert_eq!(
+            logged_ms(log, &[": action action=Start"]),
+            vec![1_796_159_874_000]
+        );
+        assert_eq!(last_logged_ms(log, &["action=Stop"]), None);
+        assert_eq!(last_logged_ms("nothing here", &["promoted"]), None);
     }
 }

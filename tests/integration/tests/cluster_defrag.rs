@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, ensure};
 use failover_support::{FAILOVER, OrFail, SETTLE, daemon_report, wait_acks_everywhere};
 use warden_integration::gateway;
-use warden_integration::twonode::{Topology, WardenCluster, poll};
+use warden_integration::twonode::{Topology, WardenCluster, last_logged_ms, poll};
 use warden_integration::writer::Ack;
 
 /// The test's policy: past 45 % free of at least 8 MiB, looked at every
@@ -55,42 +55,6 @@ fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or_default()
-}
-
-/// When the daemon whose `log` this is last promoted a learner (Unix ms),
-/// from the RFC 3339 UTC stamp that begins its log line.
-fn promoted_at(log: &str) -> Option<u64> {
-    let line = log
-        .lines()
-        .rev()
-        .find(|l| l.contains("promoted to voter"))?;
-    // Drop terminal colour codes, then take the stamp.
-    let mut plain = String::new();
-    let mut esc = false;
-    for c in line.chars() {
-        match (esc, c) {
-            (false, '\u{1b}') => esc = true,
-            (true, 'm') => esc = false,
-            (true, _) => {}
-            (false, c) => plain.push(c),
-        }
-    }
-    let stamp = plain.split_whitespace().next()?;
-    let (date, clock) = stamp.strip_suffix('Z')?.split_once('T')?;
-    let mut d = date.split('-').map(|v| v.parse::<i64>());
-    let (y, m, day) = (d.next()?.ok()?, d.next()?.ok()?, d.next()?.ok()?);
-    let (hms, frac) = clock.split_once('.').unwrap_or((clock, "0"));
-    let mut t = hms.split(':').map(|v| v.parse::<i64>());
-    let (hh, mm, ss) = (t.next()?.ok()?, t.next()?.ok()?, t.next()?.ok()?);
-    let ms: i64 = format!("{frac:0<3}").get(..3)?.parse().ok()?;
-    // Days from the civil date (proleptic Gregorian), 1970-01-01 = 0.
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    u64::try_from(((days * 24 + hh) * 60 + mm) * 60_000 + ss * 1000 + ms).ok()
 }
 
 /// The defragmentations `node`'s daemon recorded, and its policy's latest
@@ -357,7 +321,8 @@ fn fragmented_members_are_defragmented_one_at_a_time_and_never_while_a_peer_is_a
     // The rejoin ends at the promotion, which the leader's daemon logs; the
     // test's own look comes up to a poll later, and node2 may defragment
     // itself in between, as a voter (the policy allows it then).
-    let rejoined = promoted_at(&w.daemon_log("node1")).unwrap_or_else(now_ms);
+    let rejoined =
+        last_logged_ms(&w.daemon_log("node1"), &["promoted to voter"]).unwrap_or_else(now_ms);
     w.wait_started(&all, SETTLE).or_fail(&w);
     let during: Vec<Run> = all_runs(&w)
         .or_fail(&w)
@@ -399,11 +364,4 @@ fn fragmented_members_are_defragmented_one_at_a_time_and_never_while_a_peer_is_a
     w.check_writes(&acks, "/defrag-w", &all).or_fail(&w);
     eprintln!("defrag: {} acknowledged writes checked", acks.len());
     w.c.stop();
-}
-
-#[test]
-fn a_log_stamp_reads_as_unix_milliseconds() {
-    let log = "\u{1b}[2m2026-12-01T21:17:53.337892Z\u{1b}[0m \u{1b}[32m INFO\u{1b}[0m etcd_warden::reconcile::exec: promoted to voter node=\"node2\"";
-    assert_eq!(promoted_at(log), Some(1_796_159_873_337));
-    assert_eq!(promoted_at("nothing here"), None);
 }

@@ -141,7 +141,11 @@ fn the_units_sandbox_archives_and_runs_etcd_as_etcd() {
         .collect();
     assert_eq!(archives.len(), 1, "one archive: {archives:?}");
     let a = &archives[0];
-    let recorded = io(std::fs::read_to_string(a.join("db.sha256"))).or_fail(&w);
+    // The checksum is written after the move, while the rejoin goes on.
+    let recorded = poll("the archive's db.sha256", SETTLE, || {
+        Ok(std::fs::read_to_string(a.join("db.sha256")).ok())
+    })
+    .or_fail(&w);
     assert!(
         recorded.starts_with(&stale_sum),
         "db.sha256 {recorded:?} is not the stale db's {stale_sum}"
