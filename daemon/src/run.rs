@@ -82,7 +82,7 @@ pub(crate) trait Pass: Send + Sync {
 }
 
 /// How often the loop reads the leader's raft progress while a learner it
-/// leads catches up: one local HTTP read, a few hundred microseconds.
+/// leads catches up (one HTTP read of the local member).
 const LEARNER_WATCH: Duration = Duration::from_millis(50);
 
 /// The failover reconciler as the loop's pass: a pass, then archive

@@ -378,9 +378,9 @@ pub struct MemberInfo {
     pub node: String,
     /// Whether it is a learner.
     pub is_learner: bool,
-    /// For a learner: etcd reports it in sync with the leader (its applied
-    /// index has reached the leader's commit index). For a voter: it answers
-    /// Status. Read live.
+    /// For a learner: etcd reports it in sync with the leader (its own
+    /// Status shows the leader's index reached, or the leader replicates to
+    /// it up to its commit index). For a voter: it answers Status. Read live.
     pub in_sync: bool,
 }
 

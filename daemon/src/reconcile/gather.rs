@@ -80,17 +80,11 @@ async fn members_info<P, E: EtcdOps, S>(
     };
     let replicated =
         |m: &Member| m.is_learner && progress.as_ref().is_some_and(|p| p.in_sync(m.id));
-    let (synced, ask): (Vec<Member>, Vec<Member>) =
-        members.iter().cloned().partition(|m| replicated(m));
-    let statuses = core.etcd.statuses(&ask, limit).await;
-    let info = |m: &Member, in_sync: bool| MemberInfo {
-        id: m.id,
-        name: m.name.clone(),
-        node: node_of(core.settings, m),
-        is_learner: m.is_learner,
-        in_sync,
-    };
-    let mut infos: Vec<MemberInfo> = statuses
+    let ask: Vec<Member> = members.iter().filter(|m| !replicated(m)).cloned().collect();
+    let answers: BTreeMap<u64, bool> = core
+        .etcd
+        .statuses(&ask, limit)
+        .await
         .into_iter()
         .map(|(m, st)| {
             let in_sync = match st {
@@ -98,27 +92,34 @@ async fn members_info<P, E: EtcdOps, S>(
                 Ok(_) => true,
                 Err(_) => false,
             };
-            info(&m, in_sync)
+            (m.id, in_sync)
         })
-        .chain(synced.iter().map(|m| info(m, true)))
         .collect();
-    // In the member list's order, as etcd answers it.
-    infos.sort_by_key(|i| members.iter().position(|m| m.id == i.id));
-    infos
+    members
+        .iter()
+        .map(|m| {
+            let in_sync = replicated(m) || answers.get(&m.id).copied().unwrap_or(false);
+            member_info(core.settings, m, in_sync)
+        })
+        .collect()
 }
 
 /// The members with their node, none of them asked (so none in sync).
 fn unasked_members<P, E, S>(core: &Ports<'_, P, E, S>, members: &[Member]) -> Vec<MemberInfo> {
     members
         .iter()
-        .map(|m| MemberInfo {
-            id: m.id,
-            name: m.name.clone(),
-            node: node_of(core.settings, m),
-            is_learner: m.is_learner,
-            in_sync: false,
-        })
+        .map(|m| member_info(core.settings, m, false))
         .collect()
+}
+
+fn member_info(s: &Settings, m: &Member, in_sync: bool) -> MemberInfo {
+    MemberInfo {
+        id: m.id,
+        name: m.name.clone(),
+        node: node_of(s, m),
+        is_learner: m.is_learner,
+        in_sync,
+    }
 }
 
 /// The local etcd, live.

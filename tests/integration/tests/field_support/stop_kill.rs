@@ -61,15 +61,7 @@ pub fn stop_kill(c: &FieldCluster) {
         wait_all_voters(c, "node-a", Duration::from_secs(180)).unwrap();
     };
     let mut attempt = 0;
-    let Killed {
-        start,
-        pid,
-        new_pid,
-        restarts,
-        new_restarts,
-        kill_at,
-        stopped_at,
-    } = loop {
+    let killed = loop {
         attempt += 1;
         let (pid, restarts) = watchdog::main_pid(c, "node-b").unwrap();
         let start = Instant::now();
@@ -181,7 +173,7 @@ pub fn stop_kill(c: &FieldCluster) {
     };
 
     unstandby();
-    let voter_at = start.elapsed();
+    let voter_at = killed.start.elapsed();
     let after = Instant::now();
     w.wait_ack_after(Some("node-b"), after, Duration::from_secs(60))
         .unwrap();
@@ -189,11 +181,15 @@ pub fn stop_kill(c: &FieldCluster) {
     assert_no_failed_action(c);
     let n = check_writes(c, w, "node-a").unwrap();
     eprintln!(
-        "field_stop_kill: standby -> daemon killed mid-stop {:.1} s (PID {pid} -> {new_pid}, NRestarts \
-         {restarts} -> {new_restarts}) -> etcd stopped, seen by crm_mon {:.1} s, no fence; \
+        "field_stop_kill: standby -> daemon killed mid-stop {:.1} s (PID {} -> {}, NRestarts \
+         {} -> {}) -> etcd stopped, seen by crm_mon {:.1} s, no fence; \
          -> unstandby, voter again {:.1} s; {n} acknowledged writes, all present",
-        kill_at.as_secs_f64(),
-        stopped_at.as_secs_f64(),
+        killed.kill_at.as_secs_f64(),
+        killed.pid,
+        killed.new_pid,
+        killed.restarts,
+        killed.new_restarts,
+        killed.stopped_at.as_secs_f64(),
         voter_at.as_secs_f64()
     );
 }
