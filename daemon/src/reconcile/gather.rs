@@ -46,14 +46,17 @@ fn node_of(s: &Settings, m: &Member) -> String {
 }
 
 /// The members with their node and whether each is in sync: a voter that
-/// answers Status; a learner whose raft index reached `leader_index`, or,
-/// when this member leads, one it replicates to up to its commit index.
+/// answers Status; a learner the leader replicates to up to its commit
+/// index, when this member leads and etcd's progress can be read, else one
+/// whose raft index reached `leader_index`.
 ///
-/// A learner that caught up from a snapshot answers no Status for seconds
-/// (see [`crate::raft_progress`]), so its own answer alone would hold its
-/// promotion up until etcd publishes it. The leader's progress says what
+/// A learner that receives or applies a snapshot answers no Status for
+/// seconds (see [`crate::raft_progress`]). The leader's progress says what
 /// etcd's promote check reads, and a member the leader cannot reach is not
-/// replicated to, so a lost learner is never taken for one in sync.
+/// replicated to, so a lost learner is never taken for one in sync. With
+/// the progress at hand a learner is therefore never asked: its silence
+/// would hold every pass of its catch-up for the whole member limit, and
+/// the loop watches for the learner's catch-up only between passes.
 async fn members_info<P, E: EtcdOps, S>(
     core: &Ports<'_, P, E, S>,
     members: &[Member],
@@ -64,9 +67,6 @@ async fn members_info<P, E: EtcdOps, S>(
     // A member that does not answer within half a second is not in sync
     // for this decision; a lost peer must not hold the whole pass up.
     let limit = deadline.min(MEMBER_STATUS_LIMIT);
-    // The leader's progress first (one local read): a learner it shows in
-    // sync is not asked, or its silence would hold every such pass for the
-    // whole limit.
     let progress = if leads && members.iter().any(|m| m.is_learner) {
         match core.etcd.raft_progress(limit).await {
             Ok(p) => Some(p),
@@ -78,9 +78,18 @@ async fn members_info<P, E: EtcdOps, S>(
     } else {
         None
     };
-    let replicated =
-        |m: &Member| m.is_learner && progress.as_ref().is_some_and(|p| p.in_sync(m.id));
-    let ask: Vec<Member> = members.iter().filter(|m| !replicated(m)).cloned().collect();
+    // `Some(in sync)` for a learner the progress judges.
+    let judged = |m: &Member| {
+        progress
+            .as_ref()
+            .filter(|_| m.is_learner)
+            .map(|p| p.in_sync(m.id))
+    };
+    let ask: Vec<Member> = members
+        .iter()
+        .filter(|m| judged(m).is_none())
+        .cloned()
+        .collect();
     let answers: BTreeMap<u64, bool> = core
         .etcd
         .statuses(&ask, limit)
@@ -98,7 +107,9 @@ async fn members_info<P, E: EtcdOps, S>(
     members
         .iter()
         .map(|m| {
-            let in_sync = replicated(m) || answers.get(&m.id).copied().unwrap_or(false);
+            let in_sync = judged(m)
+                .or_else(|| answers.get(&m.id).copied())
+                .unwrap_or(false);
             member_info(core.settings, m, in_sync)
         })
         .collect()

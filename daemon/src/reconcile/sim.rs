@@ -136,6 +136,8 @@ pub(crate) struct World {
     pub(crate) log: Vec<String>,
     /// How long `crm_mon` takes (a slow Pacemaker).
     pub(crate) crm_mon_delay: Duration,
+    /// The nodes whose member was asked for its Status, in order.
+    pub(crate) asked: Vec<String>,
     next_id: u64,
 }
 
@@ -208,6 +210,7 @@ impl Sim {
                 leave_lock: None,
                 log: Vec::new(),
                 crm_mon_delay: Duration::ZERO,
+                asked: Vec::new(),
                 next_id: 0x10,
             })),
             paths: LocalPaths {
@@ -601,6 +604,7 @@ impl EtcdOps for Sim {
                         .find(|s| s.id == m.id)
                         .map(|s| s.node.clone())
                         .unwrap_or_default();
+                    w.asked.push(node.clone());
                     (m.clone(), self.status_of(w, &node))
                 })
                 .collect()

@@ -190,6 +190,28 @@ async fn s3_s11_peer_lost_fenced_survivor_forces_then_the_peer_rejoins_as_a_lear
         !has(&sim.take_log(), "promote"),
         "promoted a silent learner the leader does not replicate to"
     );
+    // While the leader's progress can be read, it alone judges a learner:
+    // one whose Status says caught up but that the leader does not yet
+    // replicate to is not promoted, and the learner is never asked (its
+    // silence would hold every pass of a snapshot catch-up for the whole
+    // member limit).
+    sim.with(|w| {
+        w.asked.clear();
+        w.members
+            .iter_mut()
+            .filter(|m| m.node == B)
+            .for_each(|m| (m.up, m.in_sync, m.replicated) = (true, true, false))
+    });
+    r.tick(&sim.ports()).await;
+    assert!(
+        !has(&sim.take_log(), "promote"),
+        "promoted a learner the leader does not replicate to"
+    );
+    let asked = sim.with(|w| std::mem::take(&mut w.asked));
+    assert!(
+        !asked.iter().any(|n| n == B),
+        "asked the learner for its Status: {asked:?}"
+    );
     sim.with(silent(true));
     r.tick(&sim.ports()).await;
     assert!(has(&sim.take_log(), "promote"));
