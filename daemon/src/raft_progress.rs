@@ -151,6 +151,15 @@ pub(crate) async fn read(
     }
 }
 
+/// [`read`] without client TLS files (an https URL is refused): for tools
+/// outside the daemon, such as the failover bench's plain-etcd floor.
+pub async fn read_plain(
+    client_url: &str,
+    deadline: Duration,
+) -> Result<RaftProgress, ProgressError> {
+    read(client_url, None, deadline).await
+}
+
 async fn fetch(client_url: &str, tls: Option<&TlsFiles>) -> Result<RaftProgress, ProgressError> {
     let bad_url = || ProgressError::Url(client_url.to_string());
     let (https, rest) = if let Some(r) = client_url.strip_prefix("https://") {

@@ -10,7 +10,7 @@ use warden_harness::crm;
 
 use crate::twonode::{WardenCluster, last_logged_ms, logged_ms};
 
-fn unix_ms(t: SystemTime) -> u64 {
+pub fn unix_ms(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or_default()

@@ -5,8 +5,15 @@
 //!   directory, timed from the spawn to the first acknowledged put;
 //! - learner catch-up: on that standalone member, `member add --learner`,
 //!   start the new member, and retry `member promote` every 100 ms: etcd
-//!   refuses it until the learner is in sync, so the first success is the
-//!   moment it caught up. Timed from the `member add`.
+//!   refuses it until the learner is within 90 % of the leader's log, so the
+//!   first success is the moment etcd would let it vote. Timed from the
+//!   `member add`.
+//! - learner in sync: in the same run, the moment the leader's raft progress
+//!   shows the learner replicated up to the commit index, read every 20 ms.
+//!   That is the rule etcd-warden promotes by: after a snapshot, the learner
+//!   has the snapshot's index long before it has applied the snapshot and
+//!   appended what came after it, and a voter promoted in between holds up
+//!   every write until it has.
 //!
 //! Both run on 127.0.0.1 with leased ports, outside any namespace: they need
 //! no Pacemaker and no cluster lock.
@@ -17,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use etcd_client::{Client, ConnectOptions, MemberAddOptions};
+use etcd_warden::raft_progress;
 use warden_harness::ports;
 
 /// The floor's figures for one run.
@@ -24,8 +32,11 @@ use warden_harness::ports;
 pub struct FloorRun {
     /// Spawn of `etcd --force-new-cluster` → first acknowledged put.
     pub forced_restart: Duration,
-    /// `member add --learner` → `member promote` accepted.
+    /// `member add --learner` → `member promote` accepted (etcd's 90 % rule).
     pub learner_catch_up: Duration,
+    /// `member add --learner` → the leader replicates to it up to the
+    /// commit index (the rule etcd-warden promotes by).
+    pub learner_in_sync: Duration,
 }
 
 /// etcd settings both the floor and the cluster under test use.
@@ -207,22 +218,38 @@ fn run_in(flags: &Flags, image: &Path, work: &Path, timeout: Duration) -> Result
                 "--initial-cluster-state=existing".into(),
             ],
         )?;
+        let (mut promoted, mut in_sync) = (None, None);
+        let mut next_promote = Instant::now();
         loop {
-            if client.member_promote(id2).await.is_ok() {
+            if in_sync.is_none()
+                && let Ok(p) = raft_progress::read_plain(&ep1, Duration::from_millis(500)).await
+                && p.in_sync(id2)
+            {
+                in_sync = Some(t1.elapsed());
+            }
+            if promoted.is_none() && Instant::now() >= next_promote {
+                if client.member_promote(id2).await.is_ok() {
+                    promoted = Some(t1.elapsed());
+                }
+                next_promote = Instant::now() + Duration::from_millis(100);
+            }
+            if let (Some(p), Some(s)) = (promoted, in_sync) {
                 drop(m2);
-                return Ok(t1.elapsed());
+                return Ok((p, s));
             }
             if t1.elapsed() > timeout {
                 bail!(
-                    "the learner was not in sync within {timeout:?} (log: {})",
+                    "the learner was not in sync within {timeout:?} (promoted: {}, log: {})",
+                    promoted.is_some(),
                     d2.with_extension("log").display()
                 );
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })?;
     Ok(FloorRun {
         forced_restart,
-        learner_catch_up,
+        learner_catch_up: learner_catch_up.0,
+        learner_in_sync: learner_catch_up.1,
     })
 }
