@@ -61,6 +61,18 @@ pub(crate) enum StepError {
     /// The leave lock is held by another node.
     #[error("the leave lock is held by {0}")]
     LockHeld(String),
+    /// etcd was started and runs, but had not answered when the short
+    /// wait of a restart or a join ended: expected while a learner receives
+    /// a large snapshot or a restarted member waits for its majority.
+    #[error(
+        "{step}: etcd runs but did not answer within {waited:?}; deciding again on what it answers next"
+    )]
+    NotAnsweringYet {
+        /// The step.
+        step: String,
+        /// How long the step waited.
+        waited: Duration,
+    },
 }
 
 /// What was done.
@@ -200,6 +212,11 @@ pub async fn execute<P: Pacemaker, E: EtcdOps, S: Supervisor>(
         }
         match one(ports, local, facts, step, left, &mut report).await {
             Ok(()) => report.done.push(step.clone()),
+            Err(e @ StepError::NotAnsweringYet { .. }) => {
+                tracing::info!(step = %name(step), "{e}");
+                report.failed = Some((step.clone(), e.to_string()));
+                break;
+            }
             Err(e) => {
                 tracing::warn!(step = %name(step), error = %e, "step failed; deciding again");
                 report.failed = Some((step.clone(), e.to_string()));
@@ -395,17 +412,30 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
             // briefly; the next round decides on "running, not answering",
             // and a start does not hold Pacemaker's transition (and so the
             // peer's own start) up.
-            let wait = if matches!(mode, Mode::Existing | Mode::Join { .. } | Mode::Reseed) {
+            let short = matches!(mode, Mode::Existing | Mode::Join { .. } | Mode::Reseed);
+            let wait = if short {
                 left.min(RESTART_ANSWER)
             } else {
                 left
             };
-            ports
-                .supervisor
-                .start(m, wait)
-                .await
-                .map(|_| ())
-                .map_err(ops)
+            match ports.supervisor.start(m, wait).await {
+                Ok(_) => Ok(()),
+                Err(e) => {
+                    if short
+                        && matches!(
+                            ports.supervisor.state().await,
+                            crate::supervise::ProcState::Running { .. }
+                        )
+                    {
+                        Err(StepError::NotAnsweringYet {
+                            step: sname.clone(),
+                            waited: wait,
+                        })
+                    } else {
+                        Err(ops(e))
+                    }
+                }
+            }
         }
         Step::StopEtcd => ports
             .supervisor

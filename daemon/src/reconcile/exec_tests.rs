@@ -45,6 +45,11 @@ struct Fake {
     epoch_at_force: Mutex<Option<u64>>,
     /// The deadline each membership call was given.
     deadlines: Mutex<Vec<Duration>>,
+    /// A start's wait for an answer ends without one, and etcd then runs
+    /// (`Some(true)`) or has exited (`Some(false)`).
+    start_unanswered: Option<bool>,
+    /// The wait each start was given.
+    start_waits: Mutex<Vec<Duration>>,
 }
 
 impl Fake {
@@ -76,7 +81,10 @@ fn member(id: u64) -> Member {
 
 impl Supervisor for Fake {
     async fn state(&self) -> ProcState {
-        ProcState::Stopped
+        match self.start_unanswered {
+            Some(true) => ProcState::Running { pid: 1 },
+            _ => ProcState::Stopped,
+        }
     }
     async fn probe(&self, _d: Duration, _read: bool) -> Probe {
         Probe {
@@ -85,9 +93,15 @@ impl Supervisor for Fake {
             read: None,
         }
     }
-    async fn start(&self, mode: StartMode, _d: Duration) -> Result<u32, OpsError> {
+    async fn start(&self, mode: StartMode, d: Duration) -> Result<u32, OpsError> {
         self.log(format!("start {mode:?}"));
-        Ok(1)
+        self.start_waits.lock().unwrap().push(d);
+        match self.start_unanswered {
+            None => Ok(1),
+            Some(_) => Err(OpsError::Supervise(format!(
+                "etcd (pid 1) did not answer within {d:?} of being started"
+            ))),
+        }
     }
     async fn stop(&self, _g: Duration) -> Result<(), OpsError> {
         self.log("stop".into());
@@ -499,6 +513,40 @@ async fn never_starts_over_existing_data_and_archives_instead_of_deleting() {
     }
     let sum = std::fs::read_to_string(dest.join("db.sha256")).unwrap();
     assert!(sum.ends_with("  member/snap/db\n"), "{sum}");
+}
+
+#[tokio::test]
+async fn a_restart_waits_briefly_and_a_running_silent_etcd_is_no_failure_of_etcd() {
+    let t = tempfile::tempdir().unwrap();
+    let p = with_data(t.path());
+    let start = [Step::StartEtcd {
+        mode: Mode::Existing,
+    }];
+    // Running but silent (a member waiting for its majority, a learner
+    // receiving a snapshot): the step is left to the next round, and says
+    // so, within the short wait and not the action's whole deadline.
+    let fake = Fake {
+        start_unanswered: Some(true),
+        ..Fake::default()
+    };
+    let r = run(&fake, &p, &facts(true), &start).await;
+    let (_, why) = r.failed.expect("the step is not done");
+    assert!(
+        why.contains("etcd runs but did not answer within 5s"),
+        "{why}"
+    );
+    assert_eq!(*fake.start_waits.lock().unwrap(), vec![RESTART_ANSWER]);
+    // Exited meanwhile: the supervisor's own error, as a failure.
+    let fake = Fake {
+        start_unanswered: Some(false),
+        ..Fake::default()
+    };
+    let r = run(&fake, &p, &facts(true), &start).await;
+    let (_, why) = r.failed.expect("the step failed");
+    assert!(
+        why.contains("of being started") && !why.contains("etcd runs"),
+        "{why}"
+    );
 }
 
 #[tokio::test]
