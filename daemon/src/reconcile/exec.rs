@@ -22,6 +22,7 @@ use super::ports::{EtcdOps, OpsError, PeerDown, Ports, Supervisor};
 use crate::config::Settings;
 use crate::etcd::EtcdError;
 use crate::etcd_conf::StartMode;
+use crate::supervise::ProcState;
 
 /// A step that could not be carried out.
 #[derive(Debug, thiserror::Error)]
@@ -212,13 +213,14 @@ pub async fn execute<P: Pacemaker, E: EtcdOps, S: Supervisor>(
         }
         match one(ports, local, facts, step, left, &mut report).await {
             Ok(()) => report.done.push(step.clone()),
-            Err(e @ StepError::NotAnsweringYet { .. }) => {
-                tracing::info!(step = %name(step), "{e}");
-                report.failed = Some((step.clone(), e.to_string()));
-                break;
-            }
             Err(e) => {
-                tracing::warn!(step = %name(step), error = %e, "step failed; deciding again");
+                // A start still waiting for etcd's first answer is expected,
+                // not a failure: it is said at info level.
+                if matches!(e, StepError::NotAnsweringYet { .. }) {
+                    tracing::info!(step = %name(step), "{e}");
+                } else {
+                    tracing::warn!(step = %name(step), error = %e, "step failed; deciding again");
+                }
                 report.failed = Some((step.clone(), e.to_string()));
                 break;
             }
@@ -418,23 +420,16 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
             } else {
                 left
             };
-            match ports.supervisor.start(m, wait).await {
-                Ok(_) => Ok(()),
-                Err(e) => {
-                    if short
-                        && matches!(
-                            ports.supervisor.state().await,
-                            crate::supervise::ProcState::Running { .. }
-                        )
-                    {
-                        Err(StepError::NotAnsweringYet {
-                            step: sname.clone(),
-                            waited: wait,
-                        })
-                    } else {
-                        Err(ops(e))
-                    }
-                }
+            let Err(e) = ports.supervisor.start(m, wait).await else {
+                return Ok(());
+            };
+            if short && matches!(ports.supervisor.state().await, ProcState::Running { .. }) {
+                Err(StepError::NotAnsweringYet {
+                    step: sname.clone(),
+                    waited: wait,
+                })
+            } else {
+                Err(ops(e))
             }
         }
         Step::StopEtcd => ports

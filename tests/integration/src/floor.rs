@@ -167,7 +167,7 @@ fn run_in(flags: &Flags, image: &Path, work: &Path, timeout: Duration) -> Result
     // The copied member advertises the peer URL of the node it came from;
     // a learner must reach it here.
     let d2 = work.join("m2.etcd");
-    let learner_catch_up = rt.block_on(async {
+    let (learner_catch_up, learner_in_sync) = rt.block_on(async {
         let ms = client.member_list().await.context("member list")?;
         let me = ms.members().first().context("no member")?;
         let (id1, name1) = (me.id(), me.name().to_string());
@@ -249,7 +249,7 @@ fn run_in(flags: &Flags, image: &Path, work: &Path, timeout: Duration) -> Result
     })?;
     Ok(FloorRun {
         forced_restart,
-        learner_catch_up: learner_catch_up.0,
-        learner_in_sync: learner_catch_up.1,
+        learner_catch_up,
+        learner_in_sync,
     })
 }
