@@ -401,6 +401,7 @@ fn force_archive_rejoin_promote_on_real_etcd() {
             members: vec![MemberInfo {
                 id: a_id,
                 name: "a".into(),
+                started: true,
                 node: "a".into(),
                 is_learner: false,
                 in_sync: true,

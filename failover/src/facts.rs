@@ -374,6 +374,13 @@ pub struct MemberInfo {
     pub id: u64,
     /// Member name (= Pacemaker node name); empty if added but never started.
     pub name: String,
+    /// etcd lists client URLs for it: the member has run in a quorate
+    /// cluster (it publishes them on its first start). A member of a
+    /// bootstrap, or one added, that never ran has none, and so holds no
+    /// entry. Read as true when absent, so that facts recorded before it
+    /// existed never show a member as one that never ran.
+    #[serde(default = "started_when_absent")]
+    pub started: bool,
     /// The node the member's peer URL belongs to (matched on the exact URL).
     pub node: String,
     /// Whether it is a learner.
@@ -382,6 +389,10 @@ pub struct MemberInfo {
     /// Status shows the leader's index reached, or the leader replicates to
     /// it up to its commit index). For a voter: it answers Status. Read live.
     pub in_sync: bool,
+}
+
+fn started_when_absent() -> bool {
+    true
 }
 
 /// Raft term and index.

@@ -173,6 +173,39 @@ fn ha_three_voters_hold_and_never_force() {
     );
 }
 
+/// A fresh HA bootstrap whose nodes decide in any order: two that start
+/// first form a quorate cluster that lists the third's member, never
+/// started; the third, with no data, must still end up a voter (no node
+/// may wait for a removal that no rule makes), with any one fault on top.
+#[test]
+fn ha_from_a_fresh_bootstrap_settles_whatever_node_is_late() {
+    let config = Config {
+        initial: Initial::Fresh,
+        max_faults: 1,
+        ..Config::ha()
+    };
+    let report = expect_holds_report(
+        "HA fresh",
+        config,
+        depth_from_env(40),
+        &["write acknowledged"],
+    );
+    expect_complete("HA fresh", &report);
+}
+
+/// The rule before (a late node waits for a learner's addition, or for no
+/// data anywhere) leaves a fresh HA cluster short of a voter for good.
+#[test]
+fn a_node_waiting_out_a_bootstrap_it_was_late_for_is_caught() {
+    let config = Config {
+        initial: Initial::Fresh,
+        max_faults: 1,
+        ..Config::ha()
+    };
+    let cx = expect_violation(Mutation::HaLateBootstrapWaits, "liveness", config, 40);
+    assert!(cx.violation.detail.contains("waiting"), "{}", cx.render());
+}
+
 #[test]
 fn ha_member_replacement_holds() {
     let config = Config {

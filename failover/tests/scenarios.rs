@@ -56,6 +56,7 @@ fn member(id: u64, node: &str, is_learner: bool, in_sync: bool) -> MemberInfo {
     MemberInfo {
         id,
         name: if in_sync { node.into() } else { String::new() },
+        started: true,
         node: node.into(),
         is_learner,
         in_sync,
@@ -1193,6 +1194,122 @@ fn ha_a_member_of_a_fresh_bootstrap_not_started_yet_is_not_removed() {
     r.archives = 1;
     peer_mut(&mut f, "n3").record = Some(r);
     assert!(has(&f, |s| matches!(s, Step::RemoveMember { id: 3, .. })));
+}
+
+/// n3's member of a bootstrap, never started: its name is the initial
+/// cluster's, but etcd lists no client URLs for it.
+fn never_ran(id: u64) -> MemberInfo {
+    MemberInfo {
+        started: false,
+        name: "n3".into(),
+        ..member(id, "n3", false, false)
+    }
+}
+
+/// n3 in a fresh HA bootstrap it was late for: n1 and n2 started `new`
+/// and formed quorum, and their membership lists n3's member of that
+/// bootstrap, which never ran. n3 has no data and no history.
+fn ha_late_n3() -> Facts {
+    let mut f = ha("n3", true);
+    f.trigger = Trigger::Start;
+    f.etcd = EtcdView::NotRunning;
+    f.data = LocalData::default();
+    f.local = LocalMarkers::default();
+    peer_mut(&mut f, "n3").record = Some(record("n3", false, 0));
+    f.cluster = Some(ha_cluster_with(never_ran(3)));
+    f
+}
+
+#[test]
+fn ha_a_node_late_for_the_bootstrap_starts_its_member_that_never_ran() {
+    let mut f = ha_late_n3();
+    assert_eq!(
+        acts(&f),
+        vec![Step::StartEtcd {
+            mode: StartMode::Join { epoch: 0 }
+        }]
+    );
+    assert_eq!(decide(&f).outcome, Outcome::Success);
+    // The daemon's loop, Pacemaker holding the instance started: the same
+    // step, reported degraded with what it does.
+    f.trigger = Trigger::Reconcile;
+    let d = decide(&f);
+    assert!(d.steps.contains(&Step::StartEtcd {
+        mode: StartMode::Join { epoch: 0 }
+    }));
+    assert_eq!(d.outcome, Outcome::Degraded);
+    assert!(d.reason.unwrap().contains("never started"));
+    // The leader never removes that member meanwhile, even when n3 keeps
+    // archives of other data: they are not this member's.
+    let mut g = ha(A, true);
+    let l = live_mut(&mut g);
+    l.members[2] = never_ran(3);
+    let mut r = record("n3", false, 0);
+    r.archives = 2;
+    peer_mut(&mut g, "n3").record = Some(r);
+    peer_mut(&mut g, "n3").etcd = ResourceState::Starting;
+    assert!(!has(&g, membership_change), "{:?}", decide(&g));
+}
+
+#[test]
+fn ha_a_member_that_ran_is_never_started_empty() {
+    // The member has client URLs: it ran, so it may hold entries the
+    // others lack. n3 waits for its removal and a learner's join instead.
+    let mut f = ha_late_n3();
+    f.cluster.as_mut().unwrap().members[2].started = true;
+    assert!(!has(&f, |s| matches!(s, Step::StartEtcd { .. })));
+    assert!(decide(&f).reason.unwrap().contains("old member 3"));
+    // No client URLs, but n3's state file says it ran that very member
+    // (a publication that never committed): the same.
+    let mut f = ha_late_n3();
+    f.data.cluster_id = Some(CLUSTER);
+    f.data.member_id = Some(3);
+    assert!(!has(&f, |s| matches!(s, Step::StartEtcd { .. })));
+    // It answers: not a member that never ran either.
+    let mut f = ha_late_n3();
+    f.cluster.as_mut().unwrap().members[2].in_sync = true;
+    assert!(!has(&f, |s| matches!(s, Step::StartEtcd { .. })));
+}
+
+#[test]
+fn ha_a_bootstrap_begun_by_one_node_is_completed_by_the_others() {
+    // n1 started `new` ahead of the others and waits without quorum; n2
+    // and n3 hold nothing. n3 completes the bootstrap.
+    let mut f = ha_late_n3();
+    f.cluster = None;
+    let mut r1 = record(A, true, 0);
+    r1.formed = false;
+    peer_mut(&mut f, A).record = Some(r1.clone());
+    peer_mut(&mut f, B).record = Some(record(B, false, 0));
+    assert_eq!(
+        acts(&f),
+        vec![Step::StartEtcd {
+            mode: StartMode::New
+        }]
+    );
+    // n1's data formed a cluster once: never a bootstrap beside it.
+    let mut g = f.clone();
+    peer_mut(&mut g, A).record = Some(record(A, true, 0));
+    assert!(!has(&g, |s| matches!(s, Step::StartEtcd { .. })));
+    // n1 holds a learner's data, or data of a forced cluster: the same.
+    let mut g = f.clone();
+    let mut r = r1.clone();
+    r.learner = true;
+    peer_mut(&mut g, A).record = Some(r);
+    assert!(!has(&g, |s| matches!(s, Step::StartEtcd { .. })));
+    let mut g = f.clone();
+    let mut r = r1.clone();
+    r.epoch = 1;
+    peer_mut(&mut g, A).record = Some(r);
+    assert!(!has(&g, |s| matches!(s, Step::StartEtcd { .. })));
+    // n2 offline: wait for it (its record may be out of date).
+    let mut g = f.clone();
+    peer_mut(&mut g, B).online = false;
+    assert!(!has(&g, |s| matches!(s, Step::StartEtcd { .. })));
+    // n3's own state file says it was part of a cluster: no bootstrap.
+    let mut g = f;
+    g.data.cluster_id = Some(CLUSTER);
+    assert!(!has(&g, |s| matches!(s, Step::StartEtcd { .. })));
 }
 
 /// n3 after its disk was replaced, asked to start: no data (it once held

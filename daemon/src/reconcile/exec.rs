@@ -366,17 +366,19 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                         .cluster
                         .as_ref()
                         .ok_or_else(|| unsafe_("no quorate cluster answered to join"))?;
-                    // The data this start creates belongs to the learner the
-                    // cluster lists for this node, in this cluster. Recorded
+                    // The data this start creates belongs to the member the
+                    // cluster lists for this node, in this cluster: the
+                    // learner added for it, or the voter of a bootstrap it
+                    // was late for, which never ran. Recorded
                     // before etcd runs: otherwise a stop before the first
                     // live look left the old member's ids here, the next
                     // start archived the new data as stale and joined again,
                     // empty, as a member the leader knows has entries (etcd
                     // panics: "tocommit(…) is out of range").
-                    let learner = cluster
+                    let joined = cluster
                         .members
                         .iter()
-                        .find(|m| m.node == s.node_name && m.is_learner)
+                        .find(|m| m.node == s.node_name && (m.is_learner || !m.started))
                         .map(|m| m.id);
                     paths
                         .update_state(|st| {
@@ -387,7 +389,7 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                             st.departed = false;
                             st.formed = false;
                             st.cluster_id = Some(cluster.cluster_id);
-                            st.member_id = learner;
+                            st.member_id = joined;
                             // The joined data has been a voter in no
                             // membership yet: until the first look as a
                             // quorate voter lists this node, the record

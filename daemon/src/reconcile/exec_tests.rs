@@ -549,6 +549,54 @@ async fn a_restart_waits_briefly_and_a_running_silent_etcd_is_no_failure_of_etcd
     );
 }
 
+/// A member of cluster 6 as etcd lists it: `started` once it has run (a
+/// learner added and not yet started has neither name nor client URLs).
+fn listed(
+    id: u64,
+    node: &str,
+    name: &str,
+    started: bool,
+    learner: bool,
+) -> warden_failover::MemberInfo {
+    warden_failover::MemberInfo {
+        id,
+        name: name.into(),
+        started,
+        node: node.into(),
+        is_learner: learner,
+        in_sync: started && !learner,
+    }
+}
+
+/// Carries out a join at `epoch` of cluster 6, listing `members`, on node
+/// `a` without data; returns the calls etcd's supervisor got.
+async fn join(
+    p: &LocalPaths,
+    members: Vec<warden_failover::MemberInfo>,
+    epoch: u64,
+) -> Vec<String> {
+    let mut f = facts(true);
+    f.cluster = Some(warden_failover::ClusterView {
+        cluster_id: 6,
+        epoch,
+        members,
+        leave_lock: None,
+    });
+    f.data.exists = false;
+    let fake = Fake::default();
+    let r = run(
+        &fake,
+        p,
+        &f,
+        &[Step::StartEtcd {
+            mode: Mode::Join { epoch },
+        }],
+    )
+    .await;
+    assert!(r.failed.is_none(), "{:?}", r.failed);
+    fake.calls()
+}
+
 #[tokio::test]
 async fn a_join_records_the_learner_it_starts_as_before_etcd_runs() {
     // The state file still names the member this node was before its
@@ -565,37 +613,12 @@ async fn a_join_records_the_learner_it_starts_as_before_etcd_runs() {
         ..Default::default()
     })
     .unwrap();
-    let mut f = facts(true);
-    let member = |id: u64, node: &str, is_learner: bool| warden_failover::MemberInfo {
-        id,
-        name: if is_learner {
-            String::new()
-        } else {
-            node.into()
-        },
-        node: node.into(),
-        is_learner,
-        in_sync: !is_learner,
-    };
-    f.cluster = Some(warden_failover::ClusterView {
-        cluster_id: 6,
-        epoch: 3,
-        members: vec![member(11, "b", false), member(12, "a", true)],
-        leave_lock: None,
-    });
-    f.data.exists = false;
-    let fake = Fake::default();
-    let r = run(
-        &fake,
-        &p,
-        &f,
-        &[Step::StartEtcd {
-            mode: Mode::Join { epoch: 3 },
-        }],
-    )
-    .await;
-    assert!(r.failed.is_none(), "{:?}", r.failed);
-    assert_eq!(fake.calls().len(), 1, "{:?}", fake.calls());
+    let members = vec![
+        listed(11, "b", "b", true, false),
+        listed(12, "a", "", false, true),
+    ];
+    let calls = join(&p, members, 3).await;
+    assert_eq!(calls.len(), 1, "{calls:?}");
     let st = p.read_state().unwrap();
     assert_eq!(
         (st.epoch, st.cluster_id, st.member_id, st.formed),
@@ -604,6 +627,29 @@ async fn a_join_records_the_learner_it_starts_as_before_etcd_runs() {
     // The learner's data has been a voter nowhere yet: the record the next
     // look publishes says it holds only a learner's data.
     assert!(st.voters.is_empty(), "{st:?}");
+}
+
+#[tokio::test]
+async fn a_node_late_for_the_bootstrap_joins_as_its_member_that_never_ran() {
+    // The others formed quorum first: the cluster lists this node's
+    // member of the bootstrap as a voter that never ran (its name comes
+    // from the initial cluster, but it has no client URLs). The join takes
+    // its id, and etcd is given the named members and this node.
+    let t = tempfile::tempdir().unwrap();
+    let p = paths(t.path());
+    let members = vec![
+        listed(11, "b", "b", true, false),
+        listed(12, "a", "a", false, false),
+    ];
+    let calls = join(&p, members, 0).await;
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert!(
+        calls[0].contains("JoinExisting")
+            && calls[0].contains("b=http://127.0.0.1:22380,a=http://127.0.0.1:12380"),
+        "{calls:?}"
+    );
+    let st = p.read_state().unwrap();
+    assert_eq!((st.cluster_id, st.member_id), (Some(6), Some(12)));
 }
 
 #[tokio::test]
@@ -796,6 +842,7 @@ fn join_lists_the_cluster_and_this_node() {
         warden_failover::MemberInfo {
             id: 1,
             name: "b".into(),
+            started: true,
             node: "b".into(),
             is_learner: false,
             in_sync: true,
@@ -803,6 +850,7 @@ fn join_lists_the_cluster_and_this_node() {
         warden_failover::MemberInfo {
             id: 2,
             name: String::new(),
+            started: false,
             node: "a".into(),
             is_learner: true,
             in_sync: false,

@@ -127,6 +127,7 @@ fn member_info(s: &Settings, m: &Member, in_sync: bool) -> MemberInfo {
     MemberInfo {
         id: m.id,
         name: m.name.clone(),
+        started: !m.client_urls.is_empty(),
         node: node_of(s, m),
         is_learner: m.is_learner,
         in_sync,
@@ -336,6 +337,7 @@ pub(crate) async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                             0
                         },
                         name: String::new(),
+                        started: true,
                         node: n.clone(),
                         is_learner: false,
                         in_sync: false,

@@ -20,14 +20,29 @@ pub(super) fn ha_member_without_data(f: &Facts, live: &LiveEtcd, m: &MemberInfo)
     let Some(n) = f.pacemaker.nodes.iter().find(|n| n.name == m.node) else {
         return false;
     };
-    let lost = n
-        .record
-        .as_ref()
-        .is_some_and(|r| !r.has_data && (r.cluster_id == Some(live.cluster_id) || r.archives > 0));
+    // A member that never ran is the node's own to start; its node's
+    // archives are of other data then, unless its record names this very
+    // cluster.
+    let lost = n.record.as_ref().is_some_and(|r| {
+        !r.has_data && (r.cluster_id == Some(live.cluster_id) || (r.archives > 0 && m.started))
+    });
     n.online
         && n.etcd != ResourceState::Stopping
         && lost
         && live.members.iter().filter(|o| o.node == m.node).count() == 1
+}
+
+/// This node's voter in the live cluster `c` has never run: etcd lists no
+/// client URLs for it (a member publishes them as soon as it runs in a
+/// quorate cluster), it does not answer, and this node's state file does
+/// not say it ran that member. That is a member of a bootstrap this node
+/// was late for (the other nodes formed quorum first): it holds no entry,
+/// so this node, without data, starts it as etcd's own static bootstrap
+/// does for a late member. Nothing else would end the wait: the leader
+/// removes only members whose data is gone.
+pub(super) fn never_started(f: &Facts, c: &ClusterView, m: &MemberInfo) -> bool {
+    let ran_it = f.data.cluster_id == Some(c.cluster_id) && f.data.member_id == Some(m.id);
+    !m.is_learner && !m.started && !m.in_sync && !ran_it
 }
 
 impl Decider<'_> {
@@ -101,8 +116,11 @@ impl Decider<'_> {
                         None,
                     );
                 }
+                let late_ok = !broken!(self, HaLateBootstrapWaits);
                 if let Some(c) = &f.cluster
-                    && c.members.iter().any(|m| m.node == f.node && m.is_learner)
+                    && let Some(m) = c.members.iter().find(|m| {
+                        m.node == f.node && (m.is_learner || (late_ok && never_started(f, c, m)))
+                    })
                 {
                     let step = Step::StartEtcd {
                         mode: StartMode::Join { epoch: c.epoch },
@@ -113,23 +131,34 @@ impl Decider<'_> {
                         // about to start etcd: "failed" here would have it
                         // stopped and started again in the middle of the join.
                         self.steps.push(step);
-                        return self.done(
-                            Outcome::Degraded,
-                            Some("added to the cluster as a learner: starting etcd to join".into()),
-                        );
+                        let why = if m.is_learner {
+                            "added to the cluster as a learner: starting etcd to join"
+                        } else {
+                            "the cluster lists this node's member of its bootstrap, never started: \
+                             starting etcd to join as that member"
+                        };
+                        return self.done(Outcome::Degraded, Some(why.into()));
                     }
                     return self.act(step, Outcome::Success, None);
                 }
                 if f.cluster.is_some() {
                     return self.ha_wait_without_data();
                 }
+                // Every other node is online and either holds nothing or
+                // holds only this bootstrap, begun but never quorate (a
+                // node that started `new` ahead of the others): starting
+                // `new` with the same initial cluster completes it, as
+                // etcd's static bootstrap does for a late member. Nothing
+                // was ever committed, so nothing can be lost.
                 let all_fresh = f.others().all(|n| {
                     n.online
-                        && n.record
-                            .as_ref()
-                            .is_some_and(|r| !r.has_data && r.archives == 0)
+                        && n.record.as_ref().is_some_and(|r| {
+                            r.archives == 0
+                                && (!r.has_data
+                                    || (late_ok && !r.formed && !r.learner && r.epoch == 0))
+                        })
                 });
-                if all_fresh && f.data.archives == 0 {
+                if all_fresh && f.data.archives == 0 && !f.data.had_cluster() {
                     self.act(
                         Step::StartEtcd {
                             mode: StartMode::New,

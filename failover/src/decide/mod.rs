@@ -31,8 +31,8 @@ use warden_api::Outcome;
 
 use crate::decision::{Decision, StartMode, Step};
 use crate::facts::{
-    Claim, DataRecord, EtcdView, Facts, FenceAction, FenceStatus, LiveEtcd, MemberInfo, NodeView,
-    ResourceState, Stamp, Topology, Trigger,
+    Claim, ClusterView, DataRecord, EtcdView, Facts, FenceAction, FenceStatus, LiveEtcd,
+    MemberInfo, NodeView, ResourceState, Stamp, Topology, Trigger,
 };
 
 /// Decide.

@@ -90,6 +90,12 @@ pub enum Mutation {
     /// while the peer's member, after a total outage, waits for that
     /// voter and refuses to force (its persisted commit index may lag).
     NoReseed,
+    /// The rule before in a fresh HA bootstrap: a node without data starts
+    /// only with no data anywhere, or as a learner the leader added. A node
+    /// late for the bootstrap then waits for ever: for the removal of its
+    /// member that never ran (no rule removes a member that never held
+    /// data), or beside a node whose lone `new` never reached quorum.
+    HaLateBootstrapWaits,
 }
 
 /// How `decide` behaves under the model checker's tests.

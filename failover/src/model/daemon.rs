@@ -34,6 +34,7 @@ impl EtcdModel {
                                 node: i,
                                 id: i as u8 + 1,
                                 learner: false,
+                                published: false,
                             })
                             .collect();
                         s.nodes[x].lost = None;
@@ -46,12 +47,16 @@ impl EtcdModel {
                         }
                     }
                     StartMode::Join { epoch } => {
+                        // What etcd checks: the leader's membership lists
+                        // a member at this node's peer URL. It checks
+                        // neither learner nor name: joining a voter that
+                        // ran is the decision's mistake to find.
                         let host = (0..self.n()).find(|&l| {
                             connected(s, x, l)
                                 && self.leader(s, l) == Some(l)
                                 && running_data(s, l).is_some_and(|d| {
                                     u64::from(d.epoch) == *epoch
-                                        && d.config.iter().any(|e| e.node == x && e.learner)
+                                        && d.config.iter().any(|e| e.node == x)
                                 })
                         });
                         let Some(l) = host else {
@@ -145,6 +150,7 @@ impl EtcdModel {
                     node: x,
                     id: d.member,
                     learner: false,
+                    published: true,
                 }];
                 d.synced = true;
                 node.etcd = true;
@@ -177,6 +183,7 @@ impl EtcdModel {
                         node: y,
                         id,
                         learner: true,
+                        published: false,
                     })
                 });
             }

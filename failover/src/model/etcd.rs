@@ -118,6 +118,33 @@ impl EtcdModel {
                 }
             }
         }
+        // A member running in a quorate group publishes its name.
+        for l in 0..self.n() {
+            if self.leader(s, l) != Some(l) {
+                continue;
+            }
+            for y in self.group(s, l) {
+                let Some(member) = running_data(s, y).map(|d| d.member) else {
+                    continue;
+                };
+                let unpublished = running_data(s, l).is_some_and(|d| {
+                    d.config
+                        .iter()
+                        .any(|e| e.node == y && e.id == member && !e.published)
+                });
+                if unpublished {
+                    self.commit_change(s, l, |d| {
+                        for e in d
+                            .config
+                            .iter_mut()
+                            .filter(|e| e.node == y && e.id == member)
+                        {
+                            e.published = true;
+                        }
+                    });
+                }
+            }
+        }
         for i in 0..self.n() {
             if self.quorate(s, i)
                 && let Some(d) = s.nodes[i].data.as_mut()

@@ -174,6 +174,7 @@ impl EtcdModel {
                     node: i,
                     id: i as u8 + 1,
                     learner: false,
+                    published: true,
                 })
                 .collect();
             for i in 0..n {

@@ -31,6 +31,10 @@ pub struct Entry {
     pub id: u8,
     /// Learner?
     pub learner: bool,
+    /// The member has run in a quorate cluster, which commits its name
+    /// and client URLs into the membership (etcd's "publish"); until then
+    /// the member list shows it without a name.
+    pub published: bool,
 }
 
 /// A data directory.

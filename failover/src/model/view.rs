@@ -112,6 +112,7 @@ impl EtcdModel {
                 MemberInfo {
                     id: ID_BASE + u64::from(e.id),
                     name: if up { name(e.node) } else { String::new() },
+                    started: e.published,
                     node: name(e.node),
                     is_learner: e.learner,
                     in_sync: up && (!e.learner || synced),

@@ -153,6 +153,9 @@ pub struct Member {
     pub is_learner: bool,
     /// Its peer URLs.
     pub peer_urls: Vec<String>,
+    /// Its client URLs (none until the member has run: a member publishes
+    /// them on its first start).
+    pub client_urls: Vec<String>,
 }
 
 /// The member list and the cluster id as `addr` answers them.
@@ -174,16 +177,21 @@ pub fn member_list(addr: SocketAddr, timeout: Duration) -> Result<(u64, Vec<Memb
                 .unwrap_or("")
                 .to_string(),
             is_learner: m.get("isLearner").and_then(Value::as_bool).unwrap_or(false),
-            peer_urls: m
-                .get("peerURLs")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|u| u.as_str().map(str::to_owned))
-                .collect(),
+            peer_urls: urls(m, "peerURLs"),
+            client_urls: urls(m, "clientURLs"),
         });
     }
     Ok((cluster.unwrap_or(0), out))
+}
+
+fn urls(member: &Value, field: &str) -> Vec<String> {
+    member
+        .get(field)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|u| u.as_str().map(str::to_owned))
+        .collect()
 }
 
 #[cfg(test)]
@@ -212,5 +220,6 @@ mod tests {
         assert_eq!(ms.len(), 1);
         assert!(!ms[0].is_learner);
         assert_eq!(ms[0].name, e.name(0));
+        assert_eq!(ms[0].client_urls, vec![url.clone()]);
     }
 }

@@ -190,6 +190,12 @@ impl WardenCluster {
         Self::start_daemons_with(nodes, topology, None, "", "")
     }
 
+    /// As [`Self::start_daemons`], with `etcd_toml` as in
+    /// [`Self::start_tuned`].
+    pub fn start_daemons_tuned(nodes: usize, topology: Topology, etcd_toml: &str) -> Result<Self> {
+        Self::start_daemons_with(nodes, topology, None, etcd_toml, "")
+    }
+
     /// As [`Self::start`], with `node`'s daemon in `unit`'s sandbox and on
     /// the default paths (data in /var/lib/etcd/warden, etcd as the `etcd`
     /// user), its /var/lib/etcd prepared as Debian's package leaves it.
