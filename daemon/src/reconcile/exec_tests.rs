@@ -839,22 +839,8 @@ async fn leave_lock_held_elsewhere_fails_the_step_and_adds_use_the_configured_ur
 fn join_lists_the_cluster_and_this_node() {
     let s = settings();
     let members = vec![
-        warden_failover::MemberInfo {
-            id: 1,
-            name: "b".into(),
-            started: true,
-            node: "b".into(),
-            is_learner: false,
-            in_sync: true,
-        },
-        warden_failover::MemberInfo {
-            id: 2,
-            name: String::new(),
-            started: false,
-            node: "a".into(),
-            is_learner: true,
-            in_sync: false,
-        },
+        listed(1, "b", "b", true, false),
+        listed(2, "a", "", false, true),
     ];
     assert_eq!(
         initial_cluster(&s, &members),

@@ -118,7 +118,9 @@ impl EtcdModel {
                 }
             }
         }
-        // A member running in a quorate group publishes its name.
+        // A member running in a quorate group publishes itself (name and
+        // client URLs), committed like any change (setting it again is a
+        // no-op).
         for l in 0..self.n() {
             if self.leader(s, l) != Some(l) {
                 continue;
@@ -127,22 +129,15 @@ impl EtcdModel {
                 let Some(member) = running_data(s, y).map(|d| d.member) else {
                     continue;
                 };
-                let unpublished = running_data(s, l).is_some_and(|d| {
-                    d.config
-                        .iter()
-                        .any(|e| e.node == y && e.id == member && !e.published)
+                self.commit_change(s, l, |d| {
+                    for e in d
+                        .config
+                        .iter_mut()
+                        .filter(|e| e.node == y && e.id == member)
+                    {
+                        e.published = true;
+                    }
                 });
-                if unpublished {
-                    self.commit_change(s, l, |d| {
-                        for e in d
-                            .config
-                            .iter_mut()
-                            .filter(|e| e.node == y && e.id == member)
-                        {
-                            e.published = true;
-                        }
-                    });
-                }
             }
         }
         for i in 0..self.n() {

@@ -33,7 +33,7 @@ pub struct Entry {
     pub learner: bool,
     /// The member has run in a quorate cluster, which commits its name
     /// and client URLs into the membership (etcd's "publish"); until then
-    /// the member list shows it without a name.
+    /// the member list shows it without client URLs.
     pub published: bool,
 }
 

@@ -163,7 +163,7 @@ fn ha_a_node_late_for_the_bootstrap_starts_its_member_that_never_ran() {
 }
 
 /// The same on etcd 3.5 (`make etcd35`), whose start of a member listed
-/// without a name is checked apart from 3.4's.
+/// without client URLs is checked apart from 3.4's.
 #[test]
 fn ha_a_node_late_for_the_bootstrap_starts_its_member_that_never_ran_on_etcd_3_5() {
     let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/etcd-3.5/etcd");
