@@ -59,11 +59,28 @@ pub fn crash_cycle(
         Ok(w.in_sync(&survivor)?.then_some(()))
     })?;
 
+    let fences_before = w.fence_count(&survivor, victim)?;
     let t_crash = Instant::now();
     w.c.crash(victim)?;
-    let ack = writer.wait_ack_after(Some(&survivor), t_crash, timeout)?;
-    w.c.wait_for(&survivor, crm::fenced(victim), timeout)?;
+    // This crash's own fence: the history also holds the earlier cycles'.
+    w.c.wait_for(
+        &survivor,
+        crm::fenced_times(victim, fences_before + 1),
+        timeout,
+    )?;
     let fence = w.fence_done_at(victim);
+    // A write sent just after the crash can still be committed by the pair
+    // while the victim's etcd dies; the failover's first write is the first
+    // one acknowledged after the fence.
+    let ack = crate::twonode::poll(
+        "the survivor's first write after the fence",
+        timeout,
+        || {
+            Ok(writer.acks().into_iter().find(|a| {
+                a.node == survivor && a.sent > t_crash && fence.is_none_or(|f| a.wall >= f)
+            }))
+        },
+    )?;
     let crash_wall = ack.wall - ack.at.duration_since(t_crash);
     let fence_to_write = fence.and_then(|f| ack.wall.duration_since(f).ok());
     let crash_to_fence = fence.and_then(|f| f.duration_since(crash_wall).ok());

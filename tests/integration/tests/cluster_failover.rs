@@ -56,11 +56,14 @@ fn s1_s3_s11_bootstrap_crash_fence_rejoin_archive() {
     // one-member cluster and takes writes again.
     let t_crash = Instant::now();
     w.c.crash(victim).or_fail(&w);
+    // Every process of the victim is gone now; a write sent before this may
+    // still have been committed by the pair while they died.
+    let t_dead = Instant::now();
     w.c.wait_for(survivor, crm::fenced(victim), FAILOVER)
         .or_fail(&w);
     let fenced_at = w.fence_done_at(victim);
     let ack = writer
-        .wait_ack_after(Some(survivor), t_crash, FAILOVER)
+        .wait_ack_after(Some(survivor), t_dead, FAILOVER)
         .or_fail(&w);
     if let Some(f) = fenced_at {
         assert!(
