@@ -529,6 +529,10 @@ impl Core {
             _ => {
                 self.set_state("starting");
                 self.etcd.reset().await;
+                if matches!(mode, StartMode::JoinExisting { .. }) {
+                    // A joining member may be sent the whole database.
+                    crate::supervise::writeback::watch_incoming(&self.settings.etcd.data_dir);
+                }
                 self.supervisor
                     .start(mode)
                     .await

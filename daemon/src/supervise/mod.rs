@@ -8,6 +8,7 @@ pub(crate) mod preflight;
 pub mod process;
 pub(crate) mod systemd;
 pub(crate) mod user;
+pub(crate) mod writeback;
 
 use std::time::Duration;
 
