@@ -62,6 +62,9 @@ pub fn crash_cycle(
     let fences_before = w.fence_count(&survivor, victim)?;
     let t_crash = Instant::now();
     w.c.crash(victim)?;
+    // Every process of the victim is gone now; a write sent before this may
+    // still have been committed by the pair while they died.
+    let t_dead = Instant::now();
     // This crash's own fence: the history also holds the earlier cycles'.
     w.c.wait_for(
         &survivor,
@@ -69,18 +72,7 @@ pub fn crash_cycle(
         timeout,
     )?;
     let fence = w.fence_done_at(victim);
-    // A write sent just after the crash can still be committed by the pair
-    // while the victim's etcd dies; the failover's first write is the first
-    // one acknowledged after the fence.
-    let ack = crate::twonode::poll(
-        "the survivor's first write after the fence",
-        timeout,
-        || {
-            Ok(writer.acks().into_iter().find(|a| {
-                a.node == survivor && a.sent > t_crash && fence.is_none_or(|f| a.wall >= f)
-            }))
-        },
-    )?;
+    let ack = writer.wait_ack_after(Some(&survivor), t_dead, timeout)?;
     let crash_wall = ack.wall - ack.at.duration_since(t_crash);
     let fence_to_write = fence.and_then(|f| ack.wall.duration_since(f).ok());
     let crash_to_fence = fence.and_then(|f| f.duration_since(crash_wall).ok());
