@@ -27,7 +27,8 @@ use crate::supervise::systemd::SystemdSupervisor;
 use crate::supervise::{AnySupervisor, ProcState, Supervisor};
 use crate::tasks::{Heartbeat, Loops, OVERRUN_ALLOWANCE, SHUTDOWN_GRACE};
 /// Log to journald when stderr is connected to it (systemd sets
-/// JOURNAL_STREAM), formatted to stderr otherwise. Uses tracing-journald, the
+/// JOURNAL_STREAM), formatted to stderr otherwise (coloured only on a
+/// terminal, and not when NO_COLOR is set). Uses tracing-journald, the
 /// tracing layer (systemd-journal-logger is a `log` backend).
 pub(crate) fn init_logging(verbose: u8) {
     use tracing_subscriber::prelude::*;
@@ -41,9 +42,14 @@ pub(crate) fn init_logging(verbose: u8) {
     let journald = std::env::var_os("JOURNAL_STREAM")
         .and_then(|_| tracing_journald::layer().ok())
         .map(|l| l.with_syslog_identifier("etcd-warden".into()));
+    // Colour only for a person at a terminal: a log file or a pipe to
+    // another collector keeps plain text that grep and parsers read as is.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let fmt = journald.is_none().then(|| {
         tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)
+            .with_ansi(colour)
             .with_target(true)
     });
     let _ = tracing_subscriber::registry()

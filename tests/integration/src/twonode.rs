@@ -127,6 +127,21 @@ fn stamp_ms(plain: &str) -> Option<u64> {
     u64::try_from(((days * 24 + hh) * 60 + mm) * 60_000 + ss * 1000 + ms).ok()
 }
 
+/// The last `own` lines the daemon logged itself and the last `etcd` lines
+/// it forwarded from etcd (target `etcd`), each without colour codes.
+fn split_log_tail(log: &str, own: usize, etcd: usize) -> (Vec<String>, Vec<String>) {
+    let (mut mine, mut theirs) = (Vec::new(), Vec::new());
+    for line in log.lines().map(strip_colour) {
+        if line.split_whitespace().nth(2) == Some("etcd:") {
+            theirs.push(line);
+        } else {
+            mine.push(line);
+        }
+    }
+    let last = |v: Vec<String>, n: usize| v[v.len().saturating_sub(n)..].to_vec();
+    (last(mine, own), last(theirs, etcd))
+}
+
 /// A log line without its terminal colour codes.
 fn strip_colour(line: &str) -> String {
     let mut plain = String::new();
@@ -378,13 +393,18 @@ impl WardenCluster {
             .map(|(_, p)| *p)
     }
 
-    /// The last lines of the node's daemon log (for failure messages).
+    /// The last lines of the node's daemon log (for failure messages): the
+    /// daemon's own decisions and actions, then etcd's forwarded output
+    /// apart, so that a chatty etcd cannot push the decisions out of view.
     pub fn daemon_log_tail(&self, node: &str) -> String {
-        let log = self.daemon_log(node);
-        let lines: Vec<&str> = log.lines().collect();
+        let (own, etcd) = split_log_tail(&self.daemon_log(node), 40, 10);
         format!(
-            "daemon log of {node} (last lines):\n{}",
-            lines[lines.len().saturating_sub(30)..].join("\n")
+            "daemon log of {node} (its last {} lines of its own):\n{}\n\
+             etcd's last {} lines there:\n{}",
+            own.len(),
+            own.join("\n"),
+            etcd.len(),
+            etcd.join("\n")
         )
     }
 
@@ -736,7 +756,7 @@ impl WardenCluster {
 
 #[cfg(test)]
 mod tests {
-    use super::{last_logged_ms, logged_ms};
+    use super::{last_logged_ms, logged_ms, split_log_tail};
 
     #[test]
     fn a_log_stamp_reads_as_unix_milliseconds() {
@@ -752,5 +772,28 @@ mod tests {
         );
         assert_eq!(last_logged_ms(log, &["action=Stop"]), None);
         assert_eq!(last_logged_ms("nothing here", &["promoted"]), None);
+    }
+
+    #[test]
+    fn the_failure_tail_keeps_the_daemons_lines_apart_from_etcds() {
+        let mut log = String::from(
+            "\u{1b}[2m2026-12-01T21:17:53.3Z\u{1b}[0m \u{1b}[32m INFO\u{1b}[0m \u{1b}[2metcd_warden::core\u{1b}[0m\u{1b}[2m:\u{1b}[0m decided\n",
+        );
+        for i in 0..50 {
+            log.push_str(&format!(
+                "2026-12-01T21:17:54.0Z  INFO etcd: {{\"msg\":\"raft {i}\"}}\n"
+            ));
+        }
+        log.push_str("2026-12-01T21:17:55.0Z  WARN etcd_warden::reconcile: held\n");
+        let (own, etcd) = split_log_tail(&log, 40, 3);
+        assert_eq!(
+            own,
+            vec![
+                "2026-12-01T21:17:53.3Z  INFO etcd_warden::core: decided",
+                "2026-12-01T21:17:55.0Z  WARN etcd_warden::reconcile: held",
+            ]
+        );
+        assert_eq!(etcd.len(), 3);
+        assert!(etcd[2].ends_with("raft 49\"}"), "{etcd:?}");
     }
 }
