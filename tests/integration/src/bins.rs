@@ -45,6 +45,11 @@ pub fn bin(package: &str, bin: &str) -> Result<PathBuf> {
         let mut cmd = Command::new(cargo);
         cmd.current_dir(workspace())
             .args(["build", "--quiet", "-p", package, "--bin", bin]);
+        for (k, _) in std::env::vars_os() {
+            if k.to_str().is_some_and(set_for_this_test) {
+                cmd.env_remove(k);
+            }
+        }
         if dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }
@@ -58,6 +63,29 @@ pub fn bin(package: &str, bin: &str) -> Result<PathBuf> {
     }
     ensure!(path.exists(), "{} missing after the build", path.display());
     Ok(path)
+}
+
+/// Whether `var` is one cargo sets for the test or bench being run (its
+/// package, its crate, its binaries, the jobserver). Passed on to the
+/// nested `cargo build`, they reach the build scripts that watch them
+/// (ring's watches `CARGO_MANIFEST_DIR` and `CARGO_PKG_NAME`): cargo would
+/// see them changed since `make test-bins` built the binaries, rebuild
+/// ring and everything above it up to the daemon (a minute on two cores,
+/// inside the first test's time limit), and the next build from a shell
+/// would rebuild it all again.
+fn set_for_this_test(var: &str) -> bool {
+    const EXACT: &[&str] = &[
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "CARGO_MANIFEST_LINKS",
+        "CARGO_CRATE_NAME",
+        "CARGO_BIN_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "CARGO_MAKEFLAGS",
+        "OUT_DIR",
+    ];
+    EXACT.contains(&var) || var.starts_with("CARGO_PKG_") || var.starts_with("CARGO_BIN_EXE_")
 }
 
 /// The etcd-warden binary.
@@ -91,4 +119,32 @@ pub fn install_agent() -> Result<PathBuf> {
         String::from_utf8_lossy(&out.stderr)
     );
     Ok(PathBuf::from(INSTALLED_AGENT))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::set_for_this_test;
+
+    #[test]
+    fn only_what_cargo_sets_for_the_running_test_is_left_out_of_the_nested_build() {
+        for v in [
+            "CARGO_MANIFEST_DIR",
+            "CARGO_PKG_NAME",
+            "CARGO_PKG_VERSION_MAJOR",
+            "CARGO_BIN_EXE_failover-bench",
+            "CARGO_MAKEFLAGS",
+            "OUT_DIR",
+        ] {
+            assert!(set_for_this_test(v), "{v}");
+        }
+        for v in [
+            "CARGO_HOME",
+            "CARGO_TARGET_DIR",
+            "CARGO_BUILD_JOBS",
+            "PATH",
+            "RUSTFLAGS",
+        ] {
+            assert!(!set_for_this_test(v), "{v}");
+        }
+    }
 }
