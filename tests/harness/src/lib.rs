@@ -25,4 +25,4 @@ pub use crm::{CrmMon, Expect};
 pub use etcd::EtcdCluster;
 pub use pcmk::{Cluster, ClusterOptions};
 pub use process::CmdOutput;
-pub use teardown::teardown_on_signals;
+pub use teardown::{OnSignal, teardown_on_signals};

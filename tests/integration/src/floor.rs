@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use etcd_client::{Client, ConnectOptions, MemberAddOptions};
 use etcd_warden::raft_progress;
-use warden_harness::ports;
+use warden_harness::{OnSignal, ports};
 
 /// The floor's figures for one run.
 #[derive(Debug, Clone, Copy)]
@@ -50,13 +50,35 @@ pub struct Flags {
     pub snapshot_count: u64,
 }
 
-/// An etcd process, killed (by PID) on drop.
-struct Proc(Child);
+/// An etcd process, killed (by PID) on drop, and by a signal that ends the
+/// bench while it runs.
+struct Proc {
+    child: Child,
+    on_signal: Option<OnSignal>,
+}
+
+impl Proc {
+    fn new(child: Child) -> Self {
+        let pid = child.id();
+        let on_signal = i32::try_from(pid).ok().map(|pid| {
+            OnSignal::new(move || {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            })
+        });
+        Self { child, on_signal }
+    }
+}
 
 impl Drop for Proc {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        // Forgotten before the wait reaps it: until then the PID cannot
+        // belong to another process.
+        self.on_signal = None;
+        let _ = self.child.wait();
     }
 }
 
@@ -83,7 +105,7 @@ fn spawn(flags: &Flags, name: &str, dir: &Path, c: u16, p: u16, extra: &[String]
         .stderr(log)
         .spawn()
         .with_context(|| format!("spawning {}", flags.etcd.display()))?;
-    Ok(Proc(child))
+    Ok(Proc::new(child))
 }
 
 /// Copies a data directory (`cp -a`), the way a forced restart gets its own.

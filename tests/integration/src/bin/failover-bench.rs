@@ -363,6 +363,10 @@ fn db_bench(label: &str, size: u64) -> Result<()> {
         .prefix("warden-dbbench-")
         .tempdir_in("/var/tmp")
         .context("creating the bench's temp dir")?;
+    let kept = keep.path().to_path_buf();
+    let _keep_on_signal = warden_harness::OnSignal::new(move || {
+        let _ = std::fs::remove_dir_all(&kept);
+    });
     let image = keep.path().join("image.etcd");
     println!("failover-bench: etcd {version}, db size {label}, {runs} runs");
     let timeout = Duration::from_secs(900);
