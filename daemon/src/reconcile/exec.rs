@@ -544,10 +544,22 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                 .map_err(ops)
         }
         Step::RemoveMember { id, node } => {
-            retrying(left.min(MEMBERSHIP_RETRY), |d| ports.etcd.remove(*id, d))
-                .await
-                .map(|_| tracing::info!(node, id, "removed from the member list"))
-                .map_err(ops)?;
+            let own = node == me;
+            retrying(left.min(MEMBERSHIP_RETRY), |d| async move {
+                // A member stops about a second after it has applied its
+                // own removal: once it has, no answer can come any more,
+                // and whether the removal took effect is read from the
+                // cluster on the next look (see `gather`).
+                if own && !matches!(ports.supervisor.state().await, ProcState::Running { .. }) {
+                    return Err(OpsError::Supervise(
+                        "etcd stopped before answering this node's own removal; the next look asks the cluster whether it took effect".into(),
+                    ));
+                }
+                ports.etcd.remove(*id, d).await
+            })
+            .await
+            .map(|_| tracing::info!(node, id, "removed from the member list"))
+            .map_err(ops)?;
             // etcd answers a removal once it has applied it, so it is
             // committed: the data's last membership no longer lists this
             // node. Written down now, because this member exits as soon as

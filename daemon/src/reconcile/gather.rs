@@ -12,7 +12,7 @@ use warden_failover::{
     LocalMarkers, MemberInfo, Notification, RaftPosition, Topology, Trigger,
 };
 
-use super::local::LocalPaths;
+use super::local::{LocalPaths, StateFile};
 use super::pcmk::{self, CLAIM_ATTR, Pacemaker, PcmkError, RECORD_ATTR};
 use super::ports::{EtcdOps, EtcdReads, Ports, Supervisor};
 use crate::config::Settings;
@@ -190,6 +190,43 @@ async fn local_etcd<P, E: EtcdOps, S: Supervisor>(
             index: st.raft_index,
         },
     }))
+}
+
+/// The voters to write down for a node whose graceful leave asked for its
+/// own removal without hearing the answer, when the cluster shows it took
+/// effect.
+///
+/// etcd answers a removal only once it has applied it, and the member that
+/// applied its own removal stops about a second later: a slow answer can
+/// arrive after that, i.e. never. The state file then still lists this
+/// node as a voter, and after a total outage in which the peer's data
+/// lost that commit, this node would take its data for a leave cut short
+/// and start its member again and again, each one exiting on the removal
+/// it replays. The quorate cluster, answering linearizably with this
+/// data's cluster id and without this data's member, is the proof that the
+/// removal is committed (a member leaves the list only by a committed
+/// removal), so its voters are the data's last membership.
+fn removal_seen(
+    st: &StateFile,
+    node: &str,
+    cluster: Option<&ClusterView>,
+    has_data: bool,
+) -> Option<Vec<String>> {
+    let c = cluster?;
+    let member = st.member_id?;
+    let listed_here = st.voters.iter().any(|v| v == node);
+    (st.departed
+        && has_data
+        && listed_here
+        && st.cluster_id == Some(c.cluster_id)
+        && c.members.iter().all(|m| m.id != member))
+    .then(|| {
+        c.members
+            .iter()
+            .filter(|m| !m.is_learner && !m.node.is_empty())
+            .map(|m| m.node.clone())
+            .collect()
+    })
 }
 
 /// The cluster as another node's etcd answers it with quorum.
@@ -429,7 +466,17 @@ pub(crate) async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                 // complete.
                 paths.clear_in_sync()?;
             }
-            paths.read_state()?
+            let st = paths.read_state()?;
+            match removal_seen(&st, &s.node_name, cluster.as_ref(), paths.has_data()) {
+                Some(voters) => {
+                    tracing::info!(
+                        ?voters,
+                        "the running cluster no longer lists this node's departed member: its removal is committed"
+                    );
+                    paths.update_state(|st| st.voters = voters)?
+                }
+                None => st,
+            }
         }
     };
     let data = LocalData {
@@ -464,4 +511,74 @@ pub(crate) async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
         },
         alerts,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use warden_failover::MemberInfo;
+
+    fn member(id: u64, node: &str, is_learner: bool) -> MemberInfo {
+        MemberInfo {
+            id,
+            name: node.into(),
+            started: true,
+            node: node.into(),
+            is_learner,
+            in_sync: true,
+        }
+    }
+
+    fn left(cluster_id: u64) -> StateFile {
+        StateFile {
+            departed: true,
+            cluster_id: Some(cluster_id),
+            member_id: Some(0x2),
+            voters: vec!["n1".into(), "n2".into()],
+            ..StateFile::default()
+        }
+    }
+
+    fn cluster(cluster_id: u64, members: Vec<MemberInfo>) -> ClusterView {
+        ClusterView {
+            cluster_id,
+            epoch: 0,
+            members,
+            leave_lock: None,
+        }
+    }
+
+    #[test]
+    fn a_departed_member_missing_from_its_quorate_cluster_was_removed() {
+        let c = cluster(7, vec![member(0x1, "n1", false), member(0x9, "n3", true)]);
+        assert_eq!(
+            removal_seen(&left(7), "n2", Some(&c), true),
+            Some(vec!["n1".to_string()])
+        );
+    }
+
+    #[test]
+    fn nothing_else_counts_as_a_removal() {
+        let gone = cluster(7, vec![member(0x1, "n1", false)]);
+        let listed = cluster(7, vec![member(0x1, "n1", false), member(0x2, "n2", false)]);
+        // The member is still listed: the removal did not take effect.
+        assert_eq!(removal_seen(&left(7), "n2", Some(&listed), true), None);
+        // Another cluster says nothing about this data's member.
+        assert_eq!(removal_seen(&left(8), "n2", Some(&gone), true), None);
+        // No quorate cluster answered.
+        assert_eq!(removal_seen(&left(7), "n2", None, true), None);
+        // Not a graceful leave (a stale member is archived, not labelled).
+        let stayed = StateFile {
+            departed: false,
+            ..left(7)
+        };
+        assert_eq!(removal_seen(&stayed, "n2", Some(&gone), true), None);
+        // Already written down, or no data to describe.
+        let known = StateFile {
+            voters: vec!["n1".into()],
+            ..left(7)
+        };
+        assert_eq!(removal_seen(&known, "n2", Some(&gone), true), None);
+        assert_eq!(removal_seen(&left(7), "n2", Some(&gone), false), None);
+    }
 }

@@ -136,6 +136,9 @@ pub(crate) struct World {
     pub(crate) log: Vec<String>,
     /// How long `crm_mon` takes (a slow Pacemaker).
     pub(crate) crm_mon_delay: Duration,
+    /// A removal takes effect but its answer never arrives (the member
+    /// that applied its own removal stopped first).
+    pub(crate) lose_remove_reply: bool,
     /// The nodes whose member was asked for its Status, in order.
     pub(crate) asked: Vec<String>,
     next_id: u64,
@@ -210,6 +213,7 @@ impl Sim {
                 leave_lock: None,
                 log: Vec::new(),
                 crm_mon_delay: Duration::ZERO,
+                lose_remove_reply: false,
                 asked: Vec::new(),
                 next_id: 0x10,
             })),
@@ -669,11 +673,16 @@ impl EtcdOps for Sim {
     }
 
     async fn remove(&self, id: u64, _d: Duration) -> Result<Vec<Member>, OpsError> {
-        Ok(self.with(|w| {
+        self.with(|w| {
             w.log.push(format!("remove {id:x}"));
             w.members.retain(|m| m.id != id);
-            self.member_list_of(w)
-        }))
+            if w.lose_remove_reply {
+                return Err(OpsError::Etcd(EtcdError::Unavailable(
+                    "error reading from server: EOF".into(),
+                )));
+            }
+            Ok(self.member_list_of(w))
+        })
     }
 
     async fn move_leader(&self, id: u64, _d: Duration) -> Result<(), OpsError> {

@@ -408,6 +408,42 @@ async fn s9_a_graceful_stop_leaves_the_cluster_under_the_leave_lock() {
 }
 
 #[tokio::test]
+async fn s9_a_leave_whose_removal_answer_is_lost_learns_the_removal_from_the_cluster() {
+    let (_t, sim, r) = node(B);
+    sim.healthy(CLUSTER, 0, true);
+    let id = sim.member_of(B).unwrap().id;
+    // The removal takes effect, and the member stops before its answer
+    // arrives: the stop cannot hear it, and must not retry for nothing.
+    sim.with(|w| w.lose_remove_reply = true);
+    let t0 = std::time::Instant::now();
+    let reply = act(&r, &sim, Action::Stop, Duration::from_secs(8)).await;
+    assert_eq!(reply.outcome, Outcome::Success, "{reply:?}");
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    let log = sim.take_log();
+    assert_eq!(
+        log.iter()
+            .filter(|l| **l == format!("remove {id:x}"))
+            .count(),
+        1,
+        "{log:?}"
+    );
+    // The cluster (A, quorate alone) no longer lists B's member: the data's
+    // last membership is A alone, and B's record says it left for good.
+    let st = sim.paths.read_state().unwrap();
+    assert!(st.departed);
+    assert_eq!(st.voters, vec![A.to_string()]);
+    let published = sim
+        .with(|w| {
+            w.attrs
+                .get(&(B.into(), super::pcmk::RECORD_ATTR.into()))
+                .cloned()
+        })
+        .unwrap();
+    let rec: warden_failover::DataRecord = serde_json::from_str(&published).unwrap();
+    assert!(rec.departed && rec.removed, "{rec:?}");
+}
+
+#[tokio::test]
 async fn s10_both_stopped_at_once_neither_leaves() {
     let (_t, sim, r) = node(A);
     sim.healthy(CLUSTER, 0, false);
