@@ -195,6 +195,11 @@ where
     }
 }
 
+/// Whether the local etcd process runs (as its supervisor sees it).
+async fn etcd_runs<P, E, S: Supervisor>(ports: &Ports<'_, P, E, S>) -> bool {
+    matches!(ports.supervisor.state().await, ProcState::Running { .. })
+}
+
 /// Carry out `steps` (decided from `facts`) in order within `deadline`.
 pub async fn execute<P: Pacemaker, E: EtcdOps, S: Supervisor>(
     ports: &Ports<'_, P, E, S>,
@@ -546,16 +551,32 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
         Step::RemoveMember { id, node } => {
             let own = node == me;
             retrying(left.min(MEMBERSHIP_RETRY), |d| async move {
-                // A member stops about a second after it has applied its
-                // own removal: once it has, no answer can come any more,
-                // and whether the removal took effect is read from the
-                // cluster on the next look (see `gather`).
-                if own && !matches!(ports.supervisor.state().await, ProcState::Running { .. }) {
-                    return Err(OpsError::Supervise(
-                        "etcd stopped before answering this node's own removal; the next look asks the cluster whether it took effect".into(),
-                    ));
+                if !own {
+                    return ports.etcd.remove(*id, d).await;
                 }
-                ports.etcd.remove(*id, d).await
+                // A member stops once it has applied its own removal (about
+                // a second later, or at once when the peer tells it first),
+                // sometimes before its answer is out, and a call in flight
+                // then waits for its whole deadline. Once etcd has stopped
+                // no answer can come: whether the removal took effect is
+                // read from the cluster on the next look (see `gather`).
+                let stopped = || {
+                    OpsError::Supervise(
+                        "etcd stopped before answering this node's own removal; the next look asks the cluster whether it took effect".into(),
+                    )
+                };
+                if !etcd_runs(ports).await {
+                    return Err(stopped());
+                }
+                let etcd_gone = async {
+                    while etcd_runs(ports).await {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                };
+                tokio::select! {
+                    answer = ports.etcd.remove(*id, d) => answer,
+                    () = etcd_gone => Err(stopped()),
+                }
             })
             .await
             .map(|_| tracing::info!(node, id, "removed from the member list"))

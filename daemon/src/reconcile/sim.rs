@@ -672,17 +672,19 @@ impl EtcdOps for Sim {
         }))
     }
 
-    async fn remove(&self, id: u64, _d: Duration) -> Result<Vec<Member>, OpsError> {
-        self.with(|w| {
+    async fn remove(&self, id: u64, d: Duration) -> Result<Vec<Member>, OpsError> {
+        let (lost, list) = self.with(|w| {
             w.log.push(format!("remove {id:x}"));
             w.members.retain(|m| m.id != id);
-            if w.lose_remove_reply {
-                return Err(OpsError::Etcd(EtcdError::Unavailable(
-                    "error reading from server: EOF".into(),
-                )));
-            }
-            Ok(self.member_list_of(w))
-        })
+            (w.lose_remove_reply, self.member_list_of(w))
+        });
+        if lost {
+            // As a real call whose member stopped under it: no answer
+            // until the deadline.
+            tokio::time::sleep(d).await;
+            return Err(OpsError::Etcd(EtcdError::Timeout(d)));
+        }
+        Ok(list)
     }
 
     async fn move_leader(&self, id: u64, _d: Duration) -> Result<(), OpsError> {

@@ -418,7 +418,8 @@ async fn s9_a_leave_whose_removal_answer_is_lost_learns_the_removal_from_the_clu
     let t0 = std::time::Instant::now();
     let reply = act(&r, &sim, Action::Stop, Duration::from_secs(8)).await;
     assert_eq!(reply.outcome, Outcome::Success, "{reply:?}");
-    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    // Well before the call's own deadline (3 s).
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
     let log = sim.take_log();
     assert_eq!(
         log.iter()

@@ -157,6 +157,17 @@ fn strip_colour(line: &str) -> String {
     plain
 }
 
+/// No etcd instance is active on `node`: Pacemaker has seen its stop
+/// complete (an instance being stopped is still active).
+pub fn etcd_stopped_on(node: &str) -> Expect {
+    let node = node.to_string();
+    Expect::new(format!("etcd stopped on {node}"), move |m: &CrmMon| {
+        !m.resources.iter().any(|r| {
+            (r.id == "etcd" || r.id.starts_with("etcd:")) && r.active && r.nodes.contains(&node)
+        })
+    })
+}
+
 /// Every node in `nodes` runs an active, not failed etcd instance.
 pub fn etcd_started_on(nodes: Vec<String>) -> Expect {
     Expect::new(format!("etcd started on {nodes:?}"), move |m: &CrmMon| {

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use failover_support::{OrFail, SETTLE, healthy, wait_acks_everywhere};
-use warden_integration::twonode::{Topology, WardenCluster, poll};
+use warden_integration::twonode::{Topology, WardenCluster, etcd_stopped_on, poll};
 
 /// Where a node's member directory waits while "its volume is not mounted".
 fn unmounted(w: &WardenCluster, node: &str) -> PathBuf {
@@ -347,6 +347,11 @@ fn a_leave_the_peer_did_not_persist_names_the_peer_and_the_command() {
         Ok((members.len() == 1 && w.etcd_pid("node1")?.is_none()).then_some(()))
     })
     .or_fail(&w);
+    // The leave is over once Pacemaker has seen node1's stop complete: its
+    // etcd is gone as soon as it has applied its removal, a moment before
+    // its daemon has written down what the leave did.
+    w.c.wait_for("node2", etcd_stopped_on("node1"), SETTLE)
+        .or_fail(&w);
 
     w.c.crash("node2").or_fail(&w);
     w.c.crash("node1").or_fail(&w);
