@@ -50,6 +50,9 @@ struct Fake {
     start_unanswered: Option<bool>,
     /// The wait each start was given.
     start_waits: Mutex<Vec<Duration>>,
+    /// The local etcd runs (a removal of this node's own member is sent
+    /// only to a running one).
+    running: bool,
 }
 
 impl Fake {
@@ -83,6 +86,7 @@ impl Supervisor for Fake {
     async fn state(&self) -> ProcState {
         match self.start_unanswered {
             Some(true) => ProcState::Running { pid: 1 },
+            _ if self.running => ProcState::Running { pid: 1 },
             _ => ProcState::Stopped,
         }
     }
@@ -764,7 +768,10 @@ async fn removing_this_nodes_own_member_drops_it_from_the_recorded_voters() {
         s.voters = vec!["a".into(), "b".into()];
     })
     .unwrap();
-    let fake = Fake::default();
+    let fake = Fake {
+        running: true,
+        ..Fake::default()
+    };
     // The peer's removal leaves this node's view alone (the leader's live
     // look records it).
     let r = remove(&fake, &p, 9, "b").await;
@@ -782,6 +789,16 @@ async fn removing_this_nodes_own_member_drops_it_from_the_recorded_voters() {
         .push(EtcdError::NotFound("member".into()));
     let r = remove(&fake, &p, 8, "a").await;
     assert!(r.failed.is_some());
+    assert_eq!(p.read_state().unwrap().voters, vec!["a", "b"]);
+    // Nor does one never sent, to an etcd that has stopped.
+    let stopped = Fake::default();
+    let r = remove(&stopped, &p, 8, "a").await;
+    assert!(r.failed.is_some());
+    assert!(
+        stopped.calls().iter().all(|c| !c.starts_with("remove")),
+        "{:?}",
+        stopped.calls()
+    );
     assert_eq!(p.read_state().unwrap().voters, vec!["a", "b"]);
 }
 
