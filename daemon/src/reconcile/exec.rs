@@ -430,7 +430,7 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
             let Err(e) = ports.supervisor.start(m, wait).await else {
                 return Ok(());
             };
-            if short && matches!(ports.supervisor.state().await, ProcState::Running { .. }) {
+            if short && etcd_runs(ports).await {
                 Err(StepError::NotAnsweringYet {
                     step: sname.clone(),
                     waited: wait,
@@ -560,22 +560,18 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                 // then waits for its whole deadline. Once etcd has stopped
                 // no answer can come: whether the removal took effect is
                 // read from the cluster on the next look (see `gather`).
-                let stopped = || {
-                    OpsError::Supervise(
-                        "etcd stopped before answering this node's own removal; the next look asks the cluster whether it took effect".into(),
-                    )
-                };
-                if !etcd_runs(ports).await {
-                    return Err(stopped());
-                }
+                // Biased, so that a stopped etcd is not sent the request.
                 let etcd_gone = async {
                     while etcd_runs(ports).await {
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 };
                 tokio::select! {
+                    biased;
+                    () = etcd_gone => Err(OpsError::Supervise(
+                        "etcd stopped before answering this node's own removal; the next look asks the cluster whether it took effect".into(),
+                    )),
                     answer = ports.etcd.remove(*id, d) => answer,
-                    () = etcd_gone => Err(stopped()),
                 }
             })
             .await

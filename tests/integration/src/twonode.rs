@@ -15,6 +15,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail, ensure};
 use serde_json::Value;
+use warden_harness::crm::ResourceState;
 use warden_harness::{Cluster, ClusterOptions, CrmMon, Expect};
 
 use crate::bins;
@@ -157,14 +158,19 @@ fn strip_colour(line: &str) -> String {
     plain
 }
 
+/// Whether `r` is an instance of the etcd resource (a clone's carry `:N`).
+pub fn is_etcd(r: &ResourceState) -> bool {
+    r.id == "etcd" || r.id.starts_with("etcd:")
+}
+
 /// No etcd instance is active on `node`: Pacemaker has seen its stop
 /// complete (an instance being stopped is still active).
 pub fn etcd_stopped_on(node: &str) -> Expect {
     let node = node.to_string();
     Expect::new(format!("etcd stopped on {node}"), move |m: &CrmMon| {
-        !m.resources.iter().any(|r| {
-            (r.id == "etcd" || r.id.starts_with("etcd:")) && r.active && r.nodes.contains(&node)
-        })
+        !m.resources
+            .iter()
+            .any(|r| is_etcd(r) && r.active && r.nodes.contains(&node))
     })
 }
 
@@ -172,12 +178,9 @@ pub fn etcd_stopped_on(node: &str) -> Expect {
 pub fn etcd_started_on(nodes: Vec<String>) -> Expect {
     Expect::new(format!("etcd started on {nodes:?}"), move |m: &CrmMon| {
         nodes.iter().all(|n| {
-            m.resources.iter().any(|r| {
-                (r.id == "etcd" || r.id.starts_with("etcd:"))
-                    && r.active
-                    && !r.failed
-                    && r.nodes.contains(n)
-            })
+            m.resources
+                .iter()
+                .any(|r| is_etcd(r) && r.active && !r.failed && r.nodes.contains(n))
         })
     })
 }

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use agent_support::{install_agent, warden};
 use warden_harness::{Cluster, ClusterOptions, CrmMon, Expect};
+use warden_integration::twonode::is_etcd;
 
 /// Where each node's daemon keeps everything; the default socket
 /// (`/run/etcd-warden/api.sock`) lies inside it.
@@ -34,11 +35,7 @@ fn etcd_started_everywhere(nodes: Vec<String>) -> Expect {
     Expect::new(format!("etcd started on {nodes:?}"), move |m: &CrmMon| {
         nodes.iter().all(|n| {
             m.resources.iter().any(|r| {
-                (r.id == "etcd" || r.id.starts_with("etcd:"))
-                    && r.active
-                    && !r.failed
-                    && r.role == "Started"
-                    && r.nodes.contains(n)
+                is_etcd(r) && r.active && !r.failed && r.role == "Started" && r.nodes.contains(n)
             })
         })
     })

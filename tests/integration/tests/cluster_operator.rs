@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use failover_support::{
     FAILOVER, OrFail, SETTLE, etcd_exit_reasons, healthy, wait_acks_everywhere,
 };
-use warden_integration::twonode::{Topology, WardenCluster, poll};
+use warden_integration::twonode::{Topology, WardenCluster, is_etcd, poll};
 
 /// The longest the survivor may take from the operator's confirm to its
 /// first acknowledged write (the daemon's pending interval is 1 s; a
@@ -108,10 +108,7 @@ fn an_operators_confirm_after_failed_fencing_lets_the_survivor_go_on() {
 /// No etcd instance runs anywhere, as crm_mon on `from` shows it.
 fn etcd_stopped_everywhere(w: &WardenCluster, from: &str) -> anyhow::Result<bool> {
     let m = w.c.crm_mon(from)?;
-    Ok(!m
-        .resources
-        .iter()
-        .any(|r| (r.id == "etcd" || r.id.starts_with("etcd:")) && r.active))
+    Ok(!m.resources.iter().any(|r| is_etcd(r) && r.active))
 }
 
 /// Two voters, etcd started on both nodes, and every write acknowledged so
