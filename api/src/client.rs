@@ -106,56 +106,117 @@ impl Client {
         timeout: Duration,
     ) -> Result<Vec<u8>, ClientError> {
         let deadline = Instant::now() + timeout;
-        let mut stream =
-            UnixStream::connect(&self.socket).map_err(|error| ClientError::Connect {
-                path: self.socket.clone(),
-                error,
-            })?;
-        let body = body.unwrap_or_default();
-        let mut req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n",
-            body.len()
-        );
-        if !body.is_empty() {
-            req.push_str("Content-Type: application/json\r\n");
-        }
-        req.push_str("\r\n");
-        set_deadline(&stream, deadline, timeout)?;
-        stream
-            .write_all(req.as_bytes())
-            .and_then(|()| stream.write_all(body))
-            .map_err(|e| io_error(e, timeout))?;
+        let stream = UnixStream::connect(&self.socket).map_err(|error| ClientError::Connect {
+            path: self.socket.clone(),
+            error,
+        })?;
+        exchange(stream, method, path, body, deadline, timeout)
+    }
+}
 
-        let mut buf = Vec::with_capacity(4096);
-        let mut chunk = [0u8; 16 * 1024];
-        loop {
-            set_deadline(&stream, deadline, timeout)?;
-            let n = stream.read(&mut chunk).map_err(|e| io_error(e, timeout))?;
-            if n == 0 {
-                break;
+/// GET `path` from the plain-HTTP server at `addr` (`host:port`, as in a
+/// URL; `host` is sent as the Host header), bounded by `timeout` from
+/// resolving to the last byte. For short local reads such as etcd's
+/// `/health`; the body of a 2xx answer is returned.
+pub fn get_tcp(addr: &str, path: &str, timeout: Duration) -> Result<Vec<u8>, ClientError> {
+    use std::net::ToSocketAddrs;
+    let deadline = Instant::now() + timeout;
+    let connect = |error: std::io::Error| ClientError::Connect {
+        path: PathBuf::from(addr),
+        error,
+    };
+    let target = addr
+        .to_socket_addrs()
+        .map_err(connect)?
+        .next()
+        .ok_or_else(|| connect(std::io::ErrorKind::NotFound.into()))?;
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(ClientError::Timeout(timeout));
+    }
+    let stream =
+        std::net::TcpStream::connect_timeout(&target, left).map_err(|e| match e.kind() {
+            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
+                ClientError::Timeout(timeout)
             }
-            buf.extend_from_slice(&chunk[..n]);
-            if buf.len() > MAX_RESPONSE {
-                return Err(ClientError::Protocol(format!(
-                    "answer larger than {MAX_RESPONSE} bytes"
-                )));
-            }
-            if let Some((status, body)) = complete_response(&buf)? {
-                return finish(status, body);
-            }
+            _ => connect(e),
+        })?;
+    exchange(stream, "GET", path, None, deadline, timeout)
+}
+
+/// A connected stream whose reads and writes can be bounded.
+trait Timed: Read + Write {
+    fn set_timeouts(&self, left: Duration) -> std::io::Result<()>;
+}
+
+impl Timed for UnixStream {
+    fn set_timeouts(&self, left: Duration) -> std::io::Result<()> {
+        self.set_read_timeout(Some(left))
+            .and_then(|()| self.set_write_timeout(Some(left)))
+    }
+}
+
+impl Timed for std::net::TcpStream {
+    fn set_timeouts(&self, left: Duration) -> std::io::Result<()> {
+        self.set_read_timeout(Some(left))
+            .and_then(|()| self.set_write_timeout(Some(left)))
+    }
+}
+
+/// One request on a connected `stream`, `Connection: close`; returns the
+/// body of a 2xx answer.
+fn exchange<S: Timed>(
+    mut stream: S,
+    method: &str,
+    path: &str,
+    body: Option<&[u8]>,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<Vec<u8>, ClientError> {
+    let body = body.unwrap_or_default();
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if !body.is_empty() {
+        req.push_str("Content-Type: application/json\r\n");
+    }
+    req.push_str("\r\n");
+    set_deadline(&stream, deadline, timeout)?;
+    stream
+        .write_all(req.as_bytes())
+        .and_then(|()| stream.write_all(body))
+        .map_err(|e| io_error(e, timeout))?;
+
+    let mut buf = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        set_deadline(&stream, deadline, timeout)?;
+        let n = stream.read(&mut chunk).map_err(|e| io_error(e, timeout))?;
+        if n == 0 {
+            break;
         }
-        match complete_response(&buf)? {
-            Some((status, body)) => finish(status, body),
-            // The daemon closed the connection without answering: it went
-            // away with the request (killed, crashed, or shut down). An I/O
-            // error, not a malformed answer: a caller that may repeat the
-            // request (a stop, a monitor) retries it on the restarted
-            // daemon.
-            None => Err(ClientError::Io(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                "the connection closed before a complete answer",
-            ))),
+        buf.extend_from_slice(&chunk[..n]);
+        if buf.len() > MAX_RESPONSE {
+            return Err(ClientError::Protocol(format!(
+                "answer larger than {MAX_RESPONSE} bytes"
+            )));
         }
+        if let Some((status, body)) = complete_response(&buf)? {
+            return finish(status, body);
+        }
+    }
+    match complete_response(&buf)? {
+        Some((status, body)) => finish(status, body),
+        // The daemon closed the connection without answering: it went
+        // away with the request (killed, crashed, or shut down). An I/O
+        // error, not a malformed answer: a caller that may repeat the
+        // request (a stop, a monitor) retries it on the restarted
+        // daemon.
+        None => Err(ClientError::Io(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "the connection closed before a complete answer",
+        ))),
     }
 }
 
@@ -173,8 +234,8 @@ fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, ClientError> {
     serde_json::from_slice(body).map_err(|e| ClientError::Protocol(e.to_string()))
 }
 
-fn set_deadline(
-    stream: &UnixStream,
+fn set_deadline<S: Timed>(
+    stream: &S,
     deadline: Instant,
     timeout: Duration,
 ) -> Result<(), ClientError> {
@@ -182,10 +243,7 @@ fn set_deadline(
     if left.is_zero() {
         return Err(ClientError::Timeout(timeout));
     }
-    stream
-        .set_read_timeout(Some(left))
-        .and_then(|()| stream.set_write_timeout(Some(left)))
-        .map_err(ClientError::Io)
+    stream.set_timeouts(left).map_err(ClientError::Io)
 }
 
 fn io_error(e: std::io::Error, timeout: Duration) -> ClientError {

@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod procfs;
 
 use std::collections::BTreeMap;
 
@@ -50,6 +51,43 @@ pub mod paths {
     /// Defragment the local member if the policy allows it now
     /// (`etcd-warden defrag`).
     pub const DEFRAG: &str = "/v1/defrag";
+}
+
+/// The name of the file, in the directory of the daemon's socket, in which
+/// the daemon records the etcd it runs ([`EtcdRecord`]).
+pub const ETCD_RECORD: &str = "etcd-record.json";
+
+/// Where the daemon listening on `socket` keeps its [`EtcdRecord`]: beside
+/// the socket, in the run directory, where the OCF agent finds it without
+/// reading the daemon's configuration.
+pub fn etcd_record_path(socket: &std::path::Path) -> std::path::PathBuf {
+    socket.with_file_name(ETCD_RECORD)
+}
+
+/// The etcd the daemon runs, as the daemon last saw it: what the OCF agent
+/// needs to judge and stop etcd when the daemon itself is down. Written
+/// when the daemon sees a new etcd process (started or adopted), removed
+/// when it sees etcd gone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdRecord {
+    /// The supervisor backend: `process` or `systemd`.
+    pub backend: String,
+    /// etcd's PID.
+    pub pid: u32,
+    /// etcd's start time (field 22 of /proc/PID/stat, clock ticks since
+    /// boot): with the PID, it tells etcd from a process that reused its PID.
+    pub start_ticks: u64,
+    /// Whether etcd leads a process group of its own (stop signals go to
+    /// the group).
+    pub own_group: bool,
+    /// The systemd unit etcd runs in (the `systemd` backend).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// etcd's client URL on this node (`http://…` or `https://…`).
+    pub client_url: String,
+    /// How long the daemon lets etcd stop after SIGTERM before SIGKILL.
+    pub stop_grace_ms: u64,
 }
 
 /// One defragmentation of the local member.

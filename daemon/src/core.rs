@@ -58,6 +58,8 @@ pub struct Core {
     state_tx: watch::Sender<String>,
     leader_tx: broadcast::Sender<LeaderEvent>,
     last_leader: std::sync::Mutex<Option<u64>>,
+    /// The record of etcd's process for the OCF agent (beside the socket).
+    etcd_record: crate::supervise::record::RecordKeeper,
 }
 
 /// `GET /status` on the Unix socket: [`NodeStatus`] (its fields at the top
@@ -105,6 +107,7 @@ impl Core {
             settings.defrag.clone(),
             metrics.defrag(),
         );
+        let etcd_record = crate::supervise::record::RecordKeeper::new(&settings, supervisor.name());
         Core {
             settings,
             supervisor,
@@ -119,6 +122,7 @@ impl Core {
             state_tx,
             leader_tx,
             last_leader: std::sync::Mutex::new(None),
+            etcd_record,
         }
     }
 
@@ -185,6 +189,7 @@ impl Core {
 
     /// Record what a probe saw: node state, metrics, leader changes.
     pub(crate) fn record(&self, p: &Probe) {
+        self.etcd_record.observe(&p.proc);
         let (role, up) = match &p.status {
             Some(Ok(s)) if s.is_learner => (Role::Learner, true),
             Some(Ok(s)) if s.leader == s.member_id && s.leader != 0 => (Role::Leader, true),

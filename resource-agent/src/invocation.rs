@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use warden_api::NotifyData;
 
-use crate::spec::{self, DAEMON_WAIT, SOCKET};
+use crate::spec::{self, DAEMON_DOWN_GRACE, DAEMON_WAIT, SOCKET};
 
 /// The environment, as a map (the process environment in `main`).
 pub type Env = BTreeMap<String, String>;
@@ -37,6 +37,8 @@ pub struct AgentParams {
     pub socket: PathBuf,
     /// How long a non-monitor action waits for an absent daemon.
     pub daemon_wait: Duration,
+    /// How long monitor keeps a healthy etcd whose daemon is down.
+    pub daemon_down_grace: Duration,
 }
 
 /// The longest Unix socket path Linux accepts (`sun_path` is 108 bytes
@@ -47,6 +49,10 @@ const MAX_SOCKET_PATH: usize = 107;
 /// typo (and every action's timeout bounds it anyway).
 const MAX_DAEMON_WAIT_S: u64 = 3600;
 
+/// The largest `daemon_down_grace` accepted: a day. A daemon down longer
+/// is no restart but an outage an operator must see.
+const MAX_DAEMON_DOWN_GRACE_S: u64 = 86_400;
+
 impl AgentParams {
     /// Parses and checks the agent's parameters. Unset parameters take
     /// their advertised defaults; an empty value counts as unset, because
@@ -54,29 +60,12 @@ impl AgentParams {
     pub fn parse(env: &Env) -> Result<Self, ParamError> {
         let socket = PathBuf::from(value_or_default(env, SOCKET));
         check_socket(&socket)?;
-        let wait_text = value_or_default(env, DAEMON_WAIT);
-        let wait = wait_text
-            .trim()
-            .parse::<u64>()
-            .map_err(|_| ParamError {
-                param: DAEMON_WAIT.into(),
-                value: wait_text.to_string(),
-                why: "expected a whole number of seconds (e.g. 10)".into(),
-            })
-            .and_then(|s| {
-                if s > MAX_DAEMON_WAIT_S {
-                    Err(ParamError {
-                        param: DAEMON_WAIT.into(),
-                        value: wait_text.to_string(),
-                        why: format!("at most {MAX_DAEMON_WAIT_S} seconds"),
-                    })
-                } else {
-                    Ok(s)
-                }
-            })?;
+        let wait = seconds(env, DAEMON_WAIT, MAX_DAEMON_WAIT_S)?;
+        let grace = seconds(env, DAEMON_DOWN_GRACE, MAX_DAEMON_DOWN_GRACE_S)?;
         Ok(AgentParams {
             socket,
-            daemon_wait: Duration::from_secs(wait),
+            daemon_wait: wait,
+            daemon_down_grace: grace,
         })
     }
 
@@ -105,10 +94,29 @@ impl AgentParams {
             AgentParams {
                 socket: PathBuf::from(warden_api::DEFAULT_SOCKET),
                 daemon_wait: Duration::ZERO,
+                daemon_down_grace: Duration::ZERO,
             },
             warnings,
         )
     }
+}
+
+/// The whole number of seconds in parameter `name`, at most `max`.
+fn seconds(env: &Env, name: &str, max: u64) -> Result<Duration, ParamError> {
+    let text = value_or_default(env, name);
+    let err = |why: String| ParamError {
+        param: name.into(),
+        value: text.to_string(),
+        why,
+    };
+    let s = text
+        .trim()
+        .parse::<u64>()
+        .map_err(|_| err("expected a whole number of seconds (e.g. 10)".into()))?;
+    if s > max {
+        return Err(err(format!("at most {max} seconds")));
+    }
+    Ok(Duration::from_secs(s))
 }
 
 fn value_or_default<'a>(env: &'a Env, name: &str) -> &'a str {
@@ -268,6 +276,7 @@ mod tests {
         let p = AgentParams::parse(&env(&[])).unwrap();
         assert_eq!(p.socket, PathBuf::from(warden_api::DEFAULT_SOCKET));
         assert_eq!(p.daemon_wait, Duration::from_secs(10));
+        assert_eq!(p.daemon_down_grace, Duration::from_secs(300));
         let p = AgentParams::parse(&env(&[("OCF_RESKEY_socket", " ")])).unwrap();
         assert_eq!(p.socket, PathBuf::from(warden_api::DEFAULT_SOCKET));
     }
@@ -292,6 +301,12 @@ mod tests {
             assert_eq!(e.param, "daemon_wait", "{bad}");
             assert!(e.to_string().contains(bad), "{e}");
         }
+        for bad in ["soon", "86401"] {
+            let e = AgentParams::parse(&env(&[("OCF_RESKEY_daemon_down_grace", bad)])).unwrap_err();
+            assert_eq!(e.param, "daemon_down_grace", "{bad}");
+        }
+        let p = AgentParams::parse(&env(&[("OCF_RESKEY_daemon_down_grace", "0")])).unwrap();
+        assert_eq!(p.daemon_down_grace, Duration::ZERO);
     }
 
     #[test]
@@ -311,6 +326,7 @@ mod tests {
         let p = passthrough_params(&env(&[
             ("OCF_RESKEY_socket", "/x"),
             ("OCF_RESKEY_daemon_wait", "1"),
+            ("OCF_RESKEY_daemon_down_grace", "60"),
             ("OCF_RESKEY_CRM_meta_timeout", "20000"),
             ("OCF_RESKEY_crm_feature_set", "3.16.2"),
             ("OCF_RESKEY_data_dir", "/var/lib/etcd"),

@@ -7,15 +7,21 @@
 //! maps the answer with [`warden_api::Outcome::ocf_code`]. Every decision
 //! about etcd lives in the daemon.
 //!
+//! When the daemon does not answer, monitor and stop judge and stop etcd
+//! themselves from the record the daemon keeps beside its socket (see
+//! [`alone`]), so that a dead daemon never gets its node fenced.
+//!
 //! Exit codes follow OCF 1.1, chosen for how Pacemaker reacts to them: a
 //! transient problem (daemon unreachable, slow, refusing) is 1, which
 //! Pacemaker recovers in place; 6 (fatal, banned everywhere) only for a
 //! parameter that can never work; every failure prints an exit reason.
 
+pub mod alone;
 pub mod budget;
 pub mod invocation;
 pub mod metadata;
 pub mod run;
 pub mod spec;
 
-pub use run::{Daemon, EXIT_REASON_PREFIX, Exit, SocketDaemon, run};
+pub use alone::{HostNode, Node};
+pub use run::{Daemon, EXIT_REASON_PREFIX, Exit, SocketDaemon, run, run_on};

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use etcd_warden_agent::{EXIT_REASON_PREFIX, SocketDaemon, invocation::Env, run};
+use etcd_warden_agent::{EXIT_REASON_PREFIX, HostNode, SocketDaemon, invocation::Env, run_on};
 
 fn main() -> ExitCode {
     // The action's timeout counts from here.
@@ -15,7 +15,7 @@ fn main() -> ExitCode {
     let env: Env = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
-    let exit = run(&args, &env, &SocketDaemon, started);
+    let exit = run_on(&args, &env, &SocketDaemon, &HostNode, started);
     let prefix = env
         .get("OCF_EXIT_REASON_PREFIX")
         .map_or(EXIT_REASON_PREFIX, String::as_str);

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use warden_api::client::{Client, ClientError};
 use warden_api::{Action, ActionReply, ActionRequest, Outcome, paths};
 
+use crate::alone::{self, HostNode, Node};
 use crate::budget::Budget;
 use crate::invocation::{self, AgentParams, Env};
 use crate::metadata;
@@ -128,10 +129,21 @@ fn usage() -> String {
     )
 }
 
-/// Runs the action named by `args[0]` with the OCF environment `env`.
-/// `started` is when the process started: the action's timeout counts from
-/// there.
+/// Runs the action named by `args[0]` with the OCF environment `env` on
+/// this host. `started` is when the process started: the action's timeout
+/// counts from there.
 pub fn run(args: &[String], env: &Env, daemon: &dyn Daemon, started: Instant) -> Exit {
+    run_on(args, env, daemon, &HostNode, started)
+}
+
+/// As [`run`], with `node` standing for the system when the daemon is down.
+pub fn run_on(
+    args: &[String],
+    env: &Env,
+    daemon: &dyn Daemon,
+    node: &dyn Node,
+    started: Instant,
+) -> Exit {
     let Some(name) = args.first().map(String::as_str) else {
         return Exit {
             stdout: usage(),
@@ -203,14 +215,25 @@ pub fn run(args: &[String], env: &Env, daemon: &dyn Daemon, started: Instant) ->
         // A notify without data (e.g. from ocf-tester) is still a notify.
         req.notify = Some(Default::default());
     }
-    let wait = if waits {
-        params.daemon_wait
-    } else {
-        Duration::ZERO
+    let wait = match action {
+        _ if !waits => Duration::ZERO,
+        // A daemon already found down is not waited for at every monitor:
+        // etcd is judged at once.
+        Action::Monitor if alone::daemon_known_down(&params.socket) => Duration::ZERO,
+        // Leave a stop without the daemon half of the time.
+        Action::Stop => params.daemon_wait.min(budget.client_left() / 2),
+        _ => params.daemon_wait,
     };
 
     let mut exit = match call(daemon, &params.socket, &mut req, &budget, wait) {
-        Ok(reply) => from_reply(action, reply),
+        Ok(reply) => {
+            alone::daemon_answered(&params.socket);
+            from_reply(action, reply)
+        }
+        Err(e) if alone::daemon_is_down(&e) => {
+            let failed = from_error(name, &params.socket, &budget, wait, e);
+            without_daemon(action, node, &params, &budget, failed)
+        }
         Err(e) => from_error(name, &params.socket, &budget, wait, e),
     };
     warnings.append(&mut exit.warnings);
@@ -272,6 +295,36 @@ fn call(
         }
         return result;
     }
+}
+
+/// The daemon is down (`failed` says how): monitor and stop judge and stop
+/// etcd themselves, notify drops its hint; the rest fail as `failed`.
+fn without_daemon(
+    action: Action,
+    node: &dyn Node,
+    params: &AgentParams,
+    budget: &Budget,
+    failed: Exit,
+) -> Exit {
+    let down = failed.reason.clone().unwrap_or_default();
+    let (outcome, reason) = match action {
+        Action::Monitor => alone::monitor(
+            node,
+            &params.socket,
+            params.daemon_down_grace,
+            budget,
+            &down,
+        ),
+        Action::Stop => alone::stop(node, &params.socket, budget, &down),
+        // A hint the daemon reads again from the live cluster when it is
+        // back; failing it would only add a failure to the record.
+        Action::Notify => (
+            Outcome::Success,
+            format!("{down}; daemon down: the notification is dropped"),
+        ),
+        _ => return failed,
+    };
+    Exit::new(outcome, Some(reason))
 }
 
 fn from_reply(action: Action, reply: ActionReply) -> Exit {

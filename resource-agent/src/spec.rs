@@ -52,6 +52,9 @@ pub struct ParamSpec {
 pub const SOCKET: &str = "socket";
 /// The parameter bounding how long an action waits for the daemon to come up.
 pub const DAEMON_WAIT: &str = "daemon_wait";
+/// The parameter bounding how long monitor keeps a healthy etcd whose
+/// daemon is down.
+pub const DAEMON_DOWN_GRACE: &str = "daemon_down_grace";
 
 /// Every parameter the agent consumes. Any other `OCF_RESKEY_*` instance
 /// parameter is passed to the daemon unchanged, which judges it.
@@ -78,6 +81,21 @@ pub const PARAMS: &[ParamSpec] = &[
                    waits only while the daemon's socket file is still there (a daemon being \
                    restarted); a stopped daemon is reported at once, and notify and \
                    validate-all never wait. 0 disables the wait.",
+    },
+    ParamSpec {
+        name: DAEMON_DOWN_GRACE,
+        kind: ParamType::Integer,
+        default: "300",
+        unique: false,
+        shortdesc: "Seconds monitor keeps a healthy etcd while the daemon is down",
+        longdesc: "When the daemon does not answer, monitor judges etcd itself: the etcd process \
+                   the daemon recorded (PID and start time) and etcd's own health endpoint. A \
+                   healthy etcd passes monitor for this many seconds after the agent first found \
+                   the daemon down (long enough for systemd to restart a crashed daemon, also a \
+                   few times), with \"daemon down\" in the exit reason; after that, or with etcd \
+                   not running or unhealthy, monitor fails. Stop without the daemon always stops \
+                   the recorded etcd itself. 0 fails monitor at once, as when no daemon answers; \
+                   0-86400.",
     },
 ];
 

@@ -6,6 +6,7 @@
 pub(crate) mod logtail;
 pub(crate) mod preflight;
 pub mod process;
+pub(crate) mod record;
 pub(crate) mod systemd;
 pub(crate) mod user;
 pub(crate) mod writeback;
@@ -14,6 +15,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+use warden_api::procfs;
 
 use crate::etcd_conf::StartMode;
 
@@ -131,33 +133,23 @@ pub(crate) fn is_frozen(pid: u32) -> bool {
 
 /// `(state, start time in clock ticks)` from /proc/PID/stat.
 pub(crate) fn proc_stat(pid: u32) -> Option<(char, u64)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may contain spaces and parentheses: split after the
-    // last ')'.
-    let rest = &text[text.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let state = fields.first()?.chars().next()?;
-    // Field 22 of stat is starttime; `rest` starts at field 3.
-    let start = fields.get(19)?.parse().ok()?;
-    Some((state, start))
+    procfs::stat(pid).map(|s| (s.state, s.start_ticks))
 }
 
 /// The process group of `pid` (field 5 of /proc/PID/stat).
 pub(crate) fn proc_pgrp(pid: u32) -> Option<u32> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &text[text.rfind(')')? + 1..];
-    rest.split_whitespace().nth(2)?.parse().ok()
+    procfs::stat(pid).map(|s| s.pgrp)
 }
 
 /// Whether `pid` is still the process that started at `start` (clock ticks
 /// since boot) and not a zombie: a PID alone may have been reused.
 pub(crate) fn same_process(pid: u32, start: u64) -> bool {
-    proc_stat(pid).is_some_and(|(state, st)| st == start && state != 'Z' && state != 'X')
+    procfs::same_process(pid, start)
 }
 
 /// Whether a process with this PID is alive (not a zombie).
 pub(crate) fn alive(pid: u32) -> bool {
-    proc_stat(pid).is_some_and(|(state, _)| state != 'Z' && state != 'X')
+    procfs::stat(pid).is_some_and(|s| s.is_alive())
 }
 
 /// The real uid and gid of `pid` (the `Uid:` and `Gid:` lines of
