@@ -136,14 +136,15 @@ fn fresh_token() -> anyhow::Result<String> {
 }
 
 /// The highest epoch known on this node: the state file's and those of the
-/// archives' state files.
+/// archives' state files, a forced restart's epoch not yet seen done
+/// included.
 fn highest_epoch(paths: &LocalPaths) -> anyhow::Result<u64> {
-    let mut top = paths.read_state()?.epoch;
+    let mut top = paths.read_state()?.may_hold_epoch();
     for a in paths.archives() {
         if let Ok(b) = std::fs::read(a.join("state.json"))
             && let Ok(s) = serde_json::from_slice::<StateFile>(&b)
         {
-            top = top.max(s.epoch);
+            top = top.max(s.may_hold_epoch());
         }
     }
     Ok(top)
@@ -195,12 +196,13 @@ pub(crate) fn plan(
             }
         }
         RecoverWhat::KeepDataOf if node == me => {
-            let epoch = paths.read_state()?.epoch;
+            let st = paths.read_state()?;
             Plan {
                 action: RecoverAction::RaiseEpoch,
                 describe: vec![format!(
-                    "raise the epoch of {me}'s data from {epoch} to {} in {}, so that the other node's data is stale and is archived",
-                    epoch + 1,
+                    "raise the epoch of {me}'s data from {} to {} in {}, so that the other node's data is stale and is archived",
+                    st.epoch,
+                    st.may_hold_epoch() + 1,
                     paths.state_file.display()
                 )],
                 needs_etcd_stopped: false,
@@ -480,7 +482,10 @@ pub(crate) fn apply(
             vec![format!("in-sync marker set for boot {boot}")]
         }
         RecoverAction::RaiseEpoch => {
-            let st = paths.update_state(|s| s.epoch += 1)?;
+            let st = paths.update_state(|s| {
+                s.epoch = s.may_hold_epoch() + 1;
+                s.pending_epoch = None;
+            })?;
             vec![format!("epoch is now {}", st.epoch)]
         }
         RecoverAction::Archive => {

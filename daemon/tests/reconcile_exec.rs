@@ -241,6 +241,7 @@ fn force_archive_rejoin_promote_on_real_etcd() {
                     lost_member: None,
                     learner: false,
                     removed: false,
+                    pending_epoch: None,
                 },
             )
         });

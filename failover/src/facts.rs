@@ -307,6 +307,11 @@ pub struct DataRecord {
     /// persisted commit index may predate the removal, still lists it.
     #[serde(default)]
     pub removed: bool,
+    /// The epoch of a forced restart the owner decided and has not seen
+    /// done (see [`LocalData::pending_epoch`]): its data may hold writes
+    /// of that epoch, acknowledged while it ran alone.
+    #[serde(default)]
+    pub pending_epoch: Option<u64>,
 }
 
 impl DataRecord {
@@ -314,6 +319,12 @@ impl DataRecord {
     /// (even if the data itself is gone now).
     pub fn had_cluster(&self) -> bool {
         self.formed || self.epoch > 0 || self.cluster_id.is_some()
+    }
+
+    /// The newest epoch whose writes the owner's data may hold: its epoch,
+    /// or the epoch of a forced restart it has not seen done.
+    pub fn may_hold_epoch(&self) -> u64 {
+        self.epoch.max(self.pending_epoch.unwrap_or(0))
     }
 }
 
@@ -464,9 +475,31 @@ pub struct LocalData {
     /// the learner being joined, not data that was lost.
     #[serde(default)]
     pub joining: bool,
+    /// The epoch of a forced restart this node decided and has not yet
+    /// seen done: the daemon records it before it stops etcd, and it
+    /// becomes [`LocalData::epoch`] only once a quorate look lists this
+    /// member as the only voter (a quorate look that lists the peer too
+    /// refutes it). Until then the data may be the old two-member data (a
+    /// power loss before the restart) or the forced one with writes
+    /// acknowledged alone, so it counts as "may hold writes of that epoch".
+    #[serde(default)]
+    pub pending_epoch: Option<u64>,
 }
 
 impl LocalData {
+    /// The newest epoch whose writes this data may hold (or, when the
+    /// member directory is gone, may have held): the epoch, or the epoch
+    /// of a forced restart not yet seen done.
+    pub fn may_hold_epoch(&self) -> u64 {
+        self.epoch.max(self.pending_epoch.unwrap_or(0))
+    }
+
+    /// A forced restart to a newer epoch was decided and is not yet seen
+    /// done.
+    pub fn force_unconfirmed(&self) -> bool {
+        self.pending_epoch.is_some_and(|p| p > self.epoch)
+    }
+
     /// Whether the state file says this node's data was part of a cluster:
     /// it formed one, was forced or joined (an epoch, a cluster id), or was
     /// given a member id. A bootstrap over such a history would replace

@@ -966,3 +966,147 @@ fn waiting_on_a_learners_data_after_a_lost_member_dir_is_caught() {
     let cx = expect_stuck_after_a_lost_dir(Mutation::WaitOnLearnerData);
     assert!(cx.violation.detail.contains("learner"), "{}", cx.render());
 }
+
+/// A forced restart's epoch is an intent until a quorate look shows the
+/// forcing member alone. The rule before ignored the intent: n1 is lost
+/// and fenced, n2 forces and acknowledges a write alone before any look
+/// confirms the epoch, then loses power and its member directory. Its
+/// state file still names the old epoch, so n1's older data looks
+/// current, n2 restarts its old voter on an empty directory beside it,
+/// and the write n2 acknowledged alone is gone (found with the liveness
+/// check off, as the shorter trace below ends first).
+#[test]
+fn ignoring_an_unconfirmed_force_is_caught_as_a_lost_write() {
+    let config = Config {
+        lose_member_dir: true,
+        check_liveness: false,
+        ..Config::two_node()
+    };
+    let cx = expect_violation(Mutation::IgnorePendingEpoch, "rule 2", config, 40);
+    let wrote_alone = cx
+        .events
+        .windows(2)
+        .any(|w| matches!(w, [Event::Act(x), Event::Write(y)] if x == y));
+    let lost_dir = cx
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::CrashLosingMemberDir(_)));
+    assert!(wrote_alone && lost_dir, "{}", cx.render());
+}
+
+/// The rule before also names the wrong node: both member directories
+/// lost, one of them right after its unconfirmed force, and each node's
+/// refusal names its own state file's epoch, so the one without the
+/// newest data sends the operator to restore its own.
+#[test]
+fn ignoring_an_unconfirmed_force_names_the_wrong_node() {
+    let cx = expect_after_a_lost_dir(Mutation::IgnorePendingEpoch, "liveness", 40);
+    assert!(
+        cx.violation.detail.contains("pending: Some(1)"),
+        "{}",
+        cx.render()
+    );
+}
+
+/// The same events, step by step: the force's two halves, a write before
+/// any look confirms the epoch, the power loss that takes the member
+/// directory, both nodes booting. The real rule settles on refusals that
+/// name n2 (its unconfirmed epoch is the newest data), never on a pair
+/// that serves without the write; the rule before loses the write.
+#[test]
+fn an_unconfirmed_force_followed_by_a_lost_member_dir_names_the_forcing_node() {
+    let story = |policy: Policy, first_up: usize| {
+        let model = EtcdModel::new(Config {
+            policy,
+            ..lost_dirs_two_faults()
+        });
+        let mut s = model.init().remove(0);
+        for ev in [
+            Event::Crash(0),
+            Event::Fence(1, 0),
+            Event::Observe(1),
+            Event::Act(1),
+            Event::Observe(1),
+            Event::Act(1),
+            Event::Act(1),
+            Event::Write(1),
+            Event::CrashLosingMemberDir(1),
+            Event::PowerOn(first_up),
+        ] {
+            s = model
+                .apply(&s, &ev)
+                .unwrap_or_else(|| panic!("{ev:?} is not possible here: {s:?}"));
+        }
+        let lost = s.nodes[1].lost.unwrap_or_else(|| panic!("{s:?}"));
+        assert_eq!((lost.epoch, lost.pending), (0, Some(1)), "{s:?}");
+        assert_eq!(s.acked, [1], "{s:?}");
+        model.settle(&s)
+    };
+    for first_up in [0, 1] {
+        if let Err(v) = story(Policy::default(), first_up) {
+            panic!("n{} up first: {}: {}", first_up + 1, v.rule, v.detail);
+        }
+        let before = story(
+            Policy {
+                mutation: Some(Mutation::IgnorePendingEpoch),
+            },
+            first_up,
+        )
+        .expect_err("the rule before kept the write n2 acknowledged alone");
+        assert_eq!(before.rule, "rule 2", "{}", before.detail);
+    }
+}
+
+/// A daemon restarted between a forced restart's stop and its restart
+/// finds etcd stopped. The rule before cleared the in-sync marker then, as
+/// for any etcd exit, and the survivor, the only node with the data,
+/// refused to force again: writes stayed down until the fenced peer came
+/// back or an operator acted (the liveness check, which lets the peer
+/// return, does not see that outage). The real rule keeps the marker while
+/// its own force is unconfirmed (no other member can take a write
+/// meanwhile) and forces again at once.
+#[test]
+fn a_daemon_restarted_in_the_middle_of_a_force_forces_again() {
+    let story = |policy: Policy| {
+        let model = EtcdModel::new(Config {
+            policy,
+            ..Config::two_node()
+        });
+        let mut s = model.init().remove(0);
+        for ev in [
+            Event::Crash(0),
+            Event::Fence(1, 0),
+            Event::Observe(1),
+            Event::Act(1),
+            Event::Observe(1),
+            Event::Act(1),
+            Event::DaemonRestart(1),
+            Event::Observe(1),
+        ] {
+            s = model
+                .apply(&s, &ev)
+                .unwrap_or_else(|| panic!("{ev:?} is not possible here: {s:?}"));
+        }
+        // The peer stays off; the survivor's daemon goes on.
+        for _ in 0..8 {
+            for ev in [Event::Observe(1), Event::Act(1)] {
+                s = model.apply(&s, &ev).unwrap_or(s);
+            }
+        }
+        s
+    };
+    let serving = |s: &State| {
+        s.nodes[1].etcd
+            && s.nodes[1]
+                .data
+                .as_ref()
+                .is_some_and(|d| d.config.len() == 1 && d.epoch == 1)
+    };
+    let s = story(Policy::default());
+    assert!(serving(&s), "{s:?}");
+    let before = story(Policy {
+        mutation: Some(Mutation::ClearMarkerMidForce),
+    });
+    assert!(!serving(&before), "{before:?}");
+    assert!(!before.nodes[1].in_sync, "{before:?}");
+}

@@ -33,6 +33,7 @@ fn record(node: &str, has_data: bool, epoch: u64) -> DataRecord {
         lost_member: None,
         learner: false,
         removed: false,
+        pending_epoch: None,
     }
 }
 
@@ -97,6 +98,7 @@ fn data(member_id: u64, epoch: u64, voters: &[&str]) -> LocalData {
         member_dir: "/var/lib/etcd/member".into(),
         bootstrap_token: None,
         joining: false,
+        pending_epoch: None,
     }
 }
 
@@ -1987,4 +1989,84 @@ fn a_leader_on_the_fence_race_loser_hands_leadership_to_the_winner() {
     let mut f = leading_b();
     f.pacemaker.maintenance_mode = true;
     assert!(transfers(&f).is_empty(), "maintenance pauses it");
+}
+
+/// n1 was lost and fenced, n2 decided a forced restart to epoch 3 (its
+/// state file: epoch 2, pending 3) and took writes alone before any look
+/// confirmed the epoch, then lost power and its member directory. n1's
+/// data at epoch 2 looks as new as n2's confirmed epoch, but lacks what n2
+/// may have acknowledged alone: n2 neither reseeds from it nor waits to
+/// join it; it refuses, names the unconfirmed force and itself.
+#[test]
+fn an_unconfirmed_force_counts_when_the_member_dir_is_lost() {
+    let mut f = n2_lost_epoch_3_beside(2, false);
+    f.data.epoch = 2;
+    f.data.pending_epoch = Some(3);
+    for trigger in [Trigger::Start, Trigger::Monitor, Trigger::Reconcile] {
+        f.trigger = trigger;
+        let d = decide(&f);
+        assert!(
+            !d.steps.iter().any(|s| matches!(s, Step::StartEtcd { .. })),
+            "{d:?}"
+        );
+        let (reason, cmd) = d.refusal().expect("must refuse");
+        assert!(
+            reason.contains("forced a new cluster (epoch 3) not yet confirmed"),
+            "{reason}"
+        );
+        assert!(
+            reason
+                .contains("n1 holds only older data (epoch 2), which lacks the writes of epoch 3"),
+            "{reason}"
+        );
+        assert!(reason.contains("newest data known was on n2"), "{reason}");
+        assert_eq!(
+            cmd,
+            "etcd-warden recover restore-snapshot --node n2 --snapshot <FILE>"
+        );
+    }
+    // The record says so, for the peer.
+    let r = warden_failover::decide::expected_record(&f);
+    assert_eq!((r.epoch, r.pending_epoch), (2, Some(3)));
+    // Without the pending epoch (the force confirmed as refuted), n1's
+    // epoch-2 data is current: n2 restarts its voter beside it.
+    f.data.pending_epoch = None;
+    f.trigger = Trigger::Start;
+    let d = decide(&f);
+    assert!(d.refusal().is_none(), "{d:?}");
+}
+
+/// The other side of the same loss: n1's epoch-2 member runs without
+/// quorum and n2's record says its data is gone with a forced restart to
+/// epoch 3 unconfirmed. n2 holds no data n1 lacks only if nothing was
+/// acknowledged alone, which nobody can tell: n1 neither takes n2 for a
+/// peer without data (a force proof) nor waits for a fence; it names n2
+/// and the restore.
+#[test]
+fn a_peers_unconfirmed_force_is_no_proof_that_it_holds_nothing() {
+    let mut f = healthy(A);
+    f.trigger = Trigger::Monitor;
+    f.data.epoch = 2;
+    *live_mut(&mut f) = live(
+        ID_A,
+        vec![member(ID_A, A, false, true), member(ID_B, B, false, false)],
+        false,
+        false,
+    );
+    let r = peer_mut(&mut f, B).record.as_mut().unwrap();
+    r.has_data = false;
+    r.epoch = 2;
+    r.pending_epoch = Some(3);
+    let d = decide(&f);
+    assert!(!forces(&f), "{d:?}");
+    let (reason, cmd) = d.refusal().expect("must refuse");
+    assert!(reason.contains("epoch 3 (a forced restart"), "{reason}");
+    assert!(reason.contains("newest data known was on n2"), "{reason}");
+    assert_eq!(
+        cmd,
+        "etcd-warden recover restore-snapshot --node n2 --snapshot <FILE>"
+    );
+    // A confirmed-equal peer without data is the proof it always was.
+    peer_mut(&mut f, B).record.as_mut().unwrap().pending_epoch = None;
+    assert!(forces(&f), "{:?}", decide(&f));
 }

@@ -409,6 +409,7 @@ fn a_peer_whose_own_removal_is_committed_allows_a_force_with_the_marker() {
         lost_member: None,
         learner: true,
         removed: true,
+        pending_epoch: None,
     });
     f.pacemaker.nodes[1] = b;
     f.data.cluster_id = Some(7);

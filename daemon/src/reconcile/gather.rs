@@ -460,13 +460,17 @@ pub(crate) async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
             }
         })?,
         EtcdView::NotRunning => {
-            if paths.in_sync_marker().is_some_and(|m| !m.operator) {
-                // etcd exited: from then on the peer may have gone on
-                // without this member, so its data is no longer known
-                // complete.
+            let st = paths.read_state()?;
+            // etcd exited: from then on the peer may have gone on without
+            // this member, so its data is no longer known complete. Not
+            // while this node's own forced restart is unconfirmed: the
+            // daemon stopped etcd itself for it, with the peer proven down
+            // (its daemon may have been restarted between the stop and the
+            // restart), and no other member can take a write meanwhile.
+            let forcing = st.pending_epoch.is_some_and(|p| p > st.epoch);
+            if !forcing && paths.in_sync_marker().is_some_and(|m| !m.operator) {
                 paths.clear_in_sync()?;
             }
-            let st = paths.read_state()?;
             match removal_seen(&st, &s.node_name, cluster.as_ref(), paths.has_data()) {
                 Some(voters) => {
                     tracing::info!(
@@ -492,6 +496,7 @@ pub(crate) async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
         position: None,
         departed: state.departed,
         archives: u32::try_from(paths.archives().len()).unwrap_or(u32::MAX),
+        pending_epoch: state.pending_epoch.filter(|p| *p > state.epoch),
     };
     Ok(Facts {
         node: s.node_name.clone(),

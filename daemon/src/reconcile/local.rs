@@ -100,6 +100,12 @@ impl StateFile {
     pub(crate) fn had_cluster(&self) -> bool {
         self.formed || self.epoch > 0 || self.cluster_id.is_some() || self.member_id.is_some()
     }
+
+    /// The newest epoch whose writes the data may hold: the epoch, or a
+    /// forced restart's epoch not yet seen done.
+    pub(crate) fn may_hold_epoch(&self) -> u64 {
+        self.epoch.max(self.pending_epoch.unwrap_or(0))
+    }
 }
 
 /// Write `data` to `path` atomically and durably.

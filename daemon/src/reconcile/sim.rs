@@ -174,6 +174,7 @@ pub(crate) fn record(
         lost_member: None,
         learner: false,
         removed: false,
+        pending_epoch: None,
     }
 }
 

@@ -96,6 +96,18 @@ pub enum Mutation {
     /// member that never ran (no rule removes a member that never held
     /// data), or beside a node whose lone `new` never reached quorum.
     HaLateBootstrapWaits,
+    /// The rule before a forced restart's epoch counted while unconfirmed:
+    /// `decide` sees no pending epoch, neither this node's nor a peer's
+    /// record's. A node that forced, took writes alone before a quorate
+    /// look confirmed the epoch, and then lost its member directory looks
+    /// like one whose data the peer's older data can give back.
+    IgnorePendingEpoch,
+    /// The daemon clears the in-sync marker whenever it finds etcd not
+    /// running, also when it stopped etcd itself for a forced restart it
+    /// has not finished (its daemon restarted between the stop and the
+    /// restart): the proof that its data holds every write is gone, and
+    /// the survivor refuses until an operator acts (a model switch).
+    ClearMarkerMidForce,
 }
 
 /// How `decide` behaves under the model checker's tests.
@@ -110,10 +122,29 @@ pub struct Policy {
 /// through it).
 #[cfg(feature = "model")]
 pub fn decide_with(facts: &Facts, policy: &Policy) -> Decision {
+    let unpended;
+    let facts = if policy.mutation == Some(Mutation::IgnorePendingEpoch) {
+        unpended = without_pending_epochs(facts);
+        &unpended
+    } else {
+        facts
+    };
     Decider {
         f: facts,
         policy,
         steps: Vec::new(),
     }
     .run()
+}
+
+/// `facts` as the rule before saw them: no pending epoch anywhere.
+fn without_pending_epochs(facts: &Facts) -> Facts {
+    let mut f = facts.clone();
+    f.data.pending_epoch = None;
+    for n in &mut f.pacemaker.nodes {
+        if let Some(r) = n.record.as_mut() {
+            r.pending_epoch = None;
+        }
+    }
+    f
 }

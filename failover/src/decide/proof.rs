@@ -22,7 +22,8 @@ pub enum DownProof {
         at: Stamp,
     },
     /// The peer is online, its daemon says this boot that its data is gone
-    /// (its state file names an epoch no newer than ours), so it runs no
+    /// (its state file names an epoch no newer than ours, and no forced
+    /// restart to a newer one that it has not seen done), so it runs no
     /// member and holds nothing this node lacks: no write can be
     /// acknowledged without this node, and none was acknowledged that this
     /// node has not persisted.
@@ -157,7 +158,9 @@ pub(super) fn proof_from_local_join_note<'f>(
 
 /// Whether `peer` is online and provably holds no data this node lacks: its
 /// daemon published, this boot, that its member directory is gone, its
-/// state file names our cluster (or none) at an epoch no newer than ours,
+/// state file names our cluster (or none) at an epoch no newer than ours
+/// (a forced restart it decided and never saw done counts: its lost data
+/// may have held writes of that epoch),
 /// and Pacemaker is not stopping it. Only a voter that is not departed
 /// uses this, from a two-member membership: every write acknowledged in it
 /// was persisted here too.
@@ -171,7 +174,7 @@ pub fn peer_holds_no_data(facts: &Facts, peer: &NodeView) -> bool {
         && peer.etcd != ResourceState::Stopping
         && !r.has_data
         && r.had_cluster()
-        && r.epoch <= d.epoch
+        && r.may_hold_epoch() <= d.epoch
         && (r.cluster_id.is_none() || r.cluster_id == d.cluster_id)
         && d.exists
         && !d.departed
@@ -277,6 +280,10 @@ pub fn expected_record(facts: &Facts) -> DataRecord {
             .filter(|_| facts.data.lost() && !facts.data.joining),
         learner: facts.data.learner_only(&facts.node),
         removed: facts.data.removed_by_own_leave(&facts.node),
+        pending_epoch: facts
+            .data
+            .pending_epoch
+            .filter(|_| facts.data.force_unconfirmed()),
     }
 }
 

@@ -78,13 +78,21 @@ impl Decider<'_> {
                 && peer.online
                 && !r.has_data
                 && r.had_cluster()
-                && r.epoch > f.data.epoch
+                && r.may_hold_epoch() > f.data.epoch
                 && !broken!(self, WaitOnOlderData)
             {
+                let unconfirmed = if r.epoch < r.may_hold_epoch() {
+                    " (a forced restart it decided and had not seen done)"
+                } else {
+                    ""
+                };
                 return self.refuse(
                     format!(
-                        "{} lost its etcd data, and its state file names epoch {}, newer than this node's {}: this node's data lacks the writes of that epoch; the newest data known was on {}",
-                        peer.name, r.epoch, f.data.epoch, peer.name
+                        "{} lost its etcd data, and its state file names epoch {}{unconfirmed}, newer than this node's {}: this node's data lacks the writes of that epoch; the newest data known was on {}",
+                        peer.name,
+                        r.may_hold_epoch(),
+                        f.data.epoch,
+                        peer.name
                     ),
                     resolve::restore_data(&peer.name, r.archives),
                 );
@@ -98,9 +106,12 @@ impl Decider<'_> {
         self.force_path(proof, peer)
     }
 
+    /// An epoch no lineage known here has used or may have used: a forced
+    /// restart decided but not seen done counts too, so that two lineages
+    /// never share an epoch.
     pub(super) fn next_epoch(&self, peer: &NodeView) -> u64 {
-        let peer_epoch = peer.record.as_ref().map_or(0, |r| r.epoch);
-        self.f.data.epoch.max(peer_epoch) + 1
+        let peer_epoch = peer.record.as_ref().map_or(0, |r| r.may_hold_epoch());
+        self.f.data.may_hold_epoch().max(peer_epoch) + 1
     }
 
     pub(super) fn force_path(&mut self, proof: DownProof, peer: &NodeView) -> Decision {

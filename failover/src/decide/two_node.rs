@@ -103,7 +103,7 @@ impl Decider<'_> {
         let peer_current = peer.record.as_ref().is_some_and(|r| {
             r.has_data
                 && (learner_counts || !r.learner)
-                && (older_counts || r.epoch >= f.data.epoch)
+                && (older_counts || r.epoch >= f.data.may_hold_epoch())
         });
         if f.cluster.is_some() || peer_current {
             return None;
@@ -120,6 +120,13 @@ impl Decider<'_> {
             d.cluster_id.map_or("?".into(), |c| format!("{c:x}")),
             d.epoch
         );
+        if d.force_unconfirmed() {
+            reason.push_str(&format!(
+                ", and that it forced a new cluster (epoch {}) not yet confirmed, so it may have acknowledged writes of that epoch alone",
+                d.may_hold_epoch()
+            ));
+        }
+        let mine = d.may_hold_epoch();
         let (newest, archives) = match &peer.record {
             Some(r) if r.has_data => {
                 if r.learner {
@@ -129,11 +136,11 @@ impl Decider<'_> {
                     ));
                 } else {
                     reason.push_str(&format!(
-                        "; {} holds only older data (epoch {}), which lacks the writes of epoch {}",
-                        peer.name, r.epoch, d.epoch
+                        "; {} holds only older data (epoch {}), which lacks the writes of epoch {mine}",
+                        peer.name, r.epoch
                     ));
                 }
-                if r.epoch > d.epoch {
+                if r.may_hold_epoch() > mine {
                     (peer.name.as_str(), r.archives)
                 } else {
                     (f.node.as_str(), d.archives)
@@ -142,9 +149,10 @@ impl Decider<'_> {
             Some(r) if r.had_cluster() => {
                 reason.push_str(&format!(
                     "; {} lost its data too (epoch {})",
-                    peer.name, r.epoch
+                    peer.name,
+                    r.may_hold_epoch()
                 ));
-                if r.epoch > d.epoch {
+                if r.may_hold_epoch() > mine {
                     (peer.name.as_str(), r.archives)
                 } else {
                     (f.node.as_str(), d.archives)
@@ -404,6 +412,7 @@ impl Decider<'_> {
             && !d.departed
             && d.member_id.is_some()
             && d.cluster_id.is_some()
+            && (any_data || !d.force_unconfirmed())
             && f.cluster.is_none()
             && peer.online
             && !peer.unclean

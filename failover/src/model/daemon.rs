@@ -141,11 +141,24 @@ impl EtcdModel {
                     node.pending = Some(step.clone());
                     return;
                 }
+                if !epoch_first && (d.pending != Some(new) || node.etcd) {
+                    // The first half: the new epoch goes into the state
+                    // file as an intent (fsync) and etcd is stopped; the
+                    // forced restart follows as a second half, which a
+                    // power loss or a daemon restart can cut off. A
+                    // gathering confirms the epoch later (see `observe`).
+                    d.pending = Some(new);
+                    node.etcd = false;
+                    node.pending = Some(step.clone());
+                    return;
+                }
                 if window {
                     d.log.truncate(d.commit);
                 }
                 d.commit = d.log.len();
-                d.epoch = u8::try_from(*epoch).unwrap_or(u8::MAX);
+                if epoch_first {
+                    d.epoch = new;
+                }
                 d.config = vec![Entry {
                     node: x,
                     id: d.member,
@@ -300,8 +313,18 @@ impl EtcdModel {
             // quorum, and nothing while another action is in flight).
             s.nodes[x].queued = false;
         }
-        // The daemon clears the marker whenever it finds etcd not running.
-        if !s.nodes[x].etcd && self.config.policy.mutation != Some(Mutation::MarkerOutlivesEtcdExit)
+        self.confirm_force(s, x);
+        // The daemon clears the marker whenever it finds etcd not running,
+        // except while its own forced restart is unconfirmed: it stopped
+        // etcd itself for the force, with the peer proven down.
+        let forcing = s.nodes[x]
+            .data
+            .as_ref()
+            .is_some_and(Data::force_unconfirmed)
+            && self.config.policy.mutation != Some(Mutation::ClearMarkerMidForce);
+        if !s.nodes[x].etcd
+            && !forcing
+            && self.config.policy.mutation != Some(Mutation::MarkerOutlivesEtcdExit)
         {
             s.nodes[x].in_sync = false;
         }
@@ -375,16 +398,45 @@ impl EtcdModel {
         matches!(decision.outcome, Outcome::Success | Outcome::Degraded)
     }
 
-    /// `EpochBeforeForce` only: `x` wrote a forced restart's epoch and has
-    /// not restarted etcd yet.
+    /// What a gathering writes down about a forced restart decided
+    /// earlier: once a quorate look shows this member as the only voter,
+    /// its epoch becomes the data's; a quorate look that lists another
+    /// voter shows the force never happened.
+    fn confirm_force(&self, s: &mut State, x: usize) {
+        if !self.quorate(s, x) {
+            return;
+        }
+        let Some(d) = s.nodes[x].data.as_mut() else {
+            return;
+        };
+        if let Some(p) = d.pending.take()
+            && d.config.iter().filter(|e| !e.learner).count() == 1
+        {
+            d.epoch = d.epoch.max(p);
+        }
+    }
+
+    /// `x` recorded a forced restart's epoch and stopped etcd, and has not
+    /// restarted it yet: the executor is between the two halves.
     fn force_half_done(&self, s: &State, x: usize) -> bool {
+        match &s.nodes[x].pending {
+            Some(step) => self.second_half(s, x, step),
+            None => false,
+        }
+    }
+
+    /// Whether carrying `step` out now is the second half of a forced
+    /// restart: the epoch (`EpochBeforeForce`: the new epoch, otherwise
+    /// the intent) is written and etcd stopped.
+    pub(super) fn second_half(&self, s: &State, x: usize, step: &Step) -> bool {
         let node = &s.nodes[x];
-        match (&node.pending, &node.data) {
-            (Some(Step::ForceNewCluster { epoch }), Some(d)) => {
-                self.config.policy.mutation == Some(Mutation::EpochBeforeForce)
-                    && u64::from(d.epoch) == *epoch
-            }
-            _ => false,
+        let (Step::ForceNewCluster { epoch }, Some(d)) = (step, &node.data) else {
+            return false;
+        };
+        if self.config.policy.mutation == Some(Mutation::EpochBeforeForce) {
+            u64::from(d.epoch) == *epoch
+        } else {
+            d.pending.map(u64::from) == Some(*epoch) && !node.etcd
         }
     }
 
@@ -399,15 +451,9 @@ impl EtcdModel {
         {
             return true;
         }
-        if self.config.policy.mutation == Some(Mutation::EpochBeforeForce)
-            && s.nodes[x].data.as_ref().is_some_and(|d| {
-                Step::ForceNewCluster {
-                    epoch: u64::from(d.epoch),
-                } == *step
-            })
-        {
-            // The second half of the rule before's forced restart: the same
-            // executor step as the first, with no gathering between.
+        if self.second_half(s, x, step) {
+            // The second half of a forced restart: the same executor step
+            // as the first, with no gathering between.
             return true;
         }
         let mut fresh = s.clone();

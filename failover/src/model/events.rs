@@ -202,6 +202,7 @@ impl EtcdModel {
                     epoch: d.epoch,
                     member: d.member,
                     formed: d.formed,
+                    pending: d.pending.filter(|_| d.force_unconfirmed()),
                 });
             }
             Event::DaemonRestart(y) => {
@@ -295,7 +296,13 @@ impl EtcdModel {
                     s.nodes[x].pending = Some(s.nodes[x].plan.remove(0));
                 }
                 if self.force_still_decided(&s, x, &step) {
-                    if s.maintenance && matches!(step, Step::ForceNewCluster { .. }) {
+                    // A forced restart begun before maintenance mode is one
+                    // executor step: its second half (the restart after the
+                    // stop) is not a new action.
+                    if s.maintenance
+                        && matches!(step, Step::ForceNewCluster { .. })
+                        && !self.second_half(&s, x, &step)
+                    {
                         s.broken = Some((
                             "maintenance",
                             format!(

@@ -154,12 +154,19 @@ impl EtcdModel {
     /// directory is missing (only an operator can bring it back, or accept
     /// the risk of forcing from the data left), a node refuses, and every
     /// refusal names, in its command, a node whose data (or, for a missing
-    /// directory, whose state file) has the newest epoch.
+    /// directory, whose state file) has the newest epoch, a forced
+    /// restart's epoch not yet seen done included.
     fn refusal_names_the_newest(&self, s: &State) -> bool {
         if !self.config.refusal_ends || s.nodes.iter().all(|n| n.lost.is_none()) {
             return false;
         }
-        let epoch = |n: &Node| n.data.as_ref().map(|d| d.epoch).or(n.lost.map(|l| l.epoch));
+        let may_hold = |epoch: u8, pending: Option<u8>| epoch.max(pending.unwrap_or(0));
+        let epoch = |n: &Node| {
+            n.data
+                .as_ref()
+                .map(|d| may_hold(d.epoch, d.pending))
+                .or(n.lost.map(|l| may_hold(l.epoch, l.pending)))
+        };
         let newest = s.nodes.iter().filter_map(epoch).max();
         let newest_nodes: Vec<String> = (0..self.n())
             .filter(|&x| newest.is_some() && epoch(&s.nodes[x]) == newest)

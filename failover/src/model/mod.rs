@@ -215,6 +215,10 @@ impl EtcdModel {
                 .then_some(node.lost)
                 .flatten()
                 .map(|l| l.member),
+            pending: data
+                .pending_epoch
+                .filter(|_| data.force_unconfirmed())
+                .map(|p| u8::try_from(p).unwrap_or(u8::MAX)),
         }
     }
 }
@@ -252,6 +256,12 @@ impl Model for EtcdModel {
         let data = || s.nodes.iter().filter_map(|n| n.data.as_ref());
         if data().any(|d| d.epoch > 0) {
             out.push("forced a new cluster");
+        }
+        if (0..self.n()).any(|x| {
+            self.quorate(s, x)
+                && running_data(s, x).is_some_and(|d| d.force_unconfirmed() && d.config.len() == 1)
+        }) {
+            out.push("forced cluster accepts writes before its epoch is confirmed");
         }
         if (0..self.n())
             .any(|x| self.quorate(s, x) && running_data(s, x).is_some_and(|d| d.epoch > 0))

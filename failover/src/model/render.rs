@@ -23,8 +23,11 @@ impl std::fmt::Debug for State {
             let data = match &n.data {
                 None => "no data".to_string(),
                 Some(d) => format!(
-                    "data(epoch {} member {} config [{}] log {:?} commit {} lock {:?}{}{}{})",
+                    "data(epoch {}{} member {} config [{}] log {:?} commit {} lock {:?}{}{}{})",
                     d.epoch,
+                    d.pending
+                        .map(|p| format!(" pending {p}"))
+                        .unwrap_or_default(),
                     d.member,
                     d.config
                         .iter()

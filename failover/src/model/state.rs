@@ -60,9 +60,17 @@ pub struct Data {
     pub synced: bool,
     /// Was part of a quorate cluster once.
     pub formed: bool,
+    /// The state file's pending epoch: a forced restart decided and not
+    /// yet seen done (see `LocalData::pending_epoch`).
+    pub pending: Option<u8>,
 }
 
 impl Data {
+    /// A forced restart to a newer epoch was decided and not seen done.
+    pub(super) fn force_unconfirmed(&self) -> bool {
+        self.pending.is_some_and(|p| p > self.epoch)
+    }
+
     /// A new member's directory at epoch 0 with an empty log: the bootstrap's
     /// (`formed`) or a model start's.
     pub(super) fn fresh(member: u8, config: Vec<Entry>, formed: bool) -> Data {
@@ -77,6 +85,7 @@ impl Data {
             removed: false,
             synced: true,
             formed,
+            pending: None,
         }
     }
 
@@ -95,6 +104,7 @@ impl Data {
             removed: false,
             synced,
             formed: true,
+            pending: None,
         }
     }
 }
@@ -122,6 +132,8 @@ pub struct Rec {
     pub learner: bool,
     /// Departed, and the data's membership no longer lists it.
     pub removed: bool,
+    /// A forced restart's epoch the owner has not seen done.
+    pub pending: Option<u8>,
 }
 
 /// What the state file still says of a member directory that went missing.
@@ -133,6 +145,8 @@ pub struct Lost {
     pub member: u8,
     /// Formed a quorate cluster once.
     pub formed: bool,
+    /// A forced restart's epoch not seen done before the directory went.
+    pub pending: Option<u8>,
 }
 
 /// A claim, as the model keeps it.

@@ -200,6 +200,7 @@ pub(super) fn local_data(me: &Node) -> LocalData {
                 cluster_id: Some(CLUSTER_ID),
                 member_id: Some(ID_BASE + u64::from(l.member)),
                 archives: u32::from(me.archives),
+                pending_epoch: l.pending.map(u64::from),
                 ..LocalData::default()
             },
         },
@@ -224,6 +225,7 @@ pub(super) fn local_data(me: &Node) -> LocalData {
             member_dir: String::new(),
             bootstrap_token: None,
             joining: false,
+            pending_epoch: d.pending.map(u64::from),
         },
     }
 }
@@ -258,6 +260,7 @@ pub(super) fn to_record(y: usize, r: &Rec) -> DataRecord {
         lost_member: r.lost_member.map(|m| ID_BASE + u64::from(m)),
         learner: r.learner,
         removed: r.removed,
+        pending_epoch: r.pending.map(u64::from),
     }
 }
 
