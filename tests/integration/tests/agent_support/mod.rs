@@ -105,16 +105,7 @@ impl StandaloneDaemon {
             .prefix("warden-agent-")
             .tempdir()
             .expect("tempdir");
-        let log = std::fs::File::create(dir.path().join("daemon.log")).expect("log");
-        let child = Command::new(warden())
-            .arg("daemon")
-            .arg("--standalone")
-            .arg(dir.path())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("spawn etcd-warden daemon");
+        let child = spawn_standalone(dir.path());
         let d = StandaloneDaemon {
             child,
             dir,
@@ -122,6 +113,21 @@ impl StandaloneDaemon {
         };
         d.wait_api(Duration::from_secs(20));
         d
+    }
+
+    /// Kills the daemon with SIGKILL (by its PID), as a crash does: etcd
+    /// goes on running, the socket file stays.
+    pub fn crash(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the daemon again on the same directory (after [`Self::crash`]:
+    /// it adopts the etcd left running) and waits for its API.
+    pub fn restart(&mut self) {
+        self.crash();
+        self.child = spawn_standalone(self.dir.path());
+        self.wait_api(Duration::from_secs(20));
     }
 
     /// The API socket.
@@ -173,6 +179,25 @@ impl StandaloneDaemon {
         }
         s
     }
+}
+
+/// `etcd-warden daemon --standalone DIR`, its output appended to
+/// DIR/daemon.log.
+fn spawn_standalone(dir: &Path) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("daemon.log"))
+        .expect("log");
+    Command::new(warden())
+        .arg("daemon")
+        .arg("--standalone")
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .spawn()
+        .expect("spawn etcd-warden daemon")
 }
 
 /// Sends `sig` to `pid` (by PID only).
