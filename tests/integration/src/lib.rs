@@ -16,6 +16,9 @@
 //!   cycle (nodes booted with systemd, see `warden_harness::field`).
 //! - [`floor`]: plain etcd's forced restart and learner catch-up on a copy of
 //!   the same data, the floor of the failover figures.
+//! - [`watcher`]: watches of a key prefix throughout a fault, checked for
+//!   what etcd's watch promises (each revision once, in order, none skipped
+//!   without a compaction error, one history).
 //! - [`twonode`]: a Pacemaker cluster with an etcd-warden daemon in every node,
 //!   configured as the docs say, and its observations (members, daemon status,
 //!   archives).
@@ -30,4 +33,5 @@ pub mod gateway;
 pub mod monitor;
 pub mod sandbox;
 pub mod twonode;
+pub mod watcher;
 pub mod writer;
