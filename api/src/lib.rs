@@ -186,6 +186,10 @@ pub struct RecoverRequest {
     /// Do it; without, only the plan is returned.
     #[serde(default)]
     pub confirm: bool,
+    /// `restore-archive`: restore an archive whose epoch is older than the
+    /// one the state file names (refused without).
+    #[serde(default)]
+    pub allow_older_epoch: bool,
 }
 
 /// The answer to a [`RecoverRequest`].

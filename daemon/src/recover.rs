@@ -13,6 +13,7 @@ use anyhow::{Context, bail};
 use warden_api::{RecoverRequest, RecoverWhat};
 
 use crate::config::Settings;
+use crate::reconcile::archives::Held;
 use crate::reconcile::local::{LocalPaths, StateFile};
 
 /// `node` must be one of the configured nodes.
@@ -150,6 +151,38 @@ fn highest_epoch(paths: &LocalPaths) -> anyhow::Result<u64> {
     Ok(top)
 }
 
+/// Refuses to restore an archive whose data is of an older epoch than the
+/// state file names: writing its state over it would make older data look
+/// current, and newer data of the peer stale.
+fn no_older_epoch(
+    src: &Path,
+    held: &Held,
+    st: &StateFile,
+    state_file: &Path,
+) -> anyhow::Result<()> {
+    let named = st.may_hold_epoch();
+    if held.epoch >= named {
+        return Ok(());
+    }
+    bail!(
+        "{} holds data of epoch {}, but {} names epoch {named}: restoring it would write the older epoch over the newer one, and data of epoch {named} elsewhere would then look stale; restore an archive of epoch {named} or later (`etcd-warden status` lists each archive's epoch), or, once no data of epoch {named} exists anywhere, add --allow-older-epoch",
+        src.display(),
+        held.epoch,
+        state_file.display()
+    )
+}
+
+/// An archive's data in a plan line.
+fn describe_held(h: &Held) -> String {
+    let cluster = h
+        .cluster_id
+        .map_or_else(|| "unknown".to_owned(), |c| format!("{c:x}"));
+    let index = h
+        .raft_index
+        .map_or_else(|| "unknown".to_owned(), |i| i.to_string());
+    format!("cluster {cluster}, epoch {}, raft index {index}", h.epoch)
+}
+
 /// The plan: the action and its description.
 #[derive(Debug)]
 pub(crate) struct Plan {
@@ -233,20 +266,26 @@ pub(crate) fn plan(
                     paths.member_dir().display()
                 );
             }
+            let st = paths.read_state()?;
             let src = match &req.archive {
                 Some(a) => a.clone(),
                 None => paths
-                    .archives()
-                    .pop()
+                    .newest_archive(st.cluster_id)
+                    .map(|a| a.path)
                     .with_context(|| format!("no archive in {}", paths.archive_dir.display()))?,
             };
             if !src.join("member").is_dir() {
                 bail!("{} holds no member directory", src.display());
             }
+            let held = Held::of(&src);
+            if !req.allow_older_epoch {
+                no_older_epoch(&src, &held, &st, &paths.state_file)?;
+            }
             Plan {
                 describe: vec![format!(
-                    "move {} back to {} and restore its state file",
+                    "move {} ({}) back to {} and restore its state file",
                     src.join("member").display(),
+                    describe_held(&held),
                     paths.member_dir().display()
                 )],
                 action: RecoverAction::Restore(src),
@@ -538,6 +577,7 @@ mod tests {
             archive: None,
             snapshot: None,
             confirm: true,
+            allow_older_epoch: false,
         }
     }
 
@@ -654,6 +694,68 @@ mod tests {
         assert!(e.to_string().contains("snapshot restore failed"), "{e}");
         assert!(!p.has_data());
         assert_eq!(p.read_state().unwrap().epoch, 2);
+    }
+
+    #[test]
+    fn restore_archive_picks_the_newest_data_and_never_an_older_epoch() {
+        use crate::reconcile::archives::test_archive;
+        let t = tempfile::tempdir().unwrap();
+        let p = paths(t.path());
+        // Names out of order, as a clock stepped back leaves them.
+        let older = test_archive(&p, 5000, 7, 2, 900);
+        let newest_of_7 = test_archive(&p, 3000, 7, 3, 500);
+        let other_cluster = test_archive(&p, 4000, 8, 4, 100);
+        let restore = req(RecoverWhat::RestoreArchive, "a");
+        // No cluster named: the newest data of all.
+        let pl = plan(&restore, "a", &p, &etcd()).unwrap();
+        assert_eq!(pl.action, RecoverAction::Restore(other_cluster));
+        // The state file names cluster 7 at epoch 3 (its data went
+        // missing): the newest data of that cluster.
+        p.write_state(&StateFile {
+            cluster_id: Some(7),
+            epoch: 3,
+            formed: true,
+            ..StateFile::default()
+        })
+        .unwrap();
+        let pl = plan(&restore, "a", &p, &etcd()).unwrap();
+        assert_eq!(pl.action, RecoverAction::Restore(newest_of_7.clone()));
+        assert!(
+            pl.describe[0].contains("cluster 7, epoch 3, raft index 500"),
+            "{:?}",
+            pl.describe
+        );
+        // An archive of an older epoch than the state file names is refused,
+        // naming both epochs and the override.
+        let named = RecoverRequest {
+            archive: Some(older.clone()),
+            ..restore.clone()
+        };
+        let e = plan(&named, "a", &p, &etcd()).unwrap_err().to_string();
+        assert!(e.contains("holds data of epoch 2"), "{e}");
+        assert!(e.contains("names epoch 3"), "{e}");
+        assert!(e.contains("--allow-older-epoch"), "{e}");
+        // A forced restart not yet confirmed counts too.
+        p.update_state(|s| s.pending_epoch = Some(4)).unwrap();
+        let e = plan(&restore, "a", &p, &etcd()).unwrap_err().to_string();
+        assert!(e.contains("names epoch 4"), "{e}");
+        p.update_state(|s| s.pending_epoch = None).unwrap();
+        let allowed = RecoverRequest {
+            allow_older_epoch: true,
+            ..named
+        };
+        assert_eq!(
+            plan(&allowed, "a", &p, &etcd()).unwrap().action,
+            RecoverAction::Restore(older)
+        );
+        // Restored: the data and its state are back.
+        apply(&pl.action, &p, &mut quiet).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(p.member_dir().join("snap/db")).unwrap(),
+            "7/3/500"
+        );
+        let st = p.read_state().unwrap();
+        assert_eq!((st.cluster_id, st.epoch), (Some(7), 3));
     }
 
     #[test]

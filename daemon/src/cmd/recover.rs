@@ -81,9 +81,14 @@ pub(crate) struct RestoreArgs {
     /// Node and confirmation.
     #[command(flatten)]
     pub(crate) node: NodeArgs,
-    /// The archive directory to restore (default: the newest).
+    /// The archive directory to restore (default: the one with the newest
+    /// data of the cluster the state file names).
     #[arg(long, value_name = "DIR")]
     pub(crate) archive: Option<PathBuf>,
+    /// Restore an archive whose epoch is older than the one the state file
+    /// names (only when no data of that epoch exists anywhere any more).
+    #[arg(long)]
+    pub(crate) allow_older_epoch: bool,
 }
 
 /// `restore-snapshot` arguments.
@@ -130,6 +135,7 @@ fn request(what: &RecoverCommand) -> anyhow::Result<(RecoverRequest, &Target)> {
             archive,
             snapshot,
             confirm: node.confirm,
+            allow_older_epoch: matches!(what, RecoverCommand::RestoreArchive(r) if r.allow_older_epoch),
         },
         &node.target,
     ))

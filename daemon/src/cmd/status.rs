@@ -7,7 +7,7 @@ use warden_api::{NodeStatus, paths};
 
 use super::target::Target;
 use crate::core::StatusDoc;
-use crate::reconcile::local::ArchiveInfo;
+use crate::reconcile::archives::ArchiveInfo;
 
 /// Arguments: Show this node's state and etcd's live view.
 #[derive(Debug, clap::Args)]
@@ -123,8 +123,8 @@ fn failover_line(reason: Option<&str>) -> String {
     }
 }
 
-/// The node table followed by the archives, newest last, one per line:
-/// path, size, creation time, reason.
+/// The node table followed by the archives, the newest data last, one per
+/// line: path, size, creation time, epoch, raft index, reason.
 pub(crate) fn table_with_archives(d: &StatusDoc) -> String {
     let mut out = table(&d.node);
     let dir = d
@@ -138,7 +138,7 @@ pub(crate) fn table_with_archives(d: &StatusDoc) -> String {
         return out;
     }
     out.push_str(&format!(
-        "{:<11} {} (oldest first; restore with `etcd-warden recover restore-archive`)\n",
+        "{:<11} {} (oldest data first; restore with `etcd-warden recover restore-archive`)\n",
         "archives",
         d.archives.len()
     ));
@@ -155,10 +155,13 @@ fn archive_line(a: &ArchiveInfo) -> String {
         .and_then(|t| time::OffsetDateTime::from_unix_timestamp(t).ok())
         .map(crm_xml::timefmt::format_k8s)
         .unwrap_or_else(|| "-".into());
+    let or_dash = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
     format!(
-        "{}  {}  {when}  {}",
+        "{}  {}  {when}  epoch {}  raft index {}  {}",
         a.path.display(),
         human_size(a.size_bytes),
+        or_dash(a.epoch),
+        or_dash(a.raft_index),
         a.reason.as_deref().unwrap_or("-")
     )
 }
@@ -280,6 +283,8 @@ mod tests {
                 path: "/var/lib/etcd.archive/1796040000-stale-data".into(),
                 reason: Some("stale data".into()),
                 created_unix: Some(1_796_040_000),
+                epoch: Some(4),
+                raft_index: Some(81_234),
                 size_bytes: 3 * 1024 * 1024,
                 made_by_warden: true,
             }],
@@ -295,7 +300,7 @@ mod tests {
         );
         assert!(
             text.contains(
-                "  /var/lib/etcd.archive/1796040000-stale-data  3.0 MiB  2026-11-30T12:00:00Z  stale data\n"
+                "  /var/lib/etcd.archive/1796040000-stale-data  3.0 MiB  2026-11-30T12:00:00Z  epoch 4  raft index 81234  stale data\n"
             ),
             "{text}"
         );

@@ -13,8 +13,10 @@
 //! nodes are configured; a standalone daemon keeps its plain behaviour.
 
 pub(crate) mod agent;
+pub mod archives;
 pub mod exec;
 pub(crate) mod gather;
+mod held;
 pub mod local;
 pub mod pcmk;
 pub mod ports;
