@@ -285,6 +285,7 @@ section! {
     /// `[paths]`.
     struct PathsFragment {
         state_dir: Option<Loc<PathBuf>>,
+        state_on_data_mount: Option<Loc<String>>,
     }
 }
 

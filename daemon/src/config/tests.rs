@@ -299,6 +299,69 @@ fn an_archive_dir_on_another_filesystem_is_refused() {
     load(&[("/c.toml", GOOD), ("/d.toml", &extra)]).unwrap();
 }
 
+/// A configuration file on /dev/shm (a tmpfs of its own), with the state
+/// and data directories wherever `extra` puts them.
+fn with_config_on_shm(extra: &str) -> Result<Settings, ConfigError> {
+    use std::os::unix::fs::MetadataExt;
+    let shm = std::path::Path::new("/dev/shm");
+    assert!(
+        std::fs::metadata(shm).unwrap().dev() != std::fs::metadata("/").unwrap().dev(),
+        "/dev/shm must be a filesystem of its own for this test"
+    );
+    load(&[
+        ("/dev/shm/etcd-warden-test/c.toml", GOOD),
+        ("/d.toml", extra),
+    ])
+}
+
+#[test]
+fn a_state_dir_on_the_data_filesystem_is_refused_unless_the_configuration_is_on_it() {
+    // The defaults, /var/lib/etcd-warden and /var/lib/etcd/warden, share
+    // the root filesystem, which here does not hold the configuration.
+    let e = with_config_on_shm("").unwrap_err().to_string();
+    assert!(e.contains("key `paths.state_dir`"), "{e}");
+    assert!(
+        e.contains("the state directory /var/lib/etcd-warden and the data directory /var/lib/etcd/warden are on one filesystem"),
+        "{e}"
+    );
+    assert!(e.contains("mounted at /)"), "{e}");
+    assert!(
+        e.contains("configuration file /dev/shm/etcd-warden-test/c.toml"),
+        "{e}"
+    );
+    assert!(
+        e.contains("paths.state_on_data_mount = \"<reason>\""),
+        "{e}"
+    );
+    // With the configuration on that filesystem: one volume holds
+    // everything, and without it nothing runs.
+    load(&[("/c.toml", GOOD)]).unwrap();
+    // Said why: accepted; an empty reason is none.
+    with_config_on_shm(
+        "[paths]\nstate_on_data_mount = \"one disk, the config is on /dev/shm for a test\"\n",
+    )
+    .unwrap();
+    let e = with_config_on_shm("[paths]\nstate_on_data_mount = \" \"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("/d.toml:2: key `paths.state_on_data_mount`"),
+        "{e}"
+    );
+    // The data on another filesystem than the state: nothing to say.
+    let t = tempfile::TempDir::new_in("/dev/shm").unwrap();
+    let apart = format!("[etcd]\ndata_dir = {:?}\n", t.path().join("etcd"));
+    load(&[("/c.toml", GOOD), ("/d.toml", &apart)]).unwrap();
+    // The state beside the data on that other filesystem, the
+    // configuration on the root one: refused, naming the file and line.
+    let together = format!("{apart}[paths]\nstate_dir = {:?}\n", t.path().join("state"));
+    let e = load(&[("/c.toml", GOOD), ("/d.toml", &together)])
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("/d.toml:4: key `paths.state_dir`"), "{e}");
+    assert!(e.contains("mounted at /dev/shm)"), "{e}");
+}
+
 #[test]
 fn force_election_timeout_stays_within_what_etcd_accepts() {
     let e = failover_error(

@@ -76,6 +76,14 @@ pub(crate) fn settings(inputs: Inputs, layout: Layout) -> Result<Settings, Confi
     etcd_rules::urls_have_tls(&nodes, client_tls.is_some(), peer_tls.is_some())?;
     let etcd = self::etcd(etcd, client_tls, peer_tls, &files)?;
     let failover = self::failover(failover, &etcd.data_dir, &etcd.tuning, &files)?;
+    let state_dir = files.need(paths.state_dir, "paths.state_dir")?;
+    absolute(state_dir.clone())?;
+    state_dir_apart(
+        &state_dir,
+        &etcd.data_dir,
+        paths.state_on_data_mount,
+        &layout.main,
+    )?;
     let node_count = nodes.value.len();
     Ok(Settings {
         node_name,
@@ -84,7 +92,7 @@ pub(crate) fn settings(inputs: Inputs, layout: Layout) -> Result<Settings, Confi
         nodes: nodes.value.into_iter().map(node_settings).collect(),
         etcd,
         api: self::api(api, &files)?,
-        state_dir: absolute(files.need(paths.state_dir, "paths.state_dir")?)?,
+        state_dir: state_dir.value,
         timeouts: self::timeouts(timeouts, &files)?,
         failover,
         report: self::report(report, node_count, &files)?,
@@ -473,6 +481,63 @@ fn same_mount(archive: &Path, data_dir: &Path) -> Result<(), String> {
         data_dir.display(),
         d.point.display(),
         default_archive_dir(data_dir).display(),
+    ))
+}
+
+/// The state file is the witness that data existed (a blank data directory
+/// beside a state file is data lost; beside none, a new node). On one
+/// filesystem with the data, a volume that fails to mount blanks both, and
+/// a new cluster could be bootstrapped over the history. Refused unless
+/// that filesystem also holds the configuration file `config` (without it
+/// nothing runs at all: the root filesystem of a one-disk node) or
+/// `paths.state_on_data_mount` says why the layout is meant.
+fn state_dir_apart(
+    state_dir: &Loc<PathBuf>,
+    data_dir: &Path,
+    reason: Option<Loc<String>>,
+    config: &Path,
+) -> Result<(), ConfigError> {
+    if let Some(r) = reason {
+        if r.value.trim().is_empty() {
+            return Err(r.invalid(
+                "is empty: say why the state directory may share the data directory's filesystem",
+            ));
+        }
+        return Ok(());
+    }
+    match state_shares_data_filesystem(&state_dir.value, data_dir, config) {
+        Some(why) => Err(state_dir.invalid(why)),
+        None => Ok(()),
+    }
+}
+
+/// Why `state` may not be where it is, if it may not.
+fn state_shares_data_filesystem(state: &Path, data: &Path, config: &Path) -> Option<String> {
+    let (s_at, d_at) = (nearest_existing(state)?, nearest_existing(data)?);
+    let (s, d) = (mount_of(&s_at)?, mount_of(&d_at)?);
+    if s.dev != d.dev {
+        return None;
+    }
+    // A configuration given as text under a name that is no file's path
+    // (built in memory, validated in a test) is on no filesystem to compare.
+    if !config.is_absolute() && !config.is_file() {
+        return None;
+    }
+    let c = nearest_existing(&std::path::absolute(config).ok()?).and_then(|c| mount_of(&c));
+    if c.as_ref().is_some_and(|c| c.dev == s.dev) {
+        return None;
+    }
+    let config_on = c.map_or_else(
+        || "no filesystem found".to_owned(),
+        |c| format!("on the filesystem mounted at {}", c.point.display()),
+    );
+    Some(format!(
+        "the state directory {} and the data directory {} are on one filesystem (device {}, mounted at {}), which does not hold the configuration file {} ({config_on}): the state file is the witness that data existed, and if that filesystem fails to mount both look blank, so a new cluster could be bootstrapped over the old one's history; put paths.state_dir on the filesystem of the configuration file (the default /var/lib/etcd-warden on a root filesystem), or, if this layout is meant, say why with paths.state_on_data_mount = \"<reason>\"",
+        state.display(),
+        data.display(),
+        s.dev,
+        s.point.display(),
+        config.display(),
     ))
 }
 
