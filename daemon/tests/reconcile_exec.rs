@@ -242,6 +242,8 @@ fn force_archive_rejoin_promote_on_real_etcd() {
                     learner: false,
                     removed: false,
                     pending_epoch: None,
+                    voter_ids: Default::default(),
+                    state_lost: false,
                 },
             )
         });

@@ -312,6 +312,15 @@ pub struct DataRecord {
     /// of that epoch, acknowledged while it ran alone.
     #[serde(default)]
     pub pending_epoch: Option<u64>,
+    /// The member id of each voter its data's last quorate membership
+    /// listed, by node (see [`LocalData::voter_ids`]).
+    #[serde(default)]
+    pub voter_ids: std::collections::BTreeMap<String, u64>,
+    /// Its state file was missing while its member directory held data
+    /// (see [`LocalData::state_lost`]): its epoch is unknown (published as
+    /// 0) until a quorate look writes the state down again.
+    #[serde(default)]
+    pub state_lost: bool,
 }
 
 impl DataRecord {
@@ -325,6 +334,12 @@ impl DataRecord {
     /// or the epoch of a forced restart it has not seen done.
     pub fn may_hold_epoch(&self) -> u64 {
         self.epoch.max(self.pending_epoch.unwrap_or(0))
+    }
+
+    /// The owner has neither data nor a state file naming any: a new
+    /// machine, or one whose disks were replaced.
+    pub fn blank(&self) -> bool {
+        !self.has_data && !self.had_cluster() && !self.state_lost
     }
 }
 
@@ -484,6 +499,17 @@ pub struct LocalData {
     /// acknowledged alone, so it counts as "may hold writes of that epoch".
     #[serde(default)]
     pub pending_epoch: Option<u64>,
+    /// The member id of each voter the data's last quorate membership
+    /// listed, by node (written with `voters`).
+    #[serde(default)]
+    pub voter_ids: std::collections::BTreeMap<String, u64>,
+    /// The state file was missing while the member directory held data
+    /// (an OS disk reimaged, the file deleted): the cluster and member ids
+    /// were read from the data's write-ahead log, but the epoch, the
+    /// membership and whether the data formed a cluster are unknown, never
+    /// "epoch 0, never formed". Cleared by the next quorate look.
+    #[serde(default)]
+    pub state_lost: bool,
 }
 
 impl LocalData {

@@ -1110,3 +1110,67 @@ fn a_daemon_restarted_in_the_middle_of_a_force_forces_again() {
     assert!(!serving(&before), "{before:?}");
     assert!(!before.nodes[1].in_sync, "{before:?}");
 }
+
+/// State files lost (data intact) and machines replaced (no data, no state
+/// file, no archive) at any moment, with settling checked after two
+/// faults: no write is ever lost, and the pair settles or every refusal
+/// names a node with the newest data.
+fn lost_state_two_faults() -> Config {
+    two_faults(Config {
+        lose_state_file: true,
+        refusal_ends: true,
+        ..Config::two_node()
+    })
+}
+
+#[test]
+fn lost_state_files_and_replaced_machines_settle_or_name_the_newest_data() {
+    expect_whole_space(
+        "lost state files and replaced machines, two faults",
+        lost_state_two_faults(),
+        &["fenced", "forced a new cluster", "write acknowledged"],
+    );
+}
+
+/// The rule before: a missing state file read as "epoch 0, never formed".
+/// n1 is lost and fenced, n2 forces, n1 rejoins and is promoted; both lose
+/// power and n2's state file is gone. n2 takes its own voter data for stale
+/// beside n1's epoch and archives it, then waits to join n1, whose member
+/// waits for n2's vote.
+#[test]
+fn a_lost_state_file_read_as_new_is_caught() {
+    let cx = expect_violation(
+        Mutation::StateLossReadsAsNew,
+        "liveness",
+        lost_state_two_faults(),
+        80,
+    );
+    assert!(
+        cx.events
+            .iter()
+            .any(|e| matches!(e, Event::CrashLosingStateFile(_))),
+        "{}",
+        cx.render()
+    );
+}
+
+/// The rule before: a replaced machine (no data, no state file) was no
+/// proof that no other member runs. After a total outage its peer's member
+/// waits for the old member's vote and for a fence that never comes, the
+/// new machine waits for that member to serve, and neither names a command.
+#[test]
+fn a_blank_peer_taken_for_no_proof_is_caught() {
+    let cx = expect_violation(
+        Mutation::BlankPeerIsNoProof,
+        "liveness",
+        lost_state_two_faults(),
+        80,
+    );
+    assert!(
+        cx.events
+            .iter()
+            .any(|e| matches!(e, Event::CrashReplacingDisks(_))),
+        "{}",
+        cx.render()
+    );
+}

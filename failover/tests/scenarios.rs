@@ -34,6 +34,8 @@ fn record(node: &str, has_data: bool, epoch: u64) -> DataRecord {
         learner: false,
         removed: false,
         pending_epoch: None,
+        voter_ids: Default::default(),
+        state_lost: false,
     }
 }
 
@@ -99,6 +101,8 @@ fn data(member_id: u64, epoch: u64, voters: &[&str]) -> LocalData {
         bootstrap_token: None,
         joining: false,
         pending_epoch: None,
+        voter_ids: Default::default(),
+        state_lost: false,
     }
 }
 
@@ -2011,7 +2015,7 @@ fn an_unconfirmed_force_counts_when_the_member_dir_is_lost() {
         );
         let (reason, cmd) = d.refusal().expect("must refuse");
         assert!(
-            reason.contains("forced a new cluster (epoch 3) not yet confirmed"),
+            reason.contains("forced a new cluster (epoch 3) that was never confirmed"),
             "{reason}"
         );
         assert!(
@@ -2069,4 +2073,148 @@ fn a_peers_unconfirmed_force_is_no_proof_that_it_holds_nothing() {
     // A confirmed-equal peer without data is the proof it always was.
     peer_mut(&mut f, B).record.as_mut().unwrap().pending_epoch = None;
     assert!(forces(&f), "{:?}", decide(&f));
+}
+
+/// After a total outage n1 comes back with its data intact but without its
+/// state file (an OS disk reimaged): its ids come from the data, its epoch
+/// is unknown. n2's record (epoch 1) lists n1's member as a voter of the
+/// same cluster, so n1's data is part of that membership: n1 starts it,
+/// never archiving it as stale for n2's higher epoch.
+fn n1_state_lost() -> Facts {
+    let mut f = healthy(A);
+    f.trigger = Trigger::Start;
+    f.etcd = EtcdView::NotRunning;
+    f.local = LocalMarkers::default();
+    f.data = LocalData {
+        exists: true,
+        formed: true,
+        cluster_id: Some(CLUSTER),
+        member_id: Some(ID_A),
+        state_lost: true,
+        member_dir: "/var/lib/etcd/member".into(),
+        ..LocalData::default()
+    };
+    let b = peer_mut(&mut f, B);
+    let r = b.record.as_mut().expect("a record");
+    r.epoch = 1;
+    r.voter_ids = [(A.to_string(), ID_A), (B.to_string(), ID_B)].into();
+    f
+}
+
+#[test]
+fn a_lost_state_file_beside_a_peer_listing_its_member_starts_the_data() {
+    let f = n1_state_lost();
+    let d = decide(&f);
+    assert!(
+        d.steps.contains(&Step::StartEtcd {
+            mode: StartMode::Existing
+        }),
+        "{d:?}"
+    );
+    assert!(
+        !has(&f, |s| matches!(s, Step::ArchiveDataDir { .. })),
+        "{d:?}"
+    );
+    // The record says the epoch is unknown, not 0.
+    let r = warden_failover::decide::expected_record(&f);
+    assert!(r.state_lost && r.has_data && r.epoch == 0, "{r:?}");
+    // Running without quorum beside n2's higher epoch: not stopped as stale.
+    let mut running = f.clone();
+    running.trigger = Trigger::Monitor;
+    running.etcd = EtcdView::Running(live(
+        ID_A,
+        vec![member(ID_A, A, false, true), member(ID_B, B, false, false)],
+        false,
+        false,
+    ));
+    assert!(
+        !has(&running, |s| matches!(s, Step::StopEtcd)),
+        "{:?}",
+        decide(&running)
+    );
+}
+
+/// The same loss beside a peer whose record does not list n1's member (it
+/// went on without it, or names another member for n1): which data is
+/// newest is unknown, so n1 starts nothing, refuses and names the peer,
+/// whose state file is intact, and the command that keeps its data.
+#[test]
+fn a_lost_state_file_beside_a_peer_not_listing_its_member_refuses() {
+    let mut f = n1_state_lost();
+    peer_mut(&mut f, B)
+        .record
+        .as_mut()
+        .unwrap()
+        .voter_ids
+        .insert(A.to_string(), ID_B2);
+    let d = decide(&f);
+    assert!(
+        !d.steps
+            .iter()
+            .any(|s| matches!(s, Step::StartEtcd { .. } | Step::ArchiveDataDir { .. })),
+        "{d:?}"
+    );
+    let (reason, cmd) = d.refusal().expect("must refuse");
+    assert!(reason.contains("state file is missing"), "{reason}");
+    assert!(reason.contains("epoch unknown"), "{reason}");
+    assert_eq!(cmd, "etcd-warden recover keep-data-of --node n2");
+    // A quorate cluster that does not list n1's member: archive and join.
+    let mut f = n1_state_lost();
+    f.cluster = Some(ClusterView {
+        cluster_id: CLUSTER,
+        epoch: 1,
+        members: vec![member(ID_B, B, false, true)],
+        leave_lock: None,
+    });
+    assert!(
+        has(&f, |s| matches!(s, Step::ArchiveDataDir { .. })),
+        "{:?}",
+        decide(&f)
+    );
+}
+
+/// A replaced machine (no data, no state file, no archive) beside n1,
+/// whose member runs without quorum after a total outage, waiting for the
+/// vote of n2's old member. n2 names n1 and the command that lets n1 go on
+/// alone; n1 takes the blank peer as proof that no other member runs but,
+/// without the in-sync marker, refuses with the same command; with the
+/// marker (n1 ran throughout), it forces by itself.
+#[test]
+fn a_replaced_machine_beside_a_waiting_member_names_the_command() {
+    let mut blank = fresh(B);
+    blank.trigger = Trigger::Start;
+    let a = peer_mut(&mut blank, A);
+    a.etcd = ResourceState::Started;
+    *a.record.as_mut().unwrap() = record(A, true, 2);
+    let d = decide(&blank);
+    assert!(
+        !d.steps.iter().any(|s| matches!(s, Step::StartEtcd { .. })),
+        "{d:?}"
+    );
+    let (reason, cmd) = d.refusal().expect("must refuse");
+    assert!(reason.contains("new or replaced machine"), "{reason}");
+    assert_eq!(cmd, "etcd-warden recover force-new-cluster --node n1");
+
+    let mut survivor = healthy(A);
+    survivor.local = LocalMarkers::default();
+    survivor.data.epoch = 2;
+    *live_mut(&mut survivor) = live(
+        ID_A,
+        vec![member(ID_A, A, false, true), member(ID_B, B, false, false)],
+        false,
+        false,
+    );
+    *peer_mut(&mut survivor, B).record.as_mut().unwrap() = record(B, false, 0);
+    let d = decide(&survivor);
+    let (reason, cmd) = d.refusal().expect("must refuse");
+    assert!(reason.contains("new or replaced machine"), "{reason}");
+    assert_eq!(cmd, "etcd-warden recover force-new-cluster --node n1");
+    survivor.local = LocalMarkers {
+        in_sync_boot: Some(boot(A)),
+    };
+    assert!(
+        has(&survivor, |s| matches!(s, Step::SetClaim { .. })),
+        "{:?}",
+        decide(&survivor)
+    );
 }

@@ -389,6 +389,7 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                         .update_state(|st| {
                             st.epoch = *epoch;
                             st.pending_epoch = None;
+                            st.epoch_unknown = false;
                             st.bootstrap_token = None;
                             st.joining = true;
                             st.departed = false;

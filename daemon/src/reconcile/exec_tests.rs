@@ -410,6 +410,8 @@ fn a_peer_whose_own_removal_is_committed_allows_a_force_with_the_marker() {
         learner: true,
         removed: true,
         pending_epoch: None,
+        voter_ids: Default::default(),
+        state_lost: false,
     });
     f.pacemaker.nodes[1] = b;
     f.data.cluster_id = Some(7);

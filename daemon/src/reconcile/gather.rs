@@ -229,6 +229,59 @@ fn removal_seen(
     })
 }
 
+/// Writes a state file that went missing beside data down again from what
+/// the data itself says: the cluster and member ids in its write-ahead
+/// log, and that its epoch is unknown (never "epoch 0, never formed",
+/// which would make this node call its own voter data stale beside any
+/// peer of a higher epoch). Nothing when the state file exists or there is
+/// no log.
+fn derive_lost_state(paths: &LocalPaths) -> Result<(), super::local::LocalError> {
+    if paths.state_file.exists() || !paths.has_data() {
+        return Ok(());
+    }
+    let ids = super::held::ids(&paths.member_dir());
+    let st = StateFile {
+        formed: true,
+        member_id: ids.map(|(m, _)| m),
+        cluster_id: ids.map(|(_, c)| c),
+        epoch_unknown: true,
+        ..StateFile::default()
+    };
+    paths.write_state(&st)?;
+    tracing::warn!(
+        state_file = %paths.state_file.display(),
+        member = ?st.member_id.map(|m| format!("{m:x}")),
+        cluster = ?st.cluster_id.map(|c| format!("{c:x}")),
+        "the state file was missing beside etcd data: wrote it again from the data's write-ahead log, with the epoch unknown"
+    );
+    Ok(())
+}
+
+/// The epoch a sole voter whose state file was lost writes down: a learner
+/// of its membership joined at its epoch (its record names it), and any
+/// other node's data is older than this one, which serves alone, so the
+/// epoch goes above what its record names (a forced restart not yet seen
+/// done included).
+fn sole_voter_epoch(
+    own: u64,
+    me: &str,
+    members: &[MemberInfo],
+    records: &BTreeMap<String, (Option<DataRecord>, Option<Claim>)>,
+) -> u64 {
+    records
+        .iter()
+        .filter(|(n, _)| n.as_str() != me)
+        .filter_map(|(n, (r, _))| r.as_ref().map(|r| (n, r)))
+        .map(|(n, r)| {
+            if members.iter().any(|m| &m.node == n) {
+                r.epoch
+            } else {
+                r.may_hold_epoch() + 1
+            }
+        })
+        .fold(own, u64::max)
+}
+
 /// The cluster as another node's etcd answers it with quorum.
 async fn cluster_via_peers<P, E: EtcdOps, S>(
     core: &Ports<'_, P, E, S>,
@@ -285,6 +338,7 @@ pub(crate) async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
 ) -> Result<Facts, GatherError> {
     let s = core.settings;
     let pcmk = core.pacemaker;
+    derive_lost_state(paths)?;
     let names: Vec<String> = s.nodes.iter().map(|n| n.name.clone()).collect();
     // Every node's two attributes at once: each read is a crm_attribute
     // process, and run one after another they cost more than crm_mon itself
@@ -456,6 +510,18 @@ pub(crate) async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                         st.epoch = st.epoch.max(r.epoch);
                     }
                 }
+                st.voter_ids = l.voters().map(|m| (m.node.clone(), m.id)).collect();
+                if st.epoch_unknown {
+                    st.epoch_unknown = false;
+                    if voters == [s.node_name.as_str()] {
+                        st.epoch = sole_voter_epoch(st.epoch, &s.node_name, &l.members, &attrs);
+                    }
+                    tracing::warn!(
+                        epoch = st.epoch,
+                        ?voters,
+                        "wrote the lost state file down again from a quorate look"
+                    );
+                }
                 st.voters = voters;
             }
         })?,
@@ -497,6 +563,13 @@ pub(crate) async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
         departed: state.departed,
         archives: u32::try_from(paths.archives().len()).unwrap_or(u32::MAX),
         pending_epoch: state.pending_epoch.filter(|p| *p > state.epoch),
+        voter_ids: state
+            .voter_ids
+            .iter()
+            .filter(|(n, _)| state.voters.contains(n))
+            .map(|(n, id)| (n.clone(), *id))
+            .collect(),
+        state_lost: state.epoch_unknown && paths.has_data(),
     };
     Ok(Facts {
         node: s.node_name.clone(),

@@ -93,6 +93,16 @@ pub struct StateFile {
     /// empty cluster.
     #[serde(default)]
     pub(crate) reseeding: bool,
+    /// The member id of each voter at the last quorate look, by node
+    /// (written with `voters`).
+    #[serde(default)]
+    pub(crate) voter_ids: std::collections::BTreeMap<String, u64>,
+    /// The state file was missing beside data and was written again from
+    /// the data's write-ahead log (cluster and member ids): the epoch, the
+    /// membership and whether the data formed a cluster are unknown until
+    /// the next quorate look.
+    #[serde(default)]
+    pub(crate) epoch_unknown: bool,
 }
 
 impl StateFile {

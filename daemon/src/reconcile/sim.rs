@@ -175,6 +175,8 @@ pub(crate) fn record(
         learner: false,
         removed: false,
         pending_epoch: None,
+        voter_ids: Default::default(),
+        state_lost: false,
     }
 }
 

@@ -73,7 +73,7 @@ mod two_node;
 pub use mutations::{Mutation, Policy, decide_with};
 pub use proof::{
     DownProof, bootstrap_token, claim_is_valid, expected_record, peer_down_proof,
-    peer_holds_no_data, peer_removed_itself, resolve,
+    peer_holds_no_data, peer_is_blank, peer_removed_itself, resolve,
 };
 
 struct Decider<'a> {
@@ -194,12 +194,38 @@ impl<'a> Decider<'a> {
     /// An action that acts now. Start and stop report what it will be once
     /// done; monitor (and reconcile) describe etcd as it is now, because a
     /// monitor never acts itself: the daemon's loop carries the steps out.
+    ///
+    /// Every such result carries its reason. A monitor that finds etcd not
+    /// running while the daemon starts it to join (or to complete a
+    /// bootstrap, or to restart a member whose data is gone) is the
+    /// continuation of a start that held back and returned: degraded (190)
+    /// with the reason, never failed, or Pacemaker would recover the member
+    /// it just started with a stop (a graceful leave) and a new start.
     fn act(&mut self, step: Step, outcome: Outcome, reason: Option<String>) -> Decision {
-        self.steps.push(step);
         let running = matches!(self.f.etcd, EtcdView::Running(_));
-        let outcome = match self.f.trigger {
-            Trigger::Monitor | Trigger::Reconcile if !running => self.down_outcome(),
-            _ => outcome,
+        let joining = matches!(
+            step,
+            Step::StartEtcd {
+                mode: StartMode::Join { .. } | StartMode::Reseed | StartMode::New
+            }
+        );
+        let doing = doing(&step);
+        self.steps.push(step);
+        let (outcome, reason) = match self.f.trigger {
+            Trigger::Monitor | Trigger::Reconcile if !running => {
+                let started = matches!(
+                    self.f.me().map(|m| m.etcd),
+                    Some(ResourceState::Started | ResourceState::Starting)
+                );
+                let outcome = if joining && started {
+                    Outcome::Degraded
+                } else {
+                    self.down_outcome()
+                };
+                let reason = reason.unwrap_or_else(|| format!("etcd does not run here: {doing}"));
+                (outcome, Some(reason))
+            }
+            _ => (outcome, reason),
         };
         self.done(outcome, reason)
     }
@@ -334,6 +360,29 @@ impl<'a> Decider<'a> {
 /// (learners never count as voters).
 fn wants_to_join(p: &NodeView) -> bool {
     p.online && !p.standby && p.record.is_some() && p.etcd != ResourceState::Stopping
+}
+
+/// What the daemon does with `step`, for a monitor's reason.
+fn doing(step: &Step) -> String {
+    match step {
+        Step::StartEtcd { mode } => match mode {
+            StartMode::New => "the daemon starts it to bootstrap the cluster".into(),
+            StartMode::Existing => "the daemon starts it again from its data".into(),
+            StartMode::Join { epoch } => format!(
+                "the daemon starts it to join the cluster (epoch {epoch}) as the learner added for this node"
+            ),
+            StartMode::Reseed => {
+                "the daemon restarts this node's member on an empty data directory".into()
+            }
+        },
+        Step::ArchiveDataDir { reason } => {
+            format!("the daemon archives its data before rejoining ({reason})")
+        }
+        Step::ForceNewCluster { epoch } => {
+            format!("the daemon restarts it alone as a new cluster (epoch {epoch})")
+        }
+        other => format!("the daemon carries out {other:?}"),
+    }
 }
 
 fn describe(p: &NodeView) -> String {

@@ -108,6 +108,16 @@ pub enum Mutation {
     /// restart): the proof that its data holds every write is gone, and
     /// the survivor refuses until an operator acts (a model switch).
     ClearMarkerMidForce,
+    /// The rule before a blank peer (neither data nor a state file) was a
+    /// proof that no other member runs: beside it, a node whose member
+    /// waits for the blank node's old vote waits for a fence that never
+    /// comes, and the blank node waits for that member to serve.
+    BlankPeerIsNoProof,
+    /// The rule before a missing state file was unknown: it read as
+    /// "epoch 0, never formed", so a node whose state file was lost took
+    /// its own voter data for stale beside a peer of a higher epoch and
+    /// archived it.
+    StateLossReadsAsNew,
 }
 
 /// How `decide` behaves under the model checker's tests.
@@ -122,12 +132,17 @@ pub struct Policy {
 /// through it).
 #[cfg(feature = "model")]
 pub fn decide_with(facts: &Facts, policy: &Policy) -> Decision {
-    let unpended;
-    let facts = if policy.mutation == Some(Mutation::IgnorePendingEpoch) {
-        unpended = without_pending_epochs(facts);
-        &unpended
-    } else {
-        facts
+    let rewritten;
+    let facts = match policy.mutation {
+        Some(Mutation::IgnorePendingEpoch) => {
+            rewritten = without_pending_epochs(facts);
+            &rewritten
+        }
+        Some(Mutation::StateLossReadsAsNew) => {
+            rewritten = lost_state_as_new(facts);
+            &rewritten
+        }
+        _ => facts,
     };
     Decider {
         f: facts,
@@ -135,6 +150,26 @@ pub fn decide_with(facts: &Facts, policy: &Policy) -> Decision {
         steps: Vec::new(),
     }
     .run()
+}
+
+/// `facts` as the rule before saw them: a missing state file read as the
+/// default state (epoch 0, never formed, no ids).
+fn lost_state_as_new(facts: &Facts) -> Facts {
+    let mut f = facts.clone();
+    if f.data.state_lost {
+        f.data = crate::facts::LocalData {
+            exists: f.data.exists,
+            member_dir: f.data.member_dir.clone(),
+            archives: f.data.archives,
+            ..Default::default()
+        };
+    }
+    for n in &mut f.pacemaker.nodes {
+        if let Some(r) = n.record.as_mut() {
+            r.state_lost = false;
+        }
+    }
+    f
 }
 
 /// `facts` as the rule before saw them: no pending epoch anywhere.

@@ -36,6 +36,12 @@ pub enum DownProof {
     /// persisted commit index, older than the removal (etcd syncs a commit
     /// index change only with new entries), still lists the peer.
     RemovedItself,
+    /// The peer is online and its daemon says, this boot, that it has
+    /// neither data nor a state file naming any (a new machine, or one
+    /// whose disks were replaced): no member runs there. It says nothing
+    /// about what the lost disk held, so a force still needs this node's
+    /// in-sync marker.
+    Blank,
     /// No proof at all: only a mutation produces this.
     NoLeaderOnly,
 }
@@ -53,6 +59,7 @@ impl std::fmt::Display for DownProof {
                     "it left the member list and its data shows the removal committed"
                 )
             }
+            DownProof::Blank => write!(f, "online with neither data nor a state file"),
             DownProof::NoLeaderOnly => write!(f, "no leader (no proof)"),
         }
     }
@@ -181,6 +188,21 @@ pub fn peer_holds_no_data(facts: &Facts, peer: &NodeView) -> bool {
 }
 
 /// Whether `peer` is online and its daemon published, this boot, that it
+/// has neither data nor a state file (see [`DataRecord::blank`]), beside
+/// this node's data that formed a cluster: no member runs there. Only a
+/// voter that is not departed uses this.
+pub fn peer_is_blank(facts: &Facts, peer: &NodeView) -> bool {
+    let d = &facts.data;
+    peer.online
+        && !peer.unclean
+        && peer.etcd != ResourceState::Stopping
+        && peer.record.as_ref().is_some_and(DataRecord::blank)
+        && d.exists
+        && d.formed
+        && !d.departed
+}
+
+/// Whether `peer` is online and its daemon published, this boot, that it
 /// left the member list and that its data shows its removal committed, in
 /// the cluster `cluster_id` this node's member runs, at this node's epoch.
 /// Only a voter that is not departed uses this, from a two-member
@@ -277,14 +299,41 @@ pub fn expected_record(facts: &Facts) -> DataRecord {
         lost_member: facts
             .data
             .member_id
-            .filter(|_| facts.data.lost() && !facts.data.joining),
+            .filter(|_| facts.data.lost() && !facts.data.joining)
+            .or_else(|| old_learner_of_blank(facts)),
         learner: facts.data.learner_only(&facts.node),
         removed: facts.data.removed_by_own_leave(&facts.node),
         pending_epoch: facts
             .data
             .pending_epoch
             .filter(|_| facts.data.force_unconfirmed()),
+        voter_ids: facts
+            .data
+            .voter_ids
+            .iter()
+            .filter(|(n, _)| facts.data.voters.contains(n))
+            .map(|(n, id)| (n.clone(), *id))
+            .collect(),
+        state_lost: facts.data.state_lost && facts.data.exists,
     }
+}
+
+/// For a node without data or a state file (a replaced machine): a learner
+/// the quorate cluster lists at this node that has run. It ran on the old
+/// disks, so it can never run again here: the leader's progress for it is
+/// past an empty log.
+fn old_learner_of_blank(facts: &Facts) -> Option<u64> {
+    let d = &facts.data;
+    if d.exists || d.had_cluster() || d.joining || d.archives > 0 {
+        return None;
+    }
+    facts
+        .cluster
+        .as_ref()?
+        .members
+        .iter()
+        .find(|m| m.node == facts.node && m.is_learner && m.started)
+        .map(|m| m.id)
 }
 
 /// The command that resolves a refusal, so that every refusal names one.

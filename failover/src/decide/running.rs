@@ -9,6 +9,19 @@ impl Decider<'_> {
     pub(super) fn two_node_running(&mut self, live: &LiveEtcd, peer: &NodeView) -> Decision {
         let f = self.f;
         if live.is_learner {
+            if !live.quorate()
+                && peer.online
+                && peer.record.as_ref().is_some_and(DataRecord::blank)
+                && !broken!(self, BlankPeerIsNoProof)
+            {
+                return self.refuse(
+                    format!(
+                        "this node's member is a learner, never promoted, and {} is online with neither etcd data nor a state file (a new or replaced machine): the voter's data is gone, and a learner's data may lack acknowledged writes",
+                        peer.name
+                    ),
+                    resolve::restore_data(&f.node, f.data.archives),
+                );
+            }
             let reason = if live.quorate() {
                 "learner catching up; the voter promotes it once etcd reports it in sync".into()
             } else {
@@ -21,6 +34,22 @@ impl Decider<'_> {
         }
         if live.quorate() {
             return self.two_node_quorate(live, peer);
+        }
+        // A state file lost: the epoch is unknown, but a quorate cluster
+        // that does not list this member went on without it.
+        if f.data.state_lost
+            && let Some(c) = &f.cluster
+            && !c.members.iter().any(|m| Some(m.id) == f.data.member_id)
+        {
+            let outcome = self.waiting_outcome();
+            return self.act(
+                Step::StopEtcd,
+                outcome,
+                Some(format!(
+                    "the quorate cluster does not list this node's member {:x}: stopping it to rejoin as a learner",
+                    live.member_id
+                )),
+            );
         }
         let peer_votes = live.voters().any(|m| m.node == peer.name);
         if !peer_votes {
@@ -36,6 +65,7 @@ impl Decider<'_> {
             && peer.online
             && r.has_data
             && r.epoch > f.data.epoch
+            && !f.data.state_lost
         {
             let outcome = self.waiting_outcome();
             return self.act(
@@ -53,6 +83,9 @@ impl Decider<'_> {
         }
         if proof.is_none() && peer_removed_itself(f, peer, live.cluster_id) {
             proof = Some(DownProof::RemovedItself);
+        }
+        if proof.is_none() && peer_is_blank(f, peer) && !broken!(self, BlankPeerIsNoProof) {
+            proof = Some(DownProof::Blank);
         }
         if proof.is_none() && broken!(self, ForceOnNoLeader) {
             proof = Some(DownProof::NoLeaderOnly);
@@ -144,6 +177,10 @@ impl Decider<'_> {
                 DownProof::HoldsNoData => format!(
                     "{} runs no member and its data is gone, so this node holds the only data, but after a power loss its last acknowledged writes may lie past the commit index it persisted, which a forced restart drops",
                     peer.name
+                ),
+                DownProof::Blank => format!(
+                    "{} is online with neither etcd data nor a state file (a new or replaced machine), so no other member runs and this node holds the newest data known; nothing shows whether {}'s lost disk held writes this node lacks, and after a power loss this node's last acknowledged writes may lie past the commit index it persisted, which a forced restart drops",
+                    peer.name, peer.name
                 ),
                 DownProof::RemovedItself => format!(
                     "{} left the member list and its data shows the removal committed, but this member's persisted commit index predates it, so it waits for a vote the removed member never gives; this node holds the newest data, though its last acknowledged writes may lie past that commit index, which a forced restart drops",

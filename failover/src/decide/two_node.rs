@@ -122,7 +122,7 @@ impl Decider<'_> {
         );
         if d.force_unconfirmed() {
             reason.push_str(&format!(
-                ", and that it forced a new cluster (epoch {}) not yet confirmed, so it may have acknowledged writes of that epoch alone",
+                ", and that it forced a new cluster (epoch {}) that was never confirmed, so it may have acknowledged writes of that epoch alone",
                 d.may_hold_epoch()
             ));
         }
@@ -261,6 +261,9 @@ impl Decider<'_> {
                 "waiting for {}'s daemon to publish its record (its data may be newer)",
                 peer.name
             ));
+        }
+        if f.data.state_lost && !broken!(self, StateLossReadsAsNew) {
+            return self.start_without_state(peer);
         }
         if let Some(r) = &peer.record
             && r.has_data
@@ -424,8 +427,114 @@ impl Decider<'_> {
             && r.has_data
             && !r.departed
             && !r.removed
+            && !r.state_lost
             && (any_data
                 || (r.formed && !r.learner && r.epoch == d.epoch && r.cluster_id == d.cluster_id))
+    }
+
+    /// This node is blank (no data, no state file naming any) and the
+    /// peer's member, a formed voter's data, runs while no quorate cluster
+    /// answers: in a two-node pair it waits for the vote of this node's
+    /// old member, which is gone with the disk. Nothing here can end that
+    /// safely: whether the lost disk held writes the peer lacks is
+    /// unknown, so only an operator may let the peer go on alone (its
+    /// daemon refuses and names the same command).
+    fn blank_beside_waiting_member(&self, peer: &NodeView, r: &DataRecord) -> bool {
+        let f = self.f;
+        !f.data.had_cluster()
+            && f.data.archives == 0
+            && f.cluster.is_none()
+            && peer.online
+            && !peer.unclean
+            && peer.etcd == ResourceState::Started
+            && r.formed
+            && !r.learner
+            && !r.departed
+            && !broken!(self, BlankPeerIsNoProof)
+    }
+
+    /// This node's state file is missing although its member directory
+    /// holds data: the cluster and member ids come from the data's
+    /// write-ahead log, the epoch and membership are unknown. An epoch
+    /// comparison would call this data stale beside any peer whose epoch
+    /// is above 0, though it may be that very epoch's voter data. What
+    /// decides instead is the peer's own record of its membership: when it
+    /// lists this data's member as a voter of the same cluster, this data
+    /// is part of that membership (or of a newer one forced from it, which
+    /// then serves alone while the peer's waits), and starting it is a
+    /// plain start that raft arbitrates. Otherwise it refuses and names
+    /// the peer, whose state file is intact, and the command that keeps
+    /// its data. (A quorate cluster, when one answers, is read first: see
+    /// `two_node_start`.)
+    fn start_without_state(&mut self, peer: &NodeView) -> Decision {
+        let f = self.f;
+        let d = &f.data;
+        let listed = peer.record.as_ref().is_some_and(|r| {
+            r.has_data
+                && r.formed
+                && !r.learner
+                && !r.state_lost
+                && r.cluster_id.is_some()
+                && r.cluster_id == d.cluster_id
+                && d.member_id.is_some()
+                && r.voter_ids.get(&f.node) == d.member_id.as_ref()
+        });
+        let claimed = peer
+            .claim
+            .as_ref()
+            .is_some_and(|c| claim_is_valid(f, peer, c));
+        // The peer holds no data (this data is the only data there is), or
+        // its state file is lost too (no epoch can be compared on either
+        // side): a plain start is harmless, raft needs the votes its own
+        // membership names; the running branch takes it from there, and a
+        // quorate cluster that does not list this member makes it stop
+        // and rejoin.
+        let plain = peer.record.as_ref().is_some_and(|r| {
+            !r.has_data || (r.state_lost && r.cluster_id.is_some() && r.cluster_id == d.cluster_id)
+        });
+        if (listed || plain) && !claimed {
+            return self.act(
+                Step::StartEtcd {
+                    mode: StartMode::Existing,
+                },
+                Outcome::Success,
+                Some(format!(
+                    "this node's state file is missing; its data is member {:x} of cluster {:x} (read from the write-ahead log), {}: starting it",
+                    d.member_id.unwrap_or(0),
+                    d.cluster_id.unwrap_or(0),
+                    match &peer.record {
+                        _ if listed => format!("which {}'s data lists as a voter", peer.name),
+                        Some(r) if r.has_data => format!(
+                            "and {} lost its state file too: a plain start in the data's own membership",
+                            peer.name
+                        ),
+                        _ => format!("the only data: {} holds none", peer.name),
+                    }
+                )),
+            );
+        }
+        let what = match &peer.record {
+            Some(r) if r.has_data && r.state_lost => {
+                format!("{} lost its state file too", peer.name)
+            }
+            Some(r) if r.has_data => format!(
+                "{}'s data (epoch {}) does not list it as a voter",
+                peer.name, r.epoch
+            ),
+            Some(_) => format!("{} holds no data", peer.name),
+            None => format!("{} has not said what it holds", peer.name),
+        };
+        let outcome = self.held_outcome();
+        self.refuse_as(
+            format!(
+                "this node's state file is missing; its data is member {} of cluster {} (read from the write-ahead log), epoch unknown, and {what}: which node holds the newest data is unknown; {} keeps its state file",
+                d.member_id.map_or("?".into(), |m| format!("{m:x}")),
+                d.cluster_id.map_or("?".into(), |c| format!("{c:x}")),
+                peer.name
+            ),
+            resolve::keep_data_of(&peer.name),
+            outcome,
+        )
     }
 
     pub(super) fn start_without_data(&mut self, peer: &NodeView) -> Decision {
@@ -443,6 +552,21 @@ impl Decider<'_> {
                 {
                     self.hold(format!(
                         "the cluster lists this node's old learner {:x}, whose data is gone: waiting for the leader on {} to remove it and add this node anew",
+                        m.id, peer.name
+                    ))
+                }
+                // A blank node (a replaced machine) whose old learner has
+                // run: the leader's progress for it is past an empty log.
+                Some(m)
+                    if m.is_learner
+                        && m.started
+                        && !f.data.had_cluster()
+                        && f.data.archives == 0
+                        && !f.data.joining
+                        && !broken!(self, BlankPeerIsNoProof) =>
+                {
+                    self.hold(format!(
+                        "the cluster lists this node's old learner {:x}, which has run, and this node has no data: waiting for the leader on {} to remove it and add this node anew",
                         m.id, peer.name
                     ))
                 }
@@ -508,6 +632,39 @@ impl Decider<'_> {
                     peer.name
                 )),
             ),
+            // The peer holds only a learner's data, never promoted, and this
+            // node has none: in a pair the voter it was learning from was
+            // this node, whose data is gone (a replaced machine, an
+            // archive). A learner counts for no commit, so its data may
+            // lack acknowledged writes.
+            Some(r)
+                if r.has_data
+                    && r.learner
+                    && f.cluster.is_none()
+                    && !broken!(self, BlankPeerIsNoProof)
+                    && !broken!(self, WaitOnLearnerData) =>
+            {
+                let outcome = self.held_outcome();
+                self.refuse_as(
+                    format!(
+                        "this node has no etcd data, and {} holds only a learner's data, never promoted, which may lack acknowledged writes: the voter's data is gone",
+                        peer.name
+                    ),
+                    resolve::restore_data(&peer.name, r.archives),
+                    outcome,
+                )
+            }
+            Some(r) if r.has_data && self.blank_beside_waiting_member(peer, r) => {
+                let outcome = self.held_outcome();
+                self.refuse_as(
+                    format!(
+                        "this node has neither etcd data nor a state file (a new or replaced machine), and {}'s member runs without quorum, waiting for the vote of this node's old member, which is gone; {} holds the newest data known, but nothing shows whether this node's lost disk held writes it lacks",
+                        peer.name, peer.name
+                    ),
+                    resolve::force_new_cluster(&peer.name),
+                    outcome,
+                )
+            }
             Some(r) if r.has_data => self.hold(format!(
                 "{} holds the data; waiting for its etcd to start so that this node can join",
                 peer.name

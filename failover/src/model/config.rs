@@ -32,6 +32,12 @@ pub struct Config {
     /// the node's member directory is gone (a data volume not mounted at
     /// boot, a replaced disk) while its state file, kept elsewhere, stays.
     pub lose_member_dir: bool,
+    /// Two-node: a `CrashLosingStateFile` event is a power loss after which
+    /// the node's state file is gone while its data is intact (an OS disk
+    /// reimaged), and a `CrashReplacingDisks` event one after which the
+    /// node has neither data, nor state file, nor archives (a replaced
+    /// machine with the same name).
+    pub lose_state_file: bool,
     /// Two-node: every daemon also keeps its own wall-clock note of when
     /// it saw each peer join (a file on /run, gone at power-off), as the
     /// rule before proofs came from Pacemaker's records did; a
@@ -110,6 +116,7 @@ impl Config {
             spare: false,
             disk_swap: false,
             lose_member_dir: false,
+            lose_state_file: false,
             join_records: false,
             clock_steps: false,
             prior_fences: false,

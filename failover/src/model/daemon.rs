@@ -14,7 +14,7 @@ impl EtcdModel {
     pub(super) fn carry_out(&self, s: &mut State, x: usize, step: &Step) {
         match step {
             Step::PublishRecord => {
-                let rec = self.rec_of(&s.nodes[x], x);
+                let rec = self.rec_of(s, x);
                 s.nodes[x].record = Some(rec);
             }
             Step::StartEtcd { mode } => {
@@ -38,6 +38,7 @@ impl EtcdModel {
                             })
                             .collect();
                         s.nodes[x].lost = None;
+                        s.nodes[x].state_lost = false;
                         s.nodes[x].data = Some(Data::fresh(x as u8 + 1, config, false));
                         s.nodes[x].etcd = true;
                     }
@@ -55,7 +56,7 @@ impl EtcdModel {
                             connected(s, x, l)
                                 && self.leader(s, l) == Some(l)
                                 && running_data(s, l).is_some_and(|d| {
-                                    u64::from(d.epoch) == *epoch
+                                    u64::from(d.recorded_epoch()) == *epoch
                                         && d.config.iter().any(|e| e.node == x)
                                 })
                         });
@@ -77,6 +78,7 @@ impl EtcdModel {
                             ));
                         }
                         s.nodes[x].lost = None;
+                        s.nodes[x].state_lost = false;
                         s.nodes[x].data = Some(Data::empty_member_of(&dl, entry.id, false));
                         s.nodes[x].etcd = true;
                     }
@@ -174,6 +176,7 @@ impl EtcdModel {
                     return;
                 }
                 node.data = None;
+                node.state_lost = false;
                 node.archives = node.archives.saturating_add(1);
             }
             Step::AddLearner { node } => {
@@ -406,13 +409,77 @@ impl EtcdModel {
         if !self.quorate(s, x) {
             return;
         }
+        self.state_written_again(s, x);
+        self.fellow_voters_epoch(s, x);
         let Some(d) = s.nodes[x].data.as_mut() else {
             return;
         };
         if let Some(p) = d.pending.take()
             && d.config.iter().filter(|e| !e.learner).count() == 1
         {
-            d.epoch = d.epoch.max(p);
+            d.epoch = d.recorded_epoch().max(p);
+            d.label = None;
+        }
+    }
+
+    /// A quorate look writes a lost state file down again: the ids and
+    /// membership from the live view, the epoch from a fellow voter's
+    /// record (the data's own lineage, `Data::epoch` here), or, for a sole
+    /// voter, from the peers' records: a learner of its membership joined
+    /// at its epoch, and any other peer's data is older (this one serves
+    /// alone), so the epoch goes above it.
+    fn state_written_again(&self, s: &mut State, x: usize) {
+        if !s.nodes[x].state_lost {
+            return;
+        }
+        s.nodes[x].state_lost = false;
+        let Some(d) = running_data(s, x) else {
+            return;
+        };
+        if d.config.iter().filter(|e| !e.learner).count() != 1 {
+            return;
+        }
+        let members: Vec<usize> = d.config.iter().map(|e| e.node).collect();
+        let epoch = s.nodes[x]
+            .cib
+            .iter()
+            .enumerate()
+            .filter(|&(y, _)| y != x)
+            .filter_map(|(y, c)| c.record.as_ref().map(|r| (y, r)))
+            .map(|(y, r)| {
+                if members.contains(&y) {
+                    r.epoch
+                } else {
+                    r.epoch.max(r.pending.unwrap_or(0)).saturating_add(1)
+                }
+            })
+            .max()
+            .unwrap_or(0);
+        if let Some(d) = s.nodes[x].data.as_mut() {
+            d.label = (epoch != d.epoch).then_some(epoch);
+        }
+    }
+
+    /// A quorate voter raises its state file's epoch to a fellow voter's
+    /// record of the same cluster (as the daemon's gathering does).
+    fn fellow_voters_epoch(&self, s: &mut State, x: usize) {
+        let Some(d) = running_data(s, x) else {
+            return;
+        };
+        let Some(label) = d.label else {
+            return;
+        };
+        let fellows = d
+            .config
+            .iter()
+            .filter(|e| !e.learner && e.node != x)
+            .filter_map(|e| s.nodes[x].cib[e.node].record.as_ref())
+            .map(|r| r.epoch)
+            .max()
+            .unwrap_or(0);
+        let epoch = label.max(fellows);
+        if let Some(d) = s.nodes[x].data.as_mut() {
+            d.label = (epoch != d.epoch).then_some(epoch);
         }
     }
 

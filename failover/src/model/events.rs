@@ -62,6 +62,12 @@ pub enum Event {
     /// when it boots (its data volume is not mounted, or its disk was
     /// replaced), while its state file, kept elsewhere, stays (one fault).
     CrashLosingMemberDir(usize),
+    /// Two-node: power loss of a node whose state file is then gone when
+    /// it boots, its data intact (one fault).
+    CrashLosingStateFile(usize),
+    /// Two-node: power loss of a node that comes back with neither data,
+    /// nor state file, nor archives (a replaced machine, one fault).
+    CrashReplacingDisks(usize),
 }
 
 impl EtcdModel {
@@ -73,6 +79,7 @@ impl EtcdModel {
         node.data = s.nodes[y].data.take();
         node.archives = s.nodes[y].archives;
         node.lost = s.nodes[y].lost;
+        node.state_lost = s.nodes[y].state_lost;
         node
     }
 
@@ -199,11 +206,29 @@ impl EtcdModel {
                 let node = &mut s.nodes[y];
                 let d = node.data.take()?;
                 node.lost = Some(Lost {
-                    epoch: d.epoch,
+                    epoch: d.recorded_epoch(),
                     member: d.member,
                     formed: d.formed,
                     pending: d.pending.filter(|_| d.force_unconfirmed()),
                 });
+            }
+            Event::CrashLosingStateFile(y) => {
+                s.faults += 1;
+                self.lose(&mut s, y);
+                self.power_off(&mut s, y);
+                s.nodes[y].data.as_ref()?;
+                s.nodes[y].state_lost = true;
+            }
+            Event::CrashReplacingDisks(y) => {
+                s.faults += 1;
+                s.replaced = true;
+                self.lose(&mut s, y);
+                self.power_off(&mut s, y);
+                let node = &mut s.nodes[y];
+                node.data = None;
+                node.lost = None;
+                node.archives = 0;
+                node.state_lost = false;
             }
             Event::DaemonRestart(y) => {
                 s.faults += 1;
@@ -370,6 +395,25 @@ impl EtcdModel {
                     && node.data.is_some()
                 {
                     out.push(Event::CrashLosingMemberDir(x));
+                }
+                if can_fault
+                    && self.config.lose_state_file
+                    && self.config.topology == Topology::TwoNode
+                {
+                    if node.data.is_some() && !node.state_lost {
+                        out.push(Event::CrashLosingStateFile(x));
+                    }
+                    // Both machines replaced leaves no history at all (a
+                    // fresh bootstrap is then right): one blank at a time.
+                    let other_blank = (0..n).any(|y| {
+                        y != x
+                            && s.nodes[y].configured
+                            && s.nodes[y].data.is_none()
+                            && s.nodes[y].lost.is_none()
+                    });
+                    if !other_blank {
+                        out.push(Event::CrashReplacingDisks(x));
+                    }
                 }
                 if can_fault {
                     out.push(Event::Crash(x));

@@ -116,7 +116,8 @@ impl EtcdModel {
         // A member directory that went missing (a fault, not a decision)
         // still exists for this rule: its volume or a snapshot holds it,
         // and only an operator can bring it back.
-        let missing = s.nodes.iter().any(|n| n.lost.is_some());
+        // So does the data of a machine replaced with empty disks.
+        let missing = s.nodes.iter().any(|n| n.lost.is_some()) || s.replaced;
         if ever && !voter && !missing {
             out.push(Violation {
                 rule: "rule 5",

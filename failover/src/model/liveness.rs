@@ -157,7 +157,11 @@ impl EtcdModel {
     /// directory, whose state file) has the newest epoch, a forced
     /// restart's epoch not yet seen done included.
     fn refusal_names_the_newest(&self, s: &State) -> bool {
-        if !self.config.refusal_ends || s.nodes.iter().all(|n| n.lost.is_none()) {
+        let missing = |n: &Node| {
+            n.configured
+                && (n.lost.is_some() || n.state_lost || (n.data.is_none() && n.archives == 0))
+        };
+        if !self.config.refusal_ends || !(s.replaced || s.nodes.iter().any(missing)) {
             return false;
         }
         let may_hold = |epoch: u8, pending: Option<u8>| epoch.max(pending.unwrap_or(0));
@@ -168,8 +172,13 @@ impl EtcdModel {
                 .or(n.lost.map(|l| may_hold(l.epoch, l.pending)))
         };
         let newest = s.nodes.iter().filter_map(epoch).max();
+        // With no data and no state file left anywhere (a machine replaced
+        // beside a peer that archived its own), the archives hold it.
         let newest_nodes: Vec<String> = (0..self.n())
-            .filter(|&x| newest.is_some() && epoch(&s.nodes[x]) == newest)
+            .filter(|&x| match newest {
+                Some(_) => epoch(&s.nodes[x]) == newest,
+                None => s.nodes[x].archives > 0,
+            })
             .map(name)
             .collect();
         let mut refused = false;

@@ -123,6 +123,7 @@ impl EtcdModel {
             joins: vec![None; self.n()],
             clock_behind: false,
             queued: self.config.serial_starts,
+            state_lost: false,
         }
     }
 
@@ -166,6 +167,7 @@ impl EtcdModel {
             next_member: n as u8 + 1,
             faults: 0,
             swapped: false,
+            replaced: false,
             broken: None,
         };
         if self.config.initial == Initial::Healthy {
@@ -183,42 +185,43 @@ impl EtcdModel {
                 node.etcd = true;
                 node.started = true;
                 node.in_sync = true;
-                node.record = Some(self.rec_of(node, i));
+            }
+            for i in 0..n {
+                let rec = self.rec_of(&s, i);
+                s.nodes[i].record = Some(rec);
             }
             sync_cib(&mut s);
         }
         s
     }
 
-    fn rec_of(&self, node: &Node, x: usize) -> Rec {
-        // What the daemon derives from the same facts.
-        let data = view::local_data(node);
+    /// The record `x`'s daemon publishes: what `decide` expects, from the
+    /// same facts.
+    fn rec_of(&self, s: &State, x: usize) -> Rec {
+        let r = crate::decide::expected_record(&self.facts(s, x));
+        let node = &s.nodes[x];
+        let small = |v: u64| u8::try_from(v).unwrap_or(u8::MAX);
         Rec {
-            learner: data.learner_only(&name(x)),
-            removed: data.removed_by_own_leave(&name(x)),
+            learner: r.learner,
+            removed: r.removed,
             boot: node.boot,
-            has_data: node.data.is_some(),
-            formed: node.data.as_ref().is_some_and(|d| d.formed)
-                || node.lost.is_some_and(|l| l.formed),
-            epoch: node
-                .data
-                .as_ref()
-                .map(|d| d.epoch)
-                .or(node.lost.map(|l| l.epoch))
-                .unwrap_or(0),
-            departed: node.data.as_ref().is_some_and(|d| d.departed),
-            archives: node.archives,
+            has_data: r.has_data,
+            formed: r.formed,
+            epoch: small(r.epoch),
+            departed: r.departed,
+            archives: small(u64::from(r.archives)),
             lost: node.data.is_none() && node.lost.is_some(),
-            lost_member: node
-                .data
-                .is_none()
-                .then_some(node.lost)
-                .flatten()
-                .map(|l| l.member),
-            pending: data
-                .pending_epoch
-                .filter(|_| data.force_unconfirmed())
-                .map(|p| u8::try_from(p).unwrap_or(u8::MAX)),
+            lost_member: r.lost_member.map(|m| small(m - ID_BASE)),
+            pending: r.pending_epoch.map(small),
+            voter_ids: r
+                .voter_ids
+                .iter()
+                .filter_map(|(n, id)| {
+                    let y = (0..self.n()).find(|&y| name(y) == *n)?;
+                    Some((y, small(id - ID_BASE)))
+                })
+                .collect(),
+            state_lost: r.state_lost,
         }
     }
 }

@@ -63,12 +63,21 @@ pub struct Data {
     /// The state file's pending epoch: a forced restart decided and not
     /// yet seen done (see `LocalData::pending_epoch`).
     pub pending: Option<u8>,
+    /// The state file's epoch where it differs from the data's lineage
+    /// (`epoch`): a state file written down again after it was lost takes
+    /// its epoch from the peers' records, which need not be the lineage's.
+    pub label: Option<u8>,
 }
 
 impl Data {
     /// A forced restart to a newer epoch was decided and not seen done.
     pub(super) fn force_unconfirmed(&self) -> bool {
-        self.pending.is_some_and(|p| p > self.epoch)
+        self.pending.is_some_and(|p| p > self.recorded_epoch())
+    }
+
+    /// The epoch the state file names.
+    pub(super) fn recorded_epoch(&self) -> u8 {
+        self.label.unwrap_or(self.epoch)
     }
 
     /// A new member's directory at epoch 0 with an empty log: the bootstrap's
@@ -86,6 +95,7 @@ impl Data {
             synced: true,
             formed,
             pending: None,
+            label: None,
         }
     }
 
@@ -105,6 +115,7 @@ impl Data {
             synced,
             formed: true,
             pending: None,
+            label: host.label,
         }
     }
 }
@@ -134,6 +145,10 @@ pub struct Rec {
     pub removed: bool,
     /// A forced restart's epoch the owner has not seen done.
     pub pending: Option<u8>,
+    /// The member id of each voter of its data's last membership.
+    pub voter_ids: Vec<(usize, u8)>,
+    /// Its state file is missing beside data: the epoch is unknown.
+    pub state_lost: bool,
 }
 
 /// What the state file still says of a member directory that went missing.
@@ -243,6 +258,10 @@ pub struct Node {
     /// The node's clock was stepped back: its notes read 0, earlier than
     /// every fence.
     pub clock_behind: bool,
+    /// The state file is missing beside the data (only with
+    /// `lose_state_file`): the daemon reads the ids from the data, and the
+    /// epoch, the membership and `formed` as unknown.
+    pub state_lost: bool,
     /// With `serial_starts`: Pacemaker wants etcd started here but has not
     /// begun the start action yet (another start is in flight, or the
     /// partition has no quorum).
@@ -270,6 +289,9 @@ pub struct State {
     pub faults: u8,
     /// A disk was swapped (at most once per run, like `Replace`).
     pub swapped: bool,
+    /// Two-node: a machine was replaced with empty disks
+    /// (`CrashReplacingDisks`): the data it held is gone by a fault.
+    pub replaced: bool,
     /// Pacemaker's `maintenance-mode`.
     pub maintenance: bool,
     /// A transition broke a rule that no single state shows.

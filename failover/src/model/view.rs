@@ -66,12 +66,18 @@ impl EtcdModel {
                 .find_map(|y| running_data(s, y).map(|d| (y, d)))
                 .map(|(y, d)| ClusterView {
                     cluster_id: CLUSTER_ID,
-                    epoch: u64::from(d.epoch),
+                    epoch: u64::from(d.recorded_epoch()),
                     members: self.members(s, d, self.group(s, y)),
                     leave_lock: d.lock.map(name),
                 })
         };
-        let data = local_data(me);
+        let mut data = local_data(me);
+        if !self.config.lose_state_file {
+            // Only a node whose state file is lost reads the peer's voter
+            // ids: elsewhere they would only deepen the state space with
+            // records republished after every membership change.
+            data.voter_ids.clear();
+        }
         Facts {
             node: name(x),
             boot_id: boot_id(x, me.boot),
@@ -204,10 +210,19 @@ pub(super) fn local_data(me: &Node) -> LocalData {
                 ..LocalData::default()
             },
         },
+        Some(d) if me.state_lost => LocalData {
+            exists: true,
+            formed: true,
+            cluster_id: Some(CLUSTER_ID),
+            member_id: Some(ID_BASE + u64::from(d.member)),
+            archives: u32::from(me.archives),
+            state_lost: true,
+            ..LocalData::default()
+        },
         Some(d) => LocalData {
             exists: true,
             formed: d.formed,
-            epoch: u64::from(d.epoch),
+            epoch: u64::from(d.recorded_epoch()),
             cluster_id: Some(CLUSTER_ID),
             member_id: Some(ID_BASE + u64::from(d.member)),
             voters: d
@@ -226,6 +241,13 @@ pub(super) fn local_data(me: &Node) -> LocalData {
             bootstrap_token: None,
             joining: false,
             pending_epoch: d.pending.map(u64::from),
+            voter_ids: d
+                .config
+                .iter()
+                .filter(|e| !e.learner)
+                .map(|e| (name(e.node), ID_BASE + u64::from(e.id)))
+                .collect(),
+            state_lost: false,
         },
     }
 }
@@ -261,6 +283,12 @@ pub(super) fn to_record(y: usize, r: &Rec) -> DataRecord {
         learner: r.learner,
         removed: r.removed,
         pending_epoch: r.pending.map(u64::from),
+        voter_ids: r
+            .voter_ids
+            .iter()
+            .map(|&(n, id)| (name(n), ID_BASE + u64::from(id)))
+            .collect(),
+        state_lost: r.state_lost,
     }
 }
 
