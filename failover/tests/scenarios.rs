@@ -2218,3 +2218,58 @@ fn a_replaced_machine_beside_a_waiting_member_names_the_command() {
         decide(&survivor)
     );
 }
+
+/// Right after a start that held back and returned success (Pacemaker
+/// shows the instance started, no etcd runs), every monitor agrees with
+/// it: degraded (190) with the reason, whether the node still waits or
+/// the daemon now starts etcd to join, complete a bootstrap or restart its
+/// member on an empty directory. Never failed: Pacemaker would recover the
+/// member it just started with a stop and a start.
+#[test]
+fn monitors_after_a_held_start_report_degraded_with_the_reason() {
+    let mut cases: Vec<(&str, Facts)> = Vec::new();
+    // Waiting for the voter to add this node as a learner.
+    let mut waiting = fresh(B);
+    let a = peer_mut(&mut waiting, A);
+    a.etcd = ResourceState::Started;
+    *a.record.as_mut().expect("a record") = record(A, true, 1);
+    waiting.data.archives = 1;
+    waiting.cluster = Some(ClusterView {
+        cluster_id: CLUSTER,
+        epoch: 1,
+        members: vec![member(ID_A, A, false, true)],
+        leave_lock: None,
+    });
+    cases.push(("waiting to be added", waiting.clone()));
+    // The learner was added: the daemon starts etcd to join.
+    let mut join = waiting;
+    join.cluster = Some(ClusterView {
+        members: vec![
+            member(ID_A, A, false, true),
+            MemberInfo {
+                started: false,
+                ..member(ID_B2, B, true, false)
+            },
+        ],
+        ..join.cluster.clone().expect("a cluster")
+    });
+    cases.push(("joining", join));
+    // Completing a bootstrap the peer began alone.
+    let mut bootstrap = fresh(B);
+    let a = peer_mut(&mut bootstrap, A);
+    a.etcd = ResourceState::Started;
+    let r = a.record.as_mut().expect("a record");
+    r.has_data = true;
+    r.formed = false;
+    cases.push(("completing the bootstrap", bootstrap));
+    for (what, mut f) in cases {
+        f.trigger = Trigger::Monitor;
+        peer_mut(&mut f, B).etcd = ResourceState::Started;
+        let d = decide(&f);
+        assert_eq!(d.outcome, Outcome::Degraded, "{what}: {d:?}");
+        assert!(
+            d.reason.as_deref().is_some_and(|r| !r.is_empty()),
+            "{what}: {d:?}"
+        );
+    }
+}
