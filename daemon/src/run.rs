@@ -381,7 +381,13 @@ pub async fn run_with(
     cancel.cancel();
     work.shut_down(SHUTDOWN_GRACE).await;
     match core.supervisor {
-        // etcd is the daemon's child: it goes when the daemon goes.
+        // Pacemaker owns etcd: only its stop action stops it. A daemon
+        // restart (an upgrade, needrestart, a watchdog restart) leaves it
+        // serving, and the next daemon adopts it by its PID file.
+        AnySupervisor::Process(_) if crate::reconcile::enabled(&settings) => {
+            tracing::info!("leaving etcd running for the next daemon to adopt (Pacemaker stops it)")
+        }
+        // Without Pacemaker the daemon alone runs etcd: it goes with it.
         AnySupervisor::Process(_) => {
             if let Err(e) = core.stop_etcd(settings.timeouts.stop_grace).await {
                 tracing::error!(error = %e, "stopping etcd failed");
