@@ -221,7 +221,7 @@ pub(crate) fn plan(
                 action: RecoverAction::MarkInSync,
                 describe: vec![
                     format!("mark {me}'s data as holding every acknowledged write for this boot ({})", paths.run_dir.join("in-sync").display()),
-                    "let the daemon force a new one-member cluster from it once Pacemaker shows the peer down, or once the peer's daemon says its data shows its own removal committed (a leave the local member's persisted commit index predates)".into(),
+                    "let the daemon force a new one-member cluster from it once Pacemaker shows the peer down, or once the peer's daemon says it holds no data (its data gone, or a new or replaced machine with neither data nor a state file), or that its data shows its own removal committed (a leave the local member's persisted commit index predates)".into(),
                     "after a total outage Corosync holds quorum back until the peer was seen (wait_for_all): if the peer stays off, lift that yourself with `pcs quorum unblock`, so that Pacemaker fences the peer and starts etcd here".into(),
                     "the peer, when it returns, archives its data and rejoins as a learner".into(),
                 ],

@@ -391,6 +391,14 @@ pub struct LiveEtcd {
     pub leave_lock: Option<String>,
     /// Raft term and index.
     pub position: RaftPosition,
+    /// The process exists, answered before, and has not answered for this
+    /// many milliseconds, at least the daemon's bound
+    /// (`timeouts.hung_after_ms`): it is hung (stopped by a signal, stuck
+    /// in the kernel, live-locked). The rest of this view is then the
+    /// daemon's stand-in from its state file, as for any member that does
+    /// not answer.
+    #[serde(default)]
+    pub hung_ms: Option<u64>,
 }
 
 /// A member of the etcd cluster.

@@ -1174,3 +1174,52 @@ fn a_blank_peer_taken_for_no_proof_is_caught() {
         cx.render()
     );
 }
+
+/// Maintenance mode before: the in-sync marker was cleared the moment it
+/// began. n2 loses power inside the window; once it ends Pacemaker fences
+/// n2, and n1, an in-sync voter throughout, refused to force: writes
+/// stayed down until n2 came back. The real rule keeps the marker (a pause
+/// changes no data) and n1 forces by itself; `maintenance_mode_pauses_every_step`
+/// checks that no write is lost with hand stops and starts inside the
+/// window.
+#[test]
+fn a_peer_lost_inside_maintenance_is_forced_past_once_it_ends() {
+    let story = |policy: Policy| {
+        let model = EtcdModel::new(Config {
+            policy,
+            maintenance: true,
+            ..Config::two_node()
+        });
+        let mut s = model.init().remove(0);
+        for ev in [
+            Event::Maintenance(true),
+            Event::Observe(0),
+            Event::Act(0),
+            Event::Crash(1),
+            Event::Observe(0),
+            Event::Maintenance(false),
+            Event::Fence(0, 1),
+        ] {
+            s = model.apply(&s, &ev).unwrap_or(s);
+        }
+        for _ in 0..8 {
+            for ev in [Event::Observe(0), Event::Act(0)] {
+                s = model.apply(&s, &ev).unwrap_or(s);
+            }
+        }
+        s
+    };
+    let serving = |s: &State| {
+        s.nodes[0].etcd
+            && s.nodes[0]
+                .data
+                .as_ref()
+                .is_some_and(|d| d.config.len() == 1)
+    };
+    let s = story(Policy::default());
+    assert!(serving(&s), "{s:?}");
+    let before = story(Policy {
+        mutation: Some(Mutation::ClearMarkerInMaintenance),
+    });
+    assert!(!serving(&before), "{before:?}");
+}

@@ -80,6 +80,7 @@ fn live(member_id: u64, members: Vec<MemberInfo>, quorate: bool, is_leader: bool
             term: 7,
             index: 1200,
         },
+        hung_ms: None,
     }
 }
 
@@ -513,6 +514,64 @@ fn s5_local_etcd_crash_is_restarted_in_place() {
     a.unclean = false;
     a.etcd = ResourceState::Started;
     assert!(acts(&b).is_empty(), "{:?}", decide(&b));
+}
+
+#[test]
+fn a_hung_etcd_fails_its_monitor_its_stop_ends_it_and_the_peer_forces_on_that_stop() {
+    // n1's etcd exists but answers nothing: the daemon's stand-in (no
+    // leader, the state file's voters).
+    let mut f = healthy(A);
+    let l = live_mut(&mut f);
+    l.has_leader = false;
+    l.linearizable_ok = false;
+    l.is_leader = false;
+    // Silent for less than the bound: degraded, waiting.
+    assert_eq!(decide(&f).outcome, Outcome::Degraded);
+    // Past the bound: failed with the reason, and neither the monitor nor
+    // the daemon's loop acts on it (Pacemaker recovers it).
+    live_mut(&mut f).hung_ms = Some(5200);
+    for t in [Trigger::Monitor, Trigger::Reconcile, Trigger::Start] {
+        f.trigger = t;
+        let d = decide(&f);
+        assert_eq!(d.outcome, Outcome::Failed, "{d:?}");
+        assert!(
+            d.reason
+                .as_deref()
+                .is_some_and(|r| r.contains("has not answered for 5.2 s")),
+            "{d:?}"
+        );
+        assert!(d.first_act().is_none(), "{d:?}");
+    }
+    // A notify is never failed.
+    f.trigger = Trigger::Notify(Notification {
+        phase: NotifyPhase::Pre,
+        operation: "stop".into(),
+        start: vec![],
+        stop: vec![A.into()],
+    });
+    assert_eq!(decide(&f).outcome, Outcome::Success);
+    // Pacemaker's stop ends the process (SIGKILL after the grace) and
+    // clears the in-sync marker; it never leaves the member list.
+    f.trigger = Trigger::Stop;
+    let d = decide(&f);
+    assert_eq!(d.outcome, Outcome::Success);
+    assert_eq!(d.steps, vec![Step::ClearInSync, Step::StopEtcd], "{d:?}");
+
+    // The same from the peer's side (n1 seeing n2 hang): no leader, and
+    // an etcd Pacemaker shows started is no proof.
+    let mut b = peer_lost();
+    let a = peer_mut(&mut b, B);
+    a.online = true;
+    a.unclean = false;
+    a.etcd = ResourceState::Started;
+    assert!(acts(&b).is_empty(), "{:?}", decide(&b));
+    // The stop completed: the peer claims, and forces once it sees its claim.
+    peer_mut(&mut b, B).etcd = ResourceState::Stopped { at: Stamp(100) };
+    assert!(
+        has(&b, |s| matches!(s, Step::SetClaim { .. })),
+        "{:?}",
+        decide(&b)
+    );
 }
 
 // ---- S6 ---------------------------------------------------------------------
@@ -1878,7 +1937,9 @@ type Pause = fn(&mut Facts);
 
 /// Maintenance mode, an unmanaged etcd resource, or a node in maintenance:
 /// no automatic step at all (no force with a proof at hand, no restart of a
-/// dead etcd), the reason says which, and the in-sync marker is cleared.
+/// dead etcd), the reason says which, and the in-sync marker is kept: a
+/// pause changes nothing about the data (an etcd exit, which a hand stop
+/// is, clears it when the daemon finds etcd not running).
 #[test]
 fn maintenance_pauses_every_automatic_step() {
     let pauses: [(&str, Pause); 4] = [
@@ -1899,7 +1960,7 @@ fn maintenance_pauses_every_automatic_step() {
         fence(&mut f, B, 150);
         set(&mut f);
         let d = decide(&f);
-        assert_eq!(acts(&f), vec![Step::ClearInSync], "{why}: {d:?}");
+        assert_eq!(acts(&f), Vec::<Step>::new(), "{why}: {d:?}");
         let reason = d.reason.clone().unwrap_or_default();
         assert!(
             reason.starts_with("automatic failover paused") && reason.contains(why),
@@ -1910,7 +1971,7 @@ fn maintenance_pauses_every_automatic_step() {
         f.trigger = Trigger::Reconcile;
         f.etcd = EtcdView::NotRunning;
         set(&mut f);
-        assert_eq!(acts(&f), vec![Step::ClearInSync], "{why}: {:?}", decide(&f));
+        assert_eq!(acts(&f), Vec::<Step>::new(), "{why}: {:?}", decide(&f));
         // A healthy pair stays healthy and says it is paused.
         let mut f = healthy(A);
         set(&mut f);

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use warden_failover::{
     Claim, Facts, StartMode as Mode, Step, Topology,
-    decide::{bootstrap_token, expected_record, peer_holds_no_data, peer_removed_itself},
+    decide::{
+        bootstrap_token, expected_record, peer_holds_no_data, peer_is_blank, peer_removed_itself,
+    },
     peer_down_proof,
 };
 
@@ -22,7 +24,6 @@ use super::ports::{EtcdOps, OpsError, PeerDown, Ports, Supervisor};
 use crate::config::Settings;
 use crate::etcd::EtcdError;
 use crate::etcd_conf::StartMode;
-use crate::supervise::ProcState;
 
 /// A step that could not be carried out.
 #[derive(Debug, thiserror::Error)]
@@ -127,6 +128,11 @@ pub(crate) fn force_allowed(facts: &Facts) -> Result<PeerDown, String> {
                 "online without data (its state file names no newer epoch)".into()
             }
             None if removed => "online, left the member list with its removal committed".into(),
+            // Online with neither data nor a state file (a replaced
+            // machine): no member runs there.
+            None if peer_is_blank(facts, peer) => {
+                "online with neither data nor a state file".into()
+            }
             None => {
                 return Err(format!(
                     "Pacemaker has not confirmed that {} is down",
@@ -195,9 +201,10 @@ where
     }
 }
 
-/// Whether the local etcd process runs (as its supervisor sees it).
+/// Whether the local etcd process exists (as its supervisor sees it),
+/// answering or not.
 async fn etcd_runs<P, E, S: Supervisor>(ports: &Ports<'_, P, E, S>) -> bool {
-    matches!(ports.supervisor.state().await, ProcState::Running { .. })
+    ports.supervisor.state().await.pid().is_some()
 }
 
 /// Carry out `steps` (decided from `facts`) in order within `deadline`.

@@ -314,6 +314,7 @@ fn leaderless(cluster_id: u64) -> EtcdView {
         members: vec![],
         leave_lock: None,
         position: Default::default(),
+        hung_ms: None,
     })
 }
 
@@ -433,6 +434,51 @@ fn a_peer_whose_own_removal_is_committed_allows_a_force_with_the_marker() {
             .unwrap_err()
             .contains("not confirmed that b is down")
     );
+}
+
+/// A replaced machine (neither data nor a state file) online beside this
+/// node's formed data: no member runs there, so the force the decision
+/// made is carried out (with the marker, as for every proof).
+#[test]
+fn a_blank_peer_allows_a_force_with_the_marker() {
+    let mut f = facts(false);
+    let mut b = node("b", true);
+    b.record = Some(warden_failover::DataRecord {
+        boot_id: "boot-b".into(),
+        has_data: false,
+        formed: false,
+        epoch: 0,
+        cluster_id: None,
+        departed: false,
+        archives: 0,
+        bootstrap_token: None,
+        lost_member: None,
+        learner: false,
+        removed: false,
+        pending_epoch: None,
+        voter_ids: Default::default(),
+        state_lost: false,
+    });
+    f.pacemaker.nodes[1] = b;
+    f.data.cluster_id = Some(7);
+    f.data.formed = true;
+    f.etcd = leaderless(7);
+    let ok = force_allowed(&f).expect("a blank peer is the proof");
+    assert!(
+        ok.evidence.contains("neither data nor a state file"),
+        "{}",
+        ok.evidence
+    );
+    let mut no_marker = f.clone();
+    no_marker.local.in_sync_boot = None;
+    assert!(force_allowed(&no_marker).unwrap_err().contains("in-sync"));
+    // A peer whose state file names a cluster is not blank.
+    let mut lost = f.clone();
+    if let Some(r) = lost.pacemaker.nodes[1].record.as_mut() {
+        r.cluster_id = Some(7);
+        r.epoch = 1;
+    }
+    assert!(force_allowed(&lost).is_err());
 }
 
 #[tokio::test]

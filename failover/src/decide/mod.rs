@@ -119,6 +119,15 @@ impl<'a> Decider<'a> {
         {
             return self.paused(me, reason);
         }
+        if let EtcdView::Running(live) = &self.f.etcd
+            && let Some(ms) = live.hung_ms
+            && matches!(
+                self.f.trigger,
+                Trigger::Monitor | Trigger::Reconcile | Trigger::Start
+            )
+        {
+            return self.hung(ms);
+        }
         if self.f.trigger == Trigger::Stop {
             return self.stop(me);
         }
@@ -254,6 +263,20 @@ impl<'a> Decider<'a> {
         }
     }
 
+    /// etcd's process exists but has not answered for the daemon's bound:
+    /// failed, so that Pacemaker recovers it. Its stop ends the process
+    /// (SIGKILL after the grace), and a completed stop is what lets the
+    /// peer force on; a stop that cannot complete gets this node fenced.
+    /// Reported degraded like a member that waits, a hung member kept the
+    /// peer without quorum for as long as the hang lasted.
+    fn hung(&mut self, ms: u64) -> Decision {
+        self.fail(format!(
+            "etcd has not answered for {}.{} s while its process exists (stopped by a signal, stuck in the kernel or live-locked): Pacemaker's recovery stops it",
+            ms / 1000,
+            ms % 1000 / 100
+        ))
+    }
+
     // ---- maintenance ----------------------------------------------------
 
     /// An operator's setting in Pacemaker pauses automatic failover
@@ -265,17 +288,25 @@ impl<'a> Decider<'a> {
     /// operator's own (`crm_resource --force-stop`): it stops etcd in place,
     /// without leaving the member list.
     ///
-    /// The in-sync marker is cleared: what the operator does by hand (a
-    /// member removed, a restart with other data) is not seen as a stop,
-    /// so the marker could outlive the data it describes and later prove a
-    /// force over writes made meanwhile. It is set again once the member is
-    /// a voter with quorum after the pause ends.
+    /// The in-sync marker is kept: the pause itself changes nothing about
+    /// the data, and a peer lost inside the window must not leave the
+    /// survivor refusing once it ends. What the operator may do by hand
+    /// meanwhile clears it the way it always does: a hand stop is an etcd
+    /// exit (the gathering clears the marker when it finds etcd not
+    /// running), an archive or a membership change leaves the marker
+    /// naming other data. A peer forced by hand outside etcd-warden, with
+    /// this node's member cut off, is not seen: docs/operations.md says
+    /// not to.
     fn paused(&mut self, me: &NodeView, reason: String) -> Decision {
-        if self.f.local.in_sync_boot.is_some() {
+        if self.f.local.in_sync_boot.is_some() && broken!(self, ClearMarkerInMaintenance) {
             self.steps.push(Step::ClearInSync);
         }
         let running = matches!(self.f.etcd, EtcdView::Running(_));
         if self.f.trigger == Trigger::Stop {
+            // The stop ends etcd: the data is no longer known complete.
+            if self.f.local.in_sync_boot.is_some() && !self.steps.contains(&Step::ClearInSync) {
+                self.steps.push(Step::ClearInSync);
+            }
             if me
                 .claim
                 .as_ref()

@@ -118,6 +118,11 @@ pub enum Mutation {
     /// its own voter data for stale beside a peer of a higher epoch and
     /// archived it.
     StateLossReadsAsNew,
+    /// The rule before: maintenance mode (or an unmanaged resource, or a
+    /// node in maintenance) cleared the in-sync marker the moment it began,
+    /// although nothing about the data changed: a peer lost inside the
+    /// window left the survivor refusing to force once it ended.
+    ClearMarkerInMaintenance,
 }
 
 /// How `decide` behaves under the model checker's tests.

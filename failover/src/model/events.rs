@@ -58,6 +58,12 @@ pub enum Event {
     Confirm(usize, usize),
     /// Pacemaker's `maintenance-mode` is turned on or off (fault).
     Maintenance(bool),
+    /// In maintenance: the operator stops the node's etcd by hand (one
+    /// fault).
+    HandStopEtcd(usize),
+    /// In maintenance: the operator starts the node's etcd by hand on its
+    /// data, as it is (one fault).
+    HandStartEtcd(usize),
     /// Two-node: power loss of a node whose member directory is then gone
     /// when it boots (its data volume is not mounted, or its disk was
     /// replaced), while its state file, kept elsewhere, stays (one fault).
@@ -263,6 +269,15 @@ impl EtcdModel {
                 }
                 s.maintenance = on;
             }
+            Event::HandStopEtcd(y) => {
+                s.faults += 1;
+                s.nodes[y].etcd = false;
+            }
+            Event::HandStartEtcd(y) => {
+                s.faults += 1;
+                s.nodes[y].data.as_ref()?;
+                s.nodes[y].etcd = true;
+            }
             Event::GracefulStop(y) => {
                 s.faults += 1;
                 s.nodes[y].target = false;
@@ -413,6 +428,13 @@ impl EtcdModel {
                     });
                     if !other_blank {
                         out.push(Event::CrashReplacingDisks(x));
+                    }
+                }
+                if can_fault && self.config.maintenance && s.maintenance {
+                    if node.etcd {
+                        out.push(Event::HandStopEtcd(x));
+                    } else if node.data.is_some() {
+                        out.push(Event::HandStartEtcd(x));
                     }
                 }
                 if can_fault {

@@ -55,6 +55,7 @@ impl EtcdModel {
                         term: u64::from(d.epoch),
                         index: d.log.len() as u64,
                     },
+                    hung_ms: None,
                 })
             }
         };
