@@ -10,7 +10,7 @@ use crate::etcd::{EtcdError, LiveEtcd, Member, MemberStatus, status_of_members};
 use crate::etcd_conf::StartMode;
 use crate::raft_progress::{ProgressError, RaftProgress};
 use crate::reconcile::ports::{EtcdOps, EtcdReads, OpsError, PeerDown, Probe, Supervisor};
-use crate::supervise::{ProcState, Supervisor as Backend};
+use crate::supervise::ProcState;
 
 impl EtcdReads for LiveEtcd {
     async fn status(&self, deadline: Duration) -> Result<MemberStatus, EtcdError> {
@@ -29,7 +29,7 @@ impl EtcdReads for LiveEtcd {
 
 impl EtcdReads for Core {
     async fn status(&self, deadline: Duration) -> Result<MemberStatus, EtcdError> {
-        self.etcd.status(deadline).await
+        self.local_status(deadline).await
     }
     async fn linearizable_read(&self, deadline: Duration) -> Result<i64, EtcdError> {
         self.etcd.linearizable_read(deadline).await
@@ -96,7 +96,7 @@ impl EtcdOps for Core {
 
 impl Supervisor for Core {
     async fn state(&self) -> ProcState {
-        self.supervisor.state().await
+        self.proc_state().await
     }
 
     async fn probe(&self, deadline: Duration, read: bool) -> Probe {

@@ -16,7 +16,7 @@ use warden_api::{ActionReply, ActionRequest, NodeStatus, Outcome, RecoverReply, 
 use crm_xml::report::{EtcdMember, EtcdRole, EtcdSection, WardenNodeState, WardenState};
 
 use crate::config::Settings;
-use crate::etcd::{Connector, EtcdError, LiveEtcd, status_of_members};
+use crate::etcd::{Connector, EtcdError, LiveEtcd, MemberStatus, status_of_members};
 use crate::etcd_conf::StartMode;
 use crate::metrics::{Metrics, Role};
 use crate::reconcile::agent::live_reason;
@@ -24,6 +24,7 @@ use crate::reconcile::archives::ArchiveInfo;
 use crate::reconcile::local::LocalPaths;
 use crate::reconcile::pcmk::CrmTools;
 use crate::reconcile::ports::{Ports, SharedPacemaker};
+use crate::supervise::silence::{Change, Silence};
 use crate::supervise::{AnySupervisor, ProcState, SuperviseError, Supervisor};
 
 pub(crate) use crate::reconcile::ports::Probe;
@@ -61,6 +62,8 @@ pub struct Core {
     last_leader: std::sync::Mutex<Option<u64>>,
     /// The record of etcd's process for the OCF agent (beside the socket).
     etcd_record: crate::supervise::record::RecordKeeper,
+    /// How long etcd has gone without answering (see [`Core::proc_state`]).
+    silence: Silence,
 }
 
 /// `GET /status` on the Unix socket: [`NodeStatus`] (its fields at the top
@@ -109,6 +112,7 @@ impl Core {
             metrics.defrag(),
         );
         let etcd_record = crate::supervise::record::RecordKeeper::new(&settings, supervisor.name());
+        let settings_hung_after = settings.timeouts.hung_after;
         Core {
             settings,
             supervisor,
@@ -124,6 +128,7 @@ impl Core {
             leader_tx,
             last_leader: std::sync::Mutex::new(None),
             etcd_record,
+            silence: Silence::new(settings_hung_after),
         }
     }
 
@@ -154,14 +159,59 @@ impl Core {
         self.state_tx.borrow().clone()
     }
 
+    /// etcd's process state, `Hung` once a process that answered before
+    /// has not answered for `timeouts.hung_after_ms` (or one stopped by a
+    /// signal has been so for that long).
+    pub(crate) async fn proc_state(&self) -> ProcState {
+        let (state, change) = self
+            .silence
+            .judge(self.supervisor.state().await, Instant::now());
+        self.silence_changed(change);
+        state
+    }
+
+    /// The local member's Status, noted for the hang check.
+    pub(crate) async fn local_status(&self, deadline: Duration) -> Result<MemberStatus, EtcdError> {
+        let st = self.etcd.status(deadline).await;
+        let change = self.silence.answered(st.is_ok(), Instant::now());
+        self.silence_changed(change);
+        st
+    }
+
+    fn silence_changed(&self, change: Option<Change>) {
+        let bound = self.silence.bound();
+        match change {
+            Some(Change::Hung { pid, silent }) => {
+                self.metrics.etcd_hung();
+                tracing::warn!(
+                    pid,
+                    silent_ms = u64::try_from(silent.as_millis()).unwrap_or(u64::MAX),
+                    hung_after_ms = u64::try_from(bound.as_millis()).unwrap_or(u64::MAX),
+                    "etcd's process exists but has not answered for timeouts.hung_after_ms: it counts as hung, and monitor fails it"
+                );
+            }
+            Some(Change::Answers { pid }) => {
+                tracing::info!(pid, "etcd answers again after a hang");
+            }
+            None => {}
+        }
+    }
+
     /// Ask etcd now: process state, Status and (when `read`) a
     /// linearizable read, all within `deadline`.
     pub(crate) async fn probe(&self, deadline: Duration, read: bool) -> Probe {
         let started = Instant::now();
-        let proc = self.supervisor.state().await;
-        let (status, lin) = match proc {
-            ProcState::Running { .. } => {
-                let st = self.etcd.status(deadline).await;
+        let proc = self.proc_state().await;
+        // A hung etcd is asked too (it may answer again), unless it is
+        // stopped by a signal and cannot.
+        let asked = match &proc {
+            ProcState::Running { .. } => true,
+            ProcState::Hung { pid, .. } => !crate::supervise::is_frozen(*pid),
+            _ => false,
+        };
+        let (status, lin) = if asked {
+            {
+                let st = self.local_status(deadline).await;
                 let leaderless = matches!(&st, Ok(s) if !s.has_leader());
                 let lin = if read && leaderless {
                     // Without a leader the read can only time out, and the
@@ -179,7 +229,8 @@ impl Core {
                 };
                 (Some(st), lin)
             }
-            _ => (None, None),
+        } else {
+            (None, None)
         };
         Probe {
             proc,
@@ -199,6 +250,8 @@ impl Core {
         };
         let quorum = matches!(p.read, Some(Ok(_)));
         self.metrics.observe(role, quorum, up);
+        self.metrics
+            .observe_hung(matches!(p.proc, ProcState::Hung { .. }));
         if let Some(Ok(s)) = &p.status {
             self.metrics.observe_etcd(s)
         }
@@ -209,6 +262,7 @@ impl Core {
             (ProcState::Stopped, _) => "stopped",
             (ProcState::Died { .. }, _) => "failed",
             (ProcState::Frozen { .. }, _) => "failed",
+            (ProcState::Hung { .. }, _) => "hung",
             (ProcState::Running { .. }, Some(Ok(s))) if s.is_learner => "learner",
             (ProcState::Running { .. }, Some(Ok(s))) if s.has_leader() => "running",
             (ProcState::Running { .. }, Some(Ok(_))) => "no-leader",

@@ -164,6 +164,8 @@ pub(crate) struct Metrics {
     restarts: Counter,
     unexpected_exits: Counter,
     probe_failures: Counter,
+    hangs: Counter,
+    hung: Gauge,
     report_cycles: Family<ResultLabel, Counter>,
     report_skipped: Counter,
     report_last_success: Gauge,
@@ -231,6 +233,18 @@ impl Metrics {
             "etcd_warden_probe_failures",
             "Probes of the local member that failed or timed out",
             probe_failures.clone(),
+        );
+        let hangs = Counter::default();
+        r.register(
+            "etcd_warden_etcd_hangs",
+            "Times etcd, its process still there, went without answering for timeouts.hung_after_ms",
+            hangs.clone(),
+        );
+        let hung = Gauge::default();
+        r.register(
+            "etcd_warden_etcd_hung",
+            "1 while etcd's process exists but has not answered for timeouts.hung_after_ms",
+            hung.clone(),
         );
         let report_cycles = Family::<ResultLabel, Counter>::default();
         for result in ["success", "failure"] {
@@ -358,6 +372,8 @@ impl Metrics {
             restarts,
             unexpected_exits,
             probe_failures,
+            hangs,
+            hung,
             report_cycles,
             report_skipped,
             report_last_success,
@@ -426,6 +442,17 @@ impl Metrics {
     /// etcd exited without being asked to.
     pub(crate) fn unexpected_exit(&self) {
         self.unexpected_exits.inc();
+    }
+
+    /// etcd became hung.
+    pub(crate) fn etcd_hung(&self) {
+        self.hangs.inc();
+        self.hung.set(1);
+    }
+
+    /// Whether the last probe found etcd hung.
+    pub(crate) fn observe_hung(&self, hung: bool) {
+        self.hung.set(i64::from(hung));
     }
 
     /// A probe failed.

@@ -296,6 +296,7 @@ section! {
         probe_timeout_ms: Option<Loc<u64>>,
         start_timeout_ms: Option<Loc<u64>>,
         stop_grace_ms: Option<Loc<u64>>,
+        hung_after_ms: Option<Loc<u64>>,
         restart_delay_ms: Option<Loc<u64>>,
     }
 }

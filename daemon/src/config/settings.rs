@@ -156,6 +156,9 @@ pub(crate) struct Timeouts {
     pub(crate) start_timeout: Duration,
     /// How long a graceful stop may take before SIGKILL.
     pub(crate) stop_grace: Duration,
+    /// How long an etcd that answered may go without answering, its
+    /// process still there, before it counts as hung.
+    pub(crate) hung_after: Duration,
     /// Delay before the daemon restarts an etcd that died (autostart only).
     pub(crate) restart_delay: Duration,
 }

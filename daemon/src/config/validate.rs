@@ -346,6 +346,7 @@ fn timeouts(t: TimeoutsFragment, files: &Files) -> Result<Timeouts, ConfigError>
         probe_timeout: ms(t.probe_timeout_ms, "timeouts.probe_timeout_ms")?,
         start_timeout: ms(t.start_timeout_ms, "timeouts.start_timeout_ms")?,
         stop_grace: ms(t.stop_grace_ms, "timeouts.stop_grace_ms")?,
+        hung_after: ms(t.hung_after_ms, "timeouts.hung_after_ms")?,
         restart_delay: ms(t.restart_delay_ms, "timeouts.restart_delay_ms")?,
     })
 }

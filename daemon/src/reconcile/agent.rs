@@ -107,6 +107,7 @@ pub(crate) fn live_reason(p: &Probe) -> Option<String> {
         (ProcState::Frozen { pid }, _, _) => Some(format!(
             "etcd (pid {pid}) is stopped by a signal and cannot answer"
         )),
+        (ProcState::Hung { pid, silent_ms }, _, _) => Some(hung_reason(*pid, *silent_ms)),
         (ProcState::Running { pid }, Some(Err(e)), _) => {
             Some(format!("etcd (pid {pid}) is running but unhealthy: {e}"))
         }
@@ -121,6 +122,14 @@ pub(crate) fn live_reason(p: &Probe) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// Why a hung etcd fails its monitor.
+pub(crate) fn hung_reason(pid: u32, silent_ms: u64) -> String {
+    format!(
+        "etcd (pid {pid}) has not answered for {:.1} s while its process exists (hung: stopped by a signal, stuck in the kernel or live-locked)",
+        silent_ms as f64 / 1000.0
+    )
 }
 
 /// validate-all: the instance's node name, the configuration as it is on

@@ -31,6 +31,15 @@ pub(crate) enum GatherError {
     /// etcd runs but does not answer Status.
     #[error("etcd runs but does not answer: {0}")]
     Etcd(#[from] EtcdError),
+    /// etcd's process exists but is stopped by a signal, or has not answered
+    /// for the daemon's bound (`hung_ms`): it is not asked.
+    #[error("etcd (pid {pid}) runs but cannot answer")]
+    Silent {
+        /// etcd's PID.
+        pid: u32,
+        /// How long it has not answered, once that reached the bound.
+        hung_ms: Option<u64>,
+    },
 }
 
 /// How long each other member's Status may take in one pass.
@@ -141,7 +150,14 @@ async fn local_etcd<P, E: EtcdOps, S: Supervisor>(
 ) -> Result<EtcdView, GatherError> {
     match core.supervisor.state().await {
         ProcState::Running { .. } => {}
-        _ => return Ok(EtcdView::NotRunning),
+        ProcState::Frozen { pid } => return Err(GatherError::Silent { pid, hung_ms: None }),
+        ProcState::Hung { pid, silent_ms } => {
+            return Err(GatherError::Silent {
+                pid,
+                hung_ms: Some(silent_ms),
+            });
+        }
+        ProcState::Stopped | ProcState::Died { .. } => return Ok(EtcdView::NotRunning),
     }
     let st = core.etcd.status(deadline).await?;
     // Without a leader a linearizable read can only time out: skip it (and
@@ -189,6 +205,7 @@ async fn local_etcd<P, E: EtcdOps, S: Supervisor>(
             term: st.raft_term,
             index: st.raft_index,
         },
+        hung_ms: None,
     }))
 }
 
@@ -412,9 +429,17 @@ pub(crate) async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
         // membership the data last had (from the state file) is what the
         // decision needs to see that the peer's vote is missing, and that
         // the peer holds nothing this node lacks.
-        Err(GatherError::Etcd(e)) => {
-            tracing::debug!(error = %e, "etcd runs but does not answer yet");
+        //
+        // A process stopped by a signal or hung past the bound is such a
+        // member too: it exists (a stop must end it), and the decision
+        // sees how long it has been silent.
+        Err(e @ (GatherError::Etcd(_) | GatherError::Silent { .. })) => {
+            tracing::debug!(error = %e, "etcd runs but does not answer");
             answered = false;
+            let hung_ms = match e {
+                GatherError::Silent { hung_ms, .. } => hung_ms,
+                _ => None,
+            };
             let st = paths.read_state()?;
             let members = match s.topology {
                 crate::config::Topology::Ha => Vec::new(),
@@ -448,6 +473,7 @@ pub(crate) async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                 members,
                 leave_lock: None,
                 position: RaftPosition::default(),
+                hung_ms,
             })
         }
         r => r?,

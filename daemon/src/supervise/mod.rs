@@ -7,6 +7,7 @@ pub(crate) mod logtail;
 pub(crate) mod preflight;
 pub mod process;
 pub(crate) mod record;
+pub(crate) mod silence;
 pub(crate) mod systemd;
 pub(crate) mod user;
 pub(crate) mod writeback;
@@ -34,6 +35,16 @@ pub enum ProcState {
         /// etcd's PID.
         pid: u32,
     },
+    /// Running, but it answered before and has not answered for
+    /// `timeouts.hung_after_ms` or longer (stopped by a signal, stuck in
+    /// the kernel, live-locked). Only the daemon's core says so; the
+    /// backends report `Running` or `Frozen`.
+    Hung {
+        /// etcd's PID.
+        pid: u32,
+        /// How long it has not answered, in milliseconds.
+        silent_ms: u64,
+    },
     /// It exited without being asked to.
     Died {
         /// Its PID.
@@ -47,7 +58,9 @@ impl ProcState {
     /// The PID while the process exists.
     pub(crate) fn pid(&self) -> Option<u32> {
         match self {
-            ProcState::Running { pid } | ProcState::Frozen { pid } => Some(*pid),
+            ProcState::Running { pid }
+            | ProcState::Frozen { pid }
+            | ProcState::Hung { pid, .. } => Some(*pid),
             _ => None,
         }
     }

@@ -56,7 +56,9 @@ impl RecordKeeper {
     pub(crate) fn observe(&self, proc: &ProcState) {
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         let next = match proc {
-            ProcState::Running { pid } | ProcState::Frozen { pid } => {
+            ProcState::Running { pid }
+            | ProcState::Frozen { pid }
+            | ProcState::Hung { pid, .. } => {
                 match proc_stat(*pid) {
                     Some((_, start)) => OnDisk::Process(*pid, start),
                     // Gone between the two looks: the next probe says so.

@@ -159,6 +159,48 @@ pub fn signal(pid: i32, sig: Signal) -> Result<()> {
     }
 }
 
+/// The start time of `pid` (field 22 of `/proc/PID/stat`, clock ticks since
+/// boot), `None` if it does not exist: with the PID it names one process.
+pub fn start_ticks(pid: i32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces or ')'; the fields after it are plain.
+    let rest = stat.rsplit_once(')')?.1;
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// A process stopped with SIGSTOP, continued (SIGCONT) on drop, also on a
+/// panic, unless it is gone or its PID now names another process.
+#[derive(Debug)]
+pub struct Paused {
+    pid: i32,
+    start: Option<u64>,
+}
+
+impl Paused {
+    /// Sends SIGSTOP to `pid`.
+    pub fn pause(pid: i32) -> Result<Self> {
+        let start = start_ticks(pid);
+        if start.is_none() {
+            bail!("PID {pid} does not exist");
+        }
+        signal(pid, Signal::SIGSTOP)?;
+        Ok(Self { pid, start })
+    }
+
+    /// Whether the paused process still exists (as the same process).
+    pub fn exists(&self) -> bool {
+        alive(self.pid) && start_ticks(self.pid) == self.start
+    }
+}
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        if self.exists() {
+            let _ = signal(self.pid, Signal::SIGCONT);
+        }
+    }
+}
+
 /// Waits until none of `pids` is alive (reaping those that are our children).
 /// Returns the PIDs still alive at the deadline.
 pub fn wait_gone(pids: &[i32], timeout: Duration) -> Vec<i32> {
