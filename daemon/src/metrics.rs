@@ -770,6 +770,8 @@ mod tests {
             "etcd_warden_defrag_last_timestamp_seconds",
             "etcd_warden_defrag_last_duration_seconds",
             "etcd_warden_defrags_total",
+            "etcd_warden_etcd_hangs_total",
+            "etcd_warden_etcd_hung",
         ] {
             assert!(now.remove(added).is_some(), "{added} missing");
         }
