@@ -9,9 +9,15 @@
 //!
 //! A writer per node writes to its own node's etcd all along, as in the
 //! failover scenarios.
+//!
+//! Issue 29: a SIGTERMed daemon (`systemctl restart etcd-warden`, an
+//! upgrade, needrestart) on each node in turn and on both at once leaves
+//! the Pacemaker-owned etcd serving, and the next daemon adopts it: same
+//! etcd PID, nobody fenced, no write gap beyond 2 s, every write kept.
 
 mod failover_support;
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use failover_support::{FAILOVER, OrFail, SETTLE, healthy, wait_acks_everywhere};
@@ -22,12 +28,13 @@ use warden_integration::writer::Ack;
 /// How long the survivor's daemon stays down.
 const DAEMON_DOWN: Duration = Duration::from_secs(60);
 
-/// The longest time without an acknowledged write on `node` between
-/// `from` and `to` (the edges count as the ends of a gap).
-fn longest_gap(acks: &[Ack], node: &str, from: Instant, to: Instant) -> Duration {
+/// The longest time without an acknowledged write on `node` (on any node
+/// for `None`) between `from` and `to` (the edges count as the ends of a
+/// gap).
+fn longest_gap(acks: &[Ack], node: Option<&str>, from: Instant, to: Instant) -> Duration {
     let mut times: Vec<Instant> = acks
         .iter()
-        .filter(|a| a.node == node && a.at >= from && a.at <= to)
+        .filter(|a| node.is_none_or(|n| a.node == n) && a.at >= from && a.at <= to)
         .map(|a| a.at)
         .collect();
     times.sort();
@@ -134,7 +141,7 @@ fn a_dead_daemon_on_the_survivor_fences_nobody_and_writes_go_on() {
     );
 
     let acks = writer.finish();
-    let gap = longest_gap(&acks, survivor, t_kill, t_back);
+    let gap = longest_gap(&acks, Some(survivor), t_kill, t_back);
     let during = acks
         .iter()
         .filter(|a| a.node == survivor && a.at >= t_kill && a.at <= t_back)
@@ -151,5 +158,194 @@ fn a_dead_daemon_on_the_survivor_fences_nobody_and_writes_go_on() {
         "node1 stopped taking writes for {gap:?} while its daemon was down"
     );
     w.check_writes(&acks, "/supervisor", &all).or_fail(&w);
+    w.c.stop();
+}
+
+/// The longest pause between acknowledged writes that issue 29 allows
+/// while daemons are restarted (per node and for the cluster).
+const RESTART_GAP: Duration = Duration::from_secs(2);
+/// What systemd gives a stopping daemon (`TimeoutStopSec=` of the shipped
+/// unit) before it SIGKILLs it; a daemon still there after this was not
+/// stopped by its SIGTERM.
+const STOP_GRACE: Duration = Duration::from_secs(45);
+/// The daemon's log line when it exits and leaves etcd to the next one.
+const LEFT_RUNNING: &str = "leaving etcd running for the next daemon to adopt";
+
+/// How one node's daemon restart went.
+struct Restarted {
+    node: String,
+    /// SIGTERM → the old daemon gone.
+    exit: Duration,
+    /// SIGTERM → the new daemon answers and reports the adopted etcd.
+    down: Duration,
+}
+
+/// `systemctl restart etcd-warden` on each of `nodes` at the same time:
+/// SIGTERM to the daemon (by the PID the harness recorded), its exit
+/// awaited, etcd found still running, a new daemon started, and its status
+/// awaited until it reports etcd with the PID in `etcd`.
+fn restart_daemons(
+    w: &WardenCluster,
+    nodes: &[&str],
+    etcd: &HashMap<String, i64>,
+) -> anyhow::Result<Vec<Restarted>> {
+    let one = |node: &str| -> anyhow::Result<Restarted> {
+        let pid = w
+            .daemon_pid(node)
+            .ok_or_else(|| anyhow::anyhow!("no daemon on {node}"))?;
+        let etcd_pid = etcd[node];
+        let left_before = w.daemon_log(node).matches(LEFT_RUNNING).count();
+        let t = Instant::now();
+        // SIGTERM, then SIGKILL only after the grace (as systemd does).
+        w.c.stop_process(node, pid, STOP_GRACE)?;
+        let exit = t.elapsed();
+        anyhow::ensure!(
+            exit < STOP_GRACE,
+            "{node}'s daemon (PID {pid}) did not exit on SIGTERM within {STOP_GRACE:?}"
+        );
+        anyhow::ensure!(
+            w.daemon_log(node).matches(LEFT_RUNNING).count() > left_before,
+            "{node}'s daemon did not log that it leaves etcd running\n{}",
+            w.daemon_log_tail(node)
+        );
+        anyhow::ensure!(
+            warden_harness::process::alive(i32::try_from(etcd_pid)?),
+            "etcd (PID {etcd_pid}) on {node} did not outlive its SIGTERMed daemon\n{}",
+            w.daemon_log_tail(node)
+        );
+        w.spawn_daemon(node)?;
+        let adopted = poll(
+            &format!("{node}'s new daemon to report etcd"),
+            FAILOVER,
+            || w.etcd_pid(node),
+        )?;
+        anyhow::ensure!(
+            adopted == etcd_pid,
+            "{node}'s etcd was restarted (PID {etcd_pid} → {adopted}) instead of adopted\n{}",
+            w.daemon_log_tail(node)
+        );
+        Ok(Restarted {
+            node: node.to_string(),
+            exit,
+            down: t.elapsed(),
+        })
+    };
+    std::thread::scope(|s| {
+        let handles: Vec<_> = nodes.iter().map(|n| s.spawn(move || one(n))).collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|e| Err(anyhow::anyhow!("a restart thread panicked: {e:?}")))
+            })
+            .collect()
+    })
+}
+
+#[test]
+fn a_sigtermed_daemon_leaves_etcd_serving_and_the_next_one_adopts_it() {
+    let (w, _cid) = healthy(2, Topology::TwoNode);
+    let all = w.nodes();
+    let writer = w.writer("/restart", &all).or_fail(&w);
+    wait_acks_everywhere(&writer, &all, 20);
+    let etcd: HashMap<String, i64> = all
+        .iter()
+        .map(|n| {
+            let pid = w.etcd_pid(n).or_fail(&w);
+            (n.clone(), pid.unwrap_or_else(|| panic!("etcd runs on {n}")))
+        })
+        .collect();
+    let fences = |w: &WardenCluster| -> Vec<usize> {
+        all.iter()
+            .map(|n| w.fence_count("node1", n).or_fail(w))
+            .collect()
+    };
+    let fenced = fences(&w);
+
+    let start = Instant::now();
+    let rounds: [&[&str]; 3] = [&["node1"], &["node2"], &["node1", "node2"]];
+    let mut report = Vec::new();
+    for round in rounds {
+        let t_round = Instant::now();
+        let restarted = restart_daemons(&w, round, &etcd).or_fail(&w);
+        let t_back = Instant::now();
+        // Both nodes take writes again, through the etcd they had all along.
+        for n in &all {
+            writer.wait_ack_after(Some(n), t_back, FAILOVER).or_fail(&w);
+        }
+        for n in &all {
+            assert_eq!(
+                w.etcd_pid(n).or_fail(&w),
+                Some(etcd[n]),
+                "{n}'s etcd changed after restarting the daemons of {round:?}"
+            );
+            assert!(
+                etcd_fine_on(&w, n),
+                "Pacemaker shows etcd failed or stopped on {n} after restarting the daemons \
+                 of {round:?}\n{}",
+                w.c.crm_mon_text(n).unwrap_or_default()
+            );
+        }
+        assert_eq!(
+            fences(&w),
+            fenced,
+            "a node was fenced when the daemons of {round:?} were restarted\n{}",
+            w.c.crm_mon_text("node1").unwrap_or_default()
+        );
+        report.push((round, t_round, Instant::now(), restarted));
+    }
+    w.wait_voters("node1", &all, SETTLE).or_fail(&w);
+    let end = Instant::now();
+    assert_eq!(fences(&w), fenced, "a node was fenced");
+
+    let acks = writer.finish();
+    for (round, from, to, restarted) in &report {
+        let per: Vec<String> = all
+            .iter()
+            .map(|n| {
+                let g = longest_gap(&acks, Some(n), *from, *to);
+                format!("{n} {:.2} s", g.as_secs_f64())
+            })
+            .collect();
+        let downs: Vec<String> = restarted
+            .iter()
+            .map(|r| {
+                format!(
+                    "{}: exited {:.2} s, back {:.2} s",
+                    r.node,
+                    r.exit.as_secs_f64(),
+                    r.down.as_secs_f64()
+                )
+            })
+            .collect();
+        eprintln!(
+            "restart of {round:?} ({}): longest write gap {}; cluster {:.2} s",
+            downs.join("; "),
+            per.join(", "),
+            longest_gap(&acks, None, *from, *to).as_secs_f64()
+        );
+    }
+    let mut gaps = Vec::new();
+    for n in &all {
+        gaps.push((n.clone(), longest_gap(&acks, Some(n), start, end)));
+    }
+    gaps.push(("cluster".to_string(), longest_gap(&acks, None, start, end)));
+    eprintln!(
+        "three rounds of daemon restarts in {:.1} s, {} writes acknowledged: longest write gap {}",
+        end.duration_since(start).as_secs_f64(),
+        acks.iter().filter(|a| a.at >= start && a.at <= end).count(),
+        gaps.iter()
+            .map(|(n, g)| format!("{n} {:.2} s", g.as_secs_f64()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    for (n, g) in &gaps {
+        assert!(
+            *g <= RESTART_GAP,
+            "{n}: a write gap of {g:?} while daemons restarted (bound {RESTART_GAP:?})"
+        );
+    }
+    w.check_writes(&acks, "/restart", &all).or_fail(&w);
+    warden_integration::writer::check_real_time_order(&acks).or_fail(&w);
     w.c.stop();
 }
