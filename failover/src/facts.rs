@@ -336,10 +336,12 @@ impl DataRecord {
         self.epoch.max(self.pending_epoch.unwrap_or(0))
     }
 
-    /// The owner has neither data nor a state file naming any: a new
-    /// machine, or one whose disks were replaced.
+    /// The owner has neither data, nor a state file naming any, nor an
+    /// archive: a new machine, or one whose disks were replaced. (A node
+    /// that archived its own stale data to rejoin is no new machine: its
+    /// record says so until it has joined.)
     pub fn blank(&self) -> bool {
-        !self.has_data && !self.had_cluster() && !self.state_lost
+        !self.has_data && !self.had_cluster() && !self.state_lost && self.archives == 0
     }
 }
 

@@ -420,13 +420,21 @@ impl EtcdModel {
                     }
                     // Both machines replaced leaves no history at all (a
                     // fresh bootstrap is then right): one blank at a time.
+                    // And a replacement (power off, new disks, boot) takes
+                    // far longer than a daemon's pass: the other nodes'
+                    // records are current when it happens.
                     let other_blank = (0..n).any(|y| {
                         y != x
                             && s.nodes[y].configured
                             && s.nodes[y].data.is_none()
                             && s.nodes[y].lost.is_none()
                     });
-                    if !other_blank {
+                    let records_current = (0..n).all(|y| {
+                        y == x
+                            || !s.nodes[y].power
+                            || s.nodes[y].record.as_ref() == Some(&self.rec_of(s, y))
+                    });
+                    if !other_blank && records_current {
                         out.push(Event::CrashReplacingDisks(x));
                     }
                 }

@@ -197,7 +197,7 @@ impl EtcdModel {
 
     /// The record `x`'s daemon publishes: what `decide` expects, from the
     /// same facts.
-    fn rec_of(&self, s: &State, x: usize) -> Rec {
+    pub(super) fn rec_of(&self, s: &State, x: usize) -> Rec {
         let r = crate::decide::expected_record(&self.facts(s, x));
         let node = &s.nodes[x];
         let small = |v: u64| u8::try_from(v).unwrap_or(u8::MAX);
