@@ -380,11 +380,12 @@ pub async fn run_with(
     notify(&[NotifyState::Stopping, NotifyState::Status("shutting down")]);
     cancel.cancel();
     work.shut_down(SHUTDOWN_GRACE).await;
-    match core.supervisor {
+    match &core.supervisor {
         // Pacemaker owns etcd: only its stop action stops it. A daemon
         // restart (an upgrade, needrestart, a watchdog restart) leaves it
         // serving, and the next daemon adopts it by its PID file.
-        AnySupervisor::Process(_) if crate::reconcile::enabled(&settings) => {
+        AnySupervisor::Process(p) if crate::reconcile::enabled(&settings) => {
+            p.leave_running();
             tracing::info!("leaving etcd running for the next daemon to adopt (Pacemaker stops it)")
         }
         // Without Pacemaker the daemon alone runs etcd: it goes with it.

@@ -49,6 +49,9 @@ pub struct ProcessSupervisor {
     tail: Arc<std::sync::Mutex<LogTail>>,
     // Whether the task following the log runs (started with the first etcd).
     following: AtomicBool,
+    // The daemon leaves etcd running for the next daemon to adopt: the
+    // drop must not take it down.
+    left_running: AtomicBool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,7 +93,14 @@ impl ProcessSupervisor {
             state_tx,
             tail: Arc::new(std::sync::Mutex::new(tail)),
             following: AtomicBool::new(false),
+            left_running: AtomicBool::new(false),
         }
+    }
+
+    /// Leave etcd running when the daemon exits, for the next daemon to
+    /// adopt by its PID file (Pacemaker, not the daemon, stops it).
+    pub(crate) fn leave_running(&self) {
+        self.left_running.store(true, Ordering::SeqCst);
     }
 
     fn pid_file(&self) -> PathBuf {
@@ -388,7 +398,11 @@ impl Supervisor for ProcessSupervisor {
 impl Drop for ProcessSupervisor {
     fn drop(&mut self) {
         // The daemon is going away without a stop (e.g. a panic): take etcd's
-        // process group with it rather than leave an unsupervised etcd.
+        // process group with it rather than leave an unsupervised etcd,
+        // unless the daemon left it running on purpose.
+        if self.left_running.load(Ordering::SeqCst) {
+            return;
+        }
         if let Inner::Running { pid } | Inner::Stopping { pid } = *self.state_tx.borrow() {
             let _ = super::signal_group(pid, Signal::SIGKILL);
         }
