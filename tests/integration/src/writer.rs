@@ -304,6 +304,25 @@ pub fn check_all_present(acks: &[Ack], kvs: &[gateway::Kv]) -> Result<()> {
     Ok(())
 }
 
+/// The longest time without an acknowledged write on `node` (on any node
+/// for `None`) between `from` and `to` (the edges count as the ends of a
+/// gap).
+pub fn longest_gap(acks: &[Ack], node: Option<&str>, from: Instant, to: Instant) -> Duration {
+    let mut times: Vec<Instant> = acks
+        .iter()
+        .filter(|a| node.is_none_or(|n| a.node == n) && a.at >= from && a.at <= to)
+        .map(|a| a.at)
+        .collect();
+    times.sort();
+    let mut last = from;
+    let mut longest = Duration::ZERO;
+    for t in times.into_iter().chain(std::iter::once(to)) {
+        longest = longest.max(t.duration_since(last));
+        last = t;
+    }
+    longest
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

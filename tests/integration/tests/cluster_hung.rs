@@ -16,30 +16,12 @@ use failover_support::{FAILOVER, OrFail, SETTLE, healthy, wait_acks_everywhere};
 use serde_json::Value;
 use warden_harness::process::Paused;
 use warden_integration::twonode::{Topology, WardenCluster, is_etcd, poll};
-use warden_integration::writer::{Ack, Writer};
+use warden_integration::writer::{Writer, longest_gap};
 
 /// How long etcd stays hung.
 const HANG: Duration = Duration::from_secs(60);
 /// The longest the peer may go without an acknowledged write meanwhile.
 const MAX_PEER_GAP: Duration = Duration::from_secs(20);
-
-/// The longest time without an acknowledged write on `node` between
-/// `from` and `to` (the edges count as the ends of a gap).
-fn longest_gap(acks: &[Ack], node: &str, from: Instant, to: Instant) -> Duration {
-    let mut times: Vec<Instant> = acks
-        .iter()
-        .filter(|a| a.node == node && a.at >= from && a.at <= to)
-        .map(|a| a.at)
-        .collect();
-    times.sort();
-    let mut last = from;
-    let mut longest = Duration::ZERO;
-    for t in times.into_iter().chain(std::iter::once(to)) {
-        longest = longest.max(t.duration_since(last));
-        last = t;
-    }
-    longest
-}
 
 /// The node whose etcd leads, as its daemon reports it.
 fn leader_node(w: &WardenCluster) -> anyhow::Result<String> {
@@ -130,7 +112,7 @@ fn hang(w: &WardenCluster, writer: &Writer, node: &str) -> Duration {
         "two voters {:.1} s after the hang ended",
         healed.duration_since(t_end).as_secs_f64()
     );
-    longest_gap(&writer.acks(), &peer, t0, t_end)
+    longest_gap(&writer.acks(), Some(&peer), t0, t_end)
 }
 
 #[test]

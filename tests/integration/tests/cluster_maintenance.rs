@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use failover_support::{FAILOVER, OrFail, SETTLE, healthy, wait_acks_everywhere};
 use warden_integration::twonode::{Topology, WardenCluster, poll};
-use warden_integration::writer::Ack;
+use warden_integration::writer::longest_gap;
 
 /// How long the test watches node1 while maintenance holds and node2 is
 /// gone.
@@ -46,24 +46,6 @@ fn maintenance_mode(w: &WardenCluster, node: &str, value: &str) {
         ],
     )
     .or_fail(w);
-}
-
-/// The longest time without an acknowledged write on `node` between `from`
-/// and `to` (the edges count as the ends of a gap).
-fn longest_gap(acks: &[Ack], node: &str, from: Instant, to: Instant) -> Duration {
-    let mut times: Vec<Instant> = acks
-        .iter()
-        .filter(|a| a.node == node && a.at >= from && a.at <= to)
-        .map(|a| a.at)
-        .collect();
-    times.sort();
-    let mut last = from;
-    let mut longest = Duration::ZERO;
-    for t in times.into_iter().chain(std::iter::once(to)) {
-        longest = longest.max(t.duration_since(last));
-        last = t;
-    }
-    longest
 }
 
 /// `b - a` in seconds, negative when `b` comes first.
@@ -163,7 +145,7 @@ fn a_peer_lost_inside_maintenance_is_forced_past_once_it_ends() {
         writer.wait_ack_after(Some(n), healed, FAILOVER).or_fail(&w);
     }
     let acks = writer.finish();
-    let gap = longest_gap(&acks, survivor, cut, healed);
+    let gap = longest_gap(&acks, Some(survivor), cut, healed);
     let fmt = |v: Option<f64>| v.map_or("unknown".into(), |s| format!("{s:.2} s"));
     eprintln!(
         "MAINTENANCE end of maintenance -> first write through node1: {:.2} s; \

@@ -23,29 +23,10 @@ use std::time::{Duration, Instant};
 use failover_support::{FAILOVER, OrFail, SETTLE, healthy, wait_acks_everywhere};
 use warden_harness::crm;
 use warden_integration::twonode::{Topology, WardenCluster, is_etcd, poll};
-use warden_integration::writer::Ack;
+use warden_integration::writer::longest_gap;
 
 /// How long the survivor's daemon stays down.
 const DAEMON_DOWN: Duration = Duration::from_secs(60);
-
-/// The longest time without an acknowledged write on `node` (on any node
-/// for `None`) between `from` and `to` (the edges count as the ends of a
-/// gap).
-fn longest_gap(acks: &[Ack], node: Option<&str>, from: Instant, to: Instant) -> Duration {
-    let mut times: Vec<Instant> = acks
-        .iter()
-        .filter(|a| node.is_none_or(|n| a.node == n) && a.at >= from && a.at <= to)
-        .map(|a| a.at)
-        .collect();
-    times.sort();
-    let mut last = from;
-    let mut longest = Duration::ZERO;
-    for t in times.into_iter().chain(std::iter::once(to)) {
-        longest = longest.max(t.duration_since(last));
-        last = t;
-    }
-    longest
-}
 
 /// Whether Pacemaker, asked on `node`, shows etcd active and not failed
 /// there.
