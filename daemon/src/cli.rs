@@ -9,18 +9,33 @@ use crate::cmd;
 
 /// Keeps etcd available and safe on Pacemaker clusters, above all two-node ones.
 #[derive(Debug, Parser)]
-#[command(name = "etcd-warden", version, propagate_version = true)]
+#[command(
+    name = "etcd-warden",
+    version,
+    propagate_version = true,
+    after_long_help = EXIT_STATUS
+)]
 pub(crate) struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub(crate) command: Command,
 }
 
+/// The exit codes every subcommand shares, for `--help` and the man page;
+/// a subcommand's own page lists the codes it adds.
+const EXIT_STATUS: &str = "Exit status:
+  0   success
+  1   failure (the message on stderr says what failed)
+  2   a usage error (an unknown option, a missing argument); some subcommands add codes (see their pages)
+  78  the configuration is refused (EX_CONFIG); stderr names the file, the line and the key";
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Run the host daemon (supervises etcd, serves the local API).
     Daemon(cmd::daemon::DaemonArgs),
+    /// Check the configuration without starting anything (exit 78 when refused).
+    CheckConfig(cmd::check_config::CheckConfigArgs),
     /// Show this node's state and etcd's live view.
     Status(cmd::status::StatusArgs),
     /// List etcd's members, live.
@@ -56,6 +71,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Daemon(a) => cmd::daemon::run_daemon(a),
+        Command::CheckConfig(a) => cmd::check_config::run_check_config(a),
         Command::Status(a) => cmd::status::run_status(a),
         Command::Members(a) => cmd::members::run_members(a),
         Command::Snapshot(a) => cmd::snapshot::run_snapshot(a),

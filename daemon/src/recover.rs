@@ -6,13 +6,14 @@
 //! running. Nothing is ever deleted: data is moved into the archive
 //! directory.
 
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use warden_api::{RecoverRequest, RecoverWhat};
 
 use crate::config::Settings;
+use crate::config::host::executable;
 use crate::reconcile::archives::Held;
 use crate::reconcile::local::{LocalPaths, StateFile};
 
@@ -82,32 +83,32 @@ impl RestoreTool {
     }
 }
 
-fn executable(p: &Path) -> bool {
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+/// The first of etcd's tools `names` beside the etcd binary (the same
+/// release), else on PATH; within one directory, in the order of `names`.
+pub(crate) fn find_etcd_tool(etcd_binary: &Path, names: &[&str]) -> Option<PathBuf> {
+    let beside = etcd_binary.parent().map(Path::to_path_buf);
+    let path_dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    beside
+        .into_iter()
+        .chain(path_dirs)
+        .flat_map(|d| names.iter().map(move |n| d.join(n)))
+        .find(|p| executable(p))
 }
 
 /// The restore tool of the configured etcd: `etcdutl`, else `etcdctl`,
 /// beside the etcd binary (the same release, so the restored data is in a
 /// format that etcd reads), else on PATH.
 pub(crate) fn find_restore_tool(etcd_binary: &Path) -> anyhow::Result<RestoreTool> {
-    let beside = etcd_binary.parent().map(Path::to_path_buf);
-    let path_dirs: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default();
-    for dirs in [beside.into_iter().collect::<Vec<_>>(), path_dirs] {
-        for d in &dirs {
-            if executable(&d.join("etcdutl")) {
-                return Ok(RestoreTool::Etcdutl(d.join("etcdutl")));
-            }
-            if executable(&d.join("etcdctl")) {
-                return Ok(RestoreTool::Etcdctl(d.join("etcdctl")));
-            }
-        }
+    match find_etcd_tool(etcd_binary, &["etcdutl", "etcdctl"]) {
+        Some(p) if p.ends_with("etcdutl") => Ok(RestoreTool::Etcdutl(p)),
+        Some(p) => Ok(RestoreTool::Etcdctl(p)),
+        None => bail!(
+            "neither etcdutl nor etcdctl found beside {} or on PATH: install etcd's client tools (Debian: etcd-client)",
+            etcd_binary.display()
+        ),
     }
-    bail!(
-        "neither etcdutl nor etcdctl found beside {} or on PATH: install etcd's client tools (Debian: etcd-client)",
-        etcd_binary.display()
-    )
 }
 
 /// A planned snapshot restore.
@@ -553,6 +554,7 @@ pub(crate) fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn etcd() -> LocalEtcd {
         LocalEtcd {

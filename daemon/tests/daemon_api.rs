@@ -44,18 +44,21 @@ fn a_uid_outside_the_allow_list_is_refused() {
     assert!(!out.status.success(), "uid 65534 was served: {stderr}");
     assert!(stderr.contains("403"), "{stderr}");
     assert!(stderr.contains("uid 65534 may not use"), "{stderr}");
-    // root still is.
+    // root still is: the table, with exit 2 as etcd is not started.
     let out = Command::new(BIN)
         .arg("status")
         .arg("--socket")
         .arg(d.socket())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    assert!(stdout.contains("health      not healthy"), "{stdout}");
     assert!(d.log().contains("refused an API connection"));
 }
 

@@ -37,7 +37,7 @@ fn act(target: &Target, action: Action) -> anyhow::Result<ExitCode> {
         notify: None,
         instance: None,
     };
-    let r: ActionReply = target.client().post(paths::ACTION, &req, timeout)?;
+    let r: ActionReply = target.post(paths::ACTION, &req)?;
     match r.outcome {
         Outcome::Success => {
             println!("{action:?}: done");

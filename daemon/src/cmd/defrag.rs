@@ -12,6 +12,7 @@ use super::target::Target;
 
 /// Arguments: Defragment this node's etcd member if the policy allows it now.
 #[derive(Debug, clap::Args)]
+#[command(after_long_help = EXIT_STATUS)]
 pub(crate) struct DefragArgs {
     /// Where the daemon is. `--timeout` bounds the whole defragment
     /// (default 300 s; a large database takes minutes).
@@ -26,6 +27,13 @@ pub(crate) struct DefragArgs {
     #[arg(long)]
     pub json: bool,
 }
+
+/// The exit codes, for `--help` and the man page.
+const EXIT_STATUS: &str = "Exit status:
+  0   the member was defragmented
+  1   the policy refused (the reason is printed), or the daemon could not be asked
+  2   the defragmentation failed
+  78  the configuration is refused (EX_CONFIG); stderr names the file, the line and the key";
 
 /// The default `--timeout` of `etcd-warden defrag`, when the operator left
 /// the generic 10 s: a defragment of a large database takes minutes.
@@ -45,9 +53,7 @@ pub(crate) fn run_defrag(args: DefragArgs) -> anyhow::Result<ExitCode> {
     let req = DefragRequest {
         below_threshold: args.below_threshold,
     };
-    let r: DefragReply = target
-        .client()
-        .post(paths::DEFRAG, &req, target.timeout())?;
+    let r: DefragReply = target.post(paths::DEFRAG, &req)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {

@@ -144,13 +144,39 @@ fn write_page(cmd: &clap::Command, dir: &Path, written: &mut Vec<PathBuf>) -> an
     let mut buf = Vec::new();
     man.render(&mut buf)
         .with_context(|| format!("rendering the page of {name}"))?;
+    let page = exit_status_section(&String::from_utf8_lossy(&buf));
     let path = dir.join(format!("{name}.{CLI_SECTION}"));
-    write_file(&path, &buf)?;
+    write_file(&path, page.as_bytes())?;
     written.push(path);
     for sub in cmd.get_subcommands().filter(|s| documented(s)) {
         write_page(sub, dir, written)?;
     }
     Ok(())
+}
+
+/// The heading a subcommand's `after_long_help` starts with when it lists
+/// the exit codes, one `CODE  meaning` per line.
+const EXIT_STATUS_HEADING: &str = "Exit status:";
+
+/// clap_mangen renders `after_long_help` as a section named EXTRA; exit
+/// codes belong in EXIT STATUS, one tagged paragraph per code.
+fn exit_status_section(page: &str) -> String {
+    let start = format!(".SH EXTRA\n{EXIT_STATUS_HEADING}\n");
+    let Some(at) = page.find(&start) else {
+        return page.to_string();
+    };
+    let rest = &page[at + start.len()..];
+    let end = rest.find("\n.SH ").map_or(rest.len(), |i| i + 1);
+    let mut out = format!("{}.SH \"EXIT STATUS\"\n", &page[..at]);
+    for line in rest[..end].lines() {
+        let (code, meaning) = line
+            .trim()
+            .split_once(char::is_whitespace)
+            .unwrap_or((line, ""));
+        out.push_str(&format!(".TP\n\\fB{code}\\fR\n{}\n", meaning.trim()));
+    }
+    out.push_str(&rest[end..]);
+    out
 }
 
 /// The date on the pages: SOURCE_DATE_EPOCH (reproducible builds; the
@@ -499,6 +525,14 @@ mod tests {
                 env!("CARGO_PKG_VERSION")
             ),
         );
+        // The exit codes in their own section, one paragraph per code.
+        let exit = status.split(".SH \"EXIT STATUS\"\n").nth(1).unwrap();
+        assert!(
+            exit.starts_with(".TP\n\\fB0\\fR\nthis node is healthy"),
+            "{status}"
+        );
+        assert!(exit.contains(".TP\n\\fB78\\fR\n"), "{status}");
+        assert!(!status.contains("EXTRA"), "{status}");
         let top = fs::read_to_string(dir.path().join("etcd-warden.8")).unwrap();
         assert!(top.contains("etcd\\-warden\\-status(8)"), "{top}");
         assert!(

@@ -40,8 +40,16 @@ pub(crate) enum Format {
     Json,
 }
 
+/// The exit codes, for `--help` and the man page.
+const EXIT_STATUS: &str = "Exit status:
+  0   Healthy
+  1   Warning
+  2   Degraded
+  3   Unknown: the report cannot be read, or was built with another profile";
+
 /// Arguments: Evaluate a report into Healthy, Warning or Degraded.
 #[derive(Debug, clap::Args)]
+#[command(after_long_help = EXIT_STATUS)]
 pub(crate) struct HealthArgs {
     /// The report written by `etcd-warden collect`.
     #[arg(long, value_name = "FILE")]

@@ -42,8 +42,7 @@ pub(crate) fn table(ms: &[Member]) -> String {
 
 /// List etcd's members, live.
 pub(crate) fn run_members(args: MembersArgs) -> anyhow::Result<ExitCode> {
-    let client = args.target.client();
-    let ms: Vec<Member> = client.get(paths::MEMBERS, args.target.timeout())?;
+    let ms: Vec<Member> = args.target.get(paths::MEMBERS)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&ms)?);
     } else {

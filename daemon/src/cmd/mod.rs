@@ -1,6 +1,7 @@
 //! One module per subcommand (or group of closely related subcommands).
 
 pub(crate) mod alert;
+pub(crate) mod check_config;
 pub(crate) mod collect;
 pub(crate) mod control;
 pub(crate) mod daemon;

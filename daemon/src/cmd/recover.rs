@@ -61,8 +61,16 @@ pub(crate) enum RecoverCommand {
     RestoreSnapshot(RestoreSnapshotArgs),
 }
 
+/// The exit codes, for `--help` and the man page.
+const EXIT_STATUS: &str = "Exit status:
+  0   done (with --confirm)
+  1   refused or failed (the message on stderr says why)
+  2   the plan is printed and nothing is done (without --confirm)
+  78  the configuration is refused (EX_CONFIG); stderr names the file, the line and the key";
+
 /// The node to act for, and the confirmation.
 #[derive(Debug, clap::Args)]
+#[command(after_long_help = EXIT_STATUS)]
 pub(crate) struct NodeArgs {
     /// The node (as named in the configuration).
     #[arg(long, value_name = "NODE")]
@@ -147,7 +155,7 @@ pub(crate) fn run_recover(args: RecoverArgs) -> anyhow::Result<ExitCode> {
     let settings = target.settings()?;
     check_node(&settings, &req.node)?;
     let me = settings.node_name.as_str();
-    let client = target.client();
+    let client = target.client()?;
     if req.confirm {
         println!(
             "etcd-warden recover on {me}: asking the daemon to do it (a snapshot restore takes a while) ..."

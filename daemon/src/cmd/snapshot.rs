@@ -307,20 +307,24 @@ fn hostname() -> String {
 /// Save a verified etcd snapshot.
 pub(crate) fn run_snapshot(args: SnapshotArgs) -> anyhow::Result<ExitCode> {
     let SnapshotCommand::Save(a) = args.command;
-    let settings = a.target.settings();
+    // Without any configuration, --endpoint alone will do; a configuration
+    // that is there but refused is an error either way.
+    let settings = match (a.target.settings(), &a.endpoint) {
+        (Ok(s), _) => Some(s),
+        (Err(e), Some(_)) if crate::config::is_absent(&e, &a.target.config) => None,
+        (Err(e), None) => return Err(e.context("give --endpoint or a configuration")),
+        (Err(e), Some(_)) => return Err(e),
+    };
     let (connector, endpoint) = match (&settings, a.endpoint) {
-        (Ok(s), e) => (
+        (Some(s), e) => (
             Connector::new(s),
             e.unwrap_or_else(|| s.local_client_url().to_string()),
         ),
-        (Err(_), Some(e)) => (Connector::plain(), e),
-        (Err(e), None) => {
-            return Err(anyhow::anyhow!("{e:#}").context("give --endpoint or a configuration"));
-        }
+        (None, e) => (Connector::plain(), e.unwrap_or_default()),
     };
     let node = match &settings {
-        Ok(s) => s.node_name.clone(),
-        Err(_) => hostname(),
+        Some(s) => s.node_name.clone(),
+        None => hostname(),
     };
     let path = match (&a.path, &a.dir) {
         (Some(p), _) => p.clone(),

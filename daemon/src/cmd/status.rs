@@ -3,6 +3,7 @@
 
 use std::process::ExitCode;
 
+use warden_api::client::ClientError;
 use warden_api::{NodeStatus, paths};
 
 use super::target::Target;
@@ -11,6 +12,7 @@ use crate::reconcile::archives::ArchiveInfo;
 
 /// Arguments: Show this node's state and etcd's live view.
 #[derive(Debug, clap::Args)]
+#[command(after_long_help = EXIT_STATUS)]
 pub(crate) struct StatusArgs {
     /// Where the daemon is.
     #[command(flatten)]
@@ -27,6 +29,7 @@ pub(crate) fn table(s: &NodeStatus) -> String {
         ("node", s.node.clone()),
         ("topology", s.topology.clone()),
         ("state", s.state.clone()),
+        ("health", health_line(s)),
         (
             "etcd",
             match s.etcd_pid {
@@ -183,16 +186,75 @@ fn human_size(b: u64) -> String {
     format!("{v:.1} {unit}")
 }
 
+/// Exit code: the daemon answered and this node is not healthy.
+const EXIT_NOT_HEALTHY: u8 = 2;
+
+/// Exit code: the daemon does not answer on its socket.
+const EXIT_UNREACHABLE: u8 = 3;
+
+/// The exit codes, for `--help` and the man page.
+const EXIT_STATUS: &str = "Exit status:
+  0   this node is healthy: etcd runs, is a voter, sees a leader and quorum, no alarm
+  1   the daemon answered with an error, or did not answer in time
+  2   this node is not healthy (the health line says why)
+  3   the daemon is not reachable at its socket
+  78  the configuration is refused (EX_CONFIG); stderr names the file, the line and the key";
+
+/// What keeps this node from being healthy: etcd runs here, a linearizable
+/// read succeeds, the member is a voter, there is a leader, no alarm is
+/// raised. Empty when healthy.
+pub(crate) fn problems(s: &NodeStatus) -> Vec<String> {
+    if !s.etcd_running {
+        return vec!["etcd is not running on this node".into()];
+    }
+    let mut p = Vec::new();
+    if !s.quorum {
+        p.push("no quorum (a linearizable read failed)".to_string());
+    }
+    if s.leader_id.is_none() {
+        p.push("no leader".into());
+    }
+    if s.is_learner {
+        p.push("the local member is a learner".into());
+    }
+    if let Some(db) = s.etcd_db.as_ref().filter(|db| !db.alarms.is_empty()) {
+        p.push(format!("alarm {}", db.alarms.join(", ")));
+    }
+    p
+}
+
+/// The health line: `healthy`, or `not healthy: ` and why.
+fn health_line(s: &NodeStatus) -> String {
+    match problems(s).as_slice() {
+        [] => "healthy".into(),
+        p => format!("not healthy: {}", p.join("; ")),
+    }
+}
+
 /// Show this node's state, etcd's live view and the archives.
 pub(crate) fn run_status(args: StatusArgs) -> anyhow::Result<ExitCode> {
-    let client = args.target.client();
-    let s: StatusDoc = client.get(paths::STATUS, args.target.timeout())?;
+    let client = args.target.client()?;
+    let s: StatusDoc = match client.get(paths::STATUS, args.target.timeout()) {
+        Ok(s) => s,
+        Err(ClientError::Connect { path, error }) => {
+            eprintln!(
+                "etcd-warden: error: {}",
+                args.target.unreachable(&path, &error)
+            );
+            return Ok(ExitCode::from(EXIT_UNREACHABLE));
+        }
+        Err(e) => return Err(e.into()),
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
     } else {
         print!("{}", table_with_archives(&s));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if problems(&s.node).is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_NOT_HEALTHY)
+    })
 }
 
 #[cfg(test)]

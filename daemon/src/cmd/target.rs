@@ -2,11 +2,12 @@
 //! the configuration (`--config`, default /etc/etcd-warden/config.toml), or a
 //! standalone directory (`--standalone DIR`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Context;
-use warden_api::client::Client;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use warden_api::client::{Client, ClientError};
 
 use crate::config::Settings;
 
@@ -28,31 +29,79 @@ pub(crate) struct Target {
 }
 
 impl Target {
-    /// The settings, when a configuration is there.
+    /// The settings: the standalone directory's, or the configuration's. A
+    /// configuration that does not load is an error naming its file, line
+    /// and key (exit 78), never passed over.
     pub(crate) fn settings(&self) -> anyhow::Result<Settings> {
-        match &self.standalone {
-            Some(dir) => crate::standalone::load(dir),
-            None => crate::config::load(&self.config)
-                .with_context(|| format!("cannot load {}", self.config.display())),
+        settings(&self.config, self.standalone.as_deref())
+    }
+
+    /// The daemon's socket: `--socket`, else the configured one.
+    pub(crate) fn socket(&self) -> anyhow::Result<PathBuf> {
+        match &self.socket {
+            Some(s) => Ok(s.clone()),
+            None => Ok(self.settings()?.api.socket),
         }
     }
 
     /// A client for the daemon's socket.
-    pub(crate) fn client(&self) -> Client {
-        if let Some(s) = &self.socket {
-            return Client::new(s);
+    pub(crate) fn client(&self) -> anyhow::Result<Client> {
+        Ok(Client::new(self.socket()?))
+    }
+
+    /// GET `path` from the daemon; a daemon that is not there is said so
+    /// with where to look ([`Target::unreachable`]).
+    pub(crate) fn get<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
+        let answer = self.client()?.get(path, self.timeout());
+        answer.map_err(|e| self.explain(e))
+    }
+
+    /// POST `body` to `path` on the daemon, as [`Target::get`].
+    pub(crate) fn post<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> anyhow::Result<T> {
+        let answer = self.client()?.post(path, body, self.timeout());
+        answer.map_err(|e| self.explain(e))
+    }
+
+    /// A client error as the operator reads it.
+    pub(crate) fn explain(&self, e: ClientError) -> anyhow::Error {
+        match e {
+            ClientError::Connect { path, error } => {
+                anyhow::anyhow!("{}", self.unreachable(&path, &error))
+            }
+            e => e.into(),
         }
-        if let Some(dir) = &self.standalone {
-            return Client::new(dir.join("api.sock"));
-        }
-        match crate::config::load(&self.config) {
-            Ok(s) => Client::new(s.api.socket),
-            Err(_) => Client::new(warden_api::DEFAULT_SOCKET),
-        }
+    }
+
+    /// The daemon does not answer on `socket`: say so, and where to look.
+    pub(crate) fn unreachable(&self, socket: &Path, error: &std::io::Error) -> String {
+        let look = match &self.standalone {
+            Some(dir) => format!(
+                "start it with `etcd-warden daemon --standalone {}`",
+                dir.display()
+            ),
+            None => "see `systemctl status etcd-warden` and `journalctl -u etcd-warden`".into(),
+        };
+        format!(
+            "the etcd-warden daemon is not reachable at {} ({error}): {look}",
+            socket.display()
+        )
     }
 
     /// The answer deadline.
     pub(crate) fn timeout(&self) -> Duration {
         Duration::from_secs(self.timeout.max(1))
+    }
+}
+
+/// The settings of a standalone directory, or of the configuration rooted
+/// at `config`.
+pub(crate) fn settings(config: &Path, standalone: Option<&Path>) -> anyhow::Result<Settings> {
+    match standalone {
+        Some(dir) => crate::standalone::load(dir),
+        None => Ok(crate::config::load(config)?),
     }
 }

@@ -344,11 +344,14 @@ pub(crate) fn parse(file: &FileCtx<'_>) -> Result<Fragment, ConfigError> {
     let path: &Path = &file.file;
     let line_of =
         |span: Option<Range<usize>>| span.map(|s| line_at(file.text, s.start)).unwrap_or(1);
-    let de = toml::Deserializer::parse(file.text).map_err(|e| ConfigError::Parse {
-        file: path.to_path_buf(),
-        line: line_of(e.span()),
-        key: "-".into(),
-        message: e.message().trim().to_string(),
+    let de = toml::Deserializer::parse(file.text).map_err(|e| {
+        let line = line_of(e.span());
+        ConfigError::Parse {
+            file: path.to_path_buf(),
+            line,
+            key: key_on_line(file.text, line).unwrap_or_else(|| "-".into()),
+            message: e.message().trim().to_string(),
+        }
     })?;
     let mut fragment: Fragment = serde_path_to_error::deserialize(de).map_err(|e| {
         // A located value shows up in the path as the spanned wrapper's
@@ -359,11 +362,12 @@ pub(crate) fn parse(file: &FileCtx<'_>) -> Result<Fragment, ConfigError> {
             .replace(".$__serde_spanned_private_value", "")
             .replace("$__serde_spanned_private_value", "");
         let inner = e.into_inner();
+        let message = inner.message().trim().to_string();
         ConfigError::Parse {
             file: path.to_path_buf(),
             line: line_of(inner.span()),
-            key,
-            message: inner.message().trim().to_string(),
+            key: with_unknown_field(key, &message),
+            message,
         }
     })?;
     fragment.locate(file, "");
@@ -373,6 +377,65 @@ pub(crate) fn parse(file: &FileCtx<'_>) -> Result<Fragment, ConfigError> {
 /// Serialise a fragment as TOML (unset keys and empty sections left out).
 pub(crate) fn to_toml(fragment: &Fragment) -> Result<String, toml::ser::Error> {
     toml::to_string(fragment)
+}
+
+/// The key a line of TOML that does not parse was writing: the text before
+/// its `=` (or its first word, where the `=` is missing) under the table
+/// the lines above opened, or the table of a header line. The parser's
+/// error gives the line only.
+fn key_on_line(text: &str, line: usize) -> Option<String> {
+    let mut table = String::new();
+    let mut entries: std::collections::BTreeMap<String, usize> = Default::default();
+    for l in text.lines().take(line) {
+        let t = l.trim();
+        if let Some(name) = t.strip_prefix("[[") {
+            let name = name
+                .split("]]")
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_string();
+            let n = entries.entry(name.clone()).or_default();
+            table = format!("{name}[{n}]");
+            *n += 1;
+        } else if let Some(name) = t.strip_prefix('[') {
+            table = name
+                .split(']')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_string();
+        }
+    }
+    let t = text.lines().nth(line.checked_sub(1)?)?.trim();
+    if t.starts_with('[') {
+        return (!table.is_empty()).then_some(table);
+    }
+    let written = match t.split_once('=') {
+        Some((k, _)) => k.trim(),
+        None => t.split_whitespace().next().unwrap_or_default(),
+    };
+    match (
+        written.is_empty() || written.starts_with('#'),
+        table.is_empty(),
+    ) {
+        (true, true) => None,
+        (true, false) => Some(table),
+        (false, _) => Some(join(&table, written)),
+    }
+}
+
+/// serde names an unknown key by the table holding it and the key in its
+/// message; the operator wants the key's whole path.
+fn with_unknown_field(path: String, message: &str) -> String {
+    let field = message
+        .strip_prefix("unknown field `")
+        .and_then(|m| m.split('`').next());
+    match field {
+        Some(f) if path == "." || path.is_empty() => f.to_string(),
+        Some(f) if !path.ends_with(f) => join(&path, f),
+        _ => path,
+    }
 }
 
 /// 1-based line of a byte offset.

@@ -17,8 +17,9 @@
 //! a `[[nodes]]` list is replaced as a whole.
 //!
 //! Modules: [`fragments`] (what one file says, with file and line of every
-//! value), `inputs` (the merge), `validate` and `etcd_rules` (the checks)
-//! and [`settings`] (the result).
+//! value), `inputs` (the merge), `validate` and `etcd_rules` (the checks),
+//! [`settings`] (the result) and `host` (the files a configuration names,
+//! checked by `etcd-warden check-config`).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -28,6 +29,7 @@ use std::sync::Arc;
 
 mod etcd_rules;
 pub(crate) mod fragments;
+pub(crate) mod host;
 mod inputs;
 pub(crate) mod settings;
 mod validate;
@@ -87,12 +89,14 @@ impl fmt::Display for Origin {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("cannot read configuration file {path}: {source}")]
+    // The OS error is part of the message and deliberately not a `#[source]`:
+    // an error chain printed with `{:#}` would otherwise show it twice.
+    #[error("cannot read configuration file {path}: {error}")]
     Read {
         /// The file.
         path: PathBuf,
         /// The OS error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The file is not valid TOML, or a key has the wrong type or is unknown.
     #[error("{file}:{line}: key `{key}`: {message}")]
@@ -213,23 +217,38 @@ impl Layout {
         if files.len() == operator_start {
             return Err(ConfigError::Read {
                 path: self.main.clone(),
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
+                error: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
             });
         }
         Ok(files)
     }
 
-    /// Read, merge and validate the configuration.
-    pub(crate) fn load(&self) -> Result<Settings, ConfigError> {
+    /// Read and merge the configuration, not yet checked.
+    fn inputs(&self) -> Result<Inputs, ConfigError> {
         let mut layers = vec![builtin_layer()];
         for (path, kind) in self.files()? {
-            let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+            let text = std::fs::read_to_string(&path).map_err(|error| ConfigError::Read {
                 path: path.clone(),
-                source,
+                error,
             })?;
             layers.push(Layer { path, text, kind });
         }
-        validate::settings(Inputs::merge(&layers)?, self.clone())
+        Inputs::merge(&layers)
+    }
+
+    /// Read, merge and validate the configuration.
+    pub(crate) fn load(&self) -> Result<Settings, ConfigError> {
+        validate::settings(self.inputs()?, self.clone())
+    }
+
+    /// [`Layout::load`], then the files the configuration names checked on
+    /// this host (see [`host`]).
+    pub(crate) fn check(&self) -> Result<Settings, ConfigError> {
+        let inputs = self.inputs()?;
+        let named = host::Named::of(&inputs.merged);
+        let settings = validate::settings(inputs, self.clone())?;
+        named.check(&settings)?;
+        Ok(settings)
     }
 }
 
@@ -239,10 +258,10 @@ fn dropins(dir: &Path) -> Result<Vec<(OsString, PathBuf)>, ConfigError> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => {
+        Err(error) => {
             return Err(ConfigError::Read {
                 path: dir.to_path_buf(),
-                source,
+                error,
             });
         }
     };
@@ -270,6 +289,12 @@ fn builtin_layer() -> Layer {
 /// it.
 pub(crate) fn load(main: &Path) -> Result<Settings, ConfigError> {
     Layout::for_main(main).load()
+}
+
+/// What `etcd-warden check-config` checks: [`load`], and the files the
+/// configuration names (TLS files, the etcd binary) on this host.
+pub(crate) fn check(main: &Path) -> Result<Settings, ConfigError> {
+    Layout::for_main(main).check()
 }
 
 /// Read the configuration again the way `settings` was read (after an
@@ -313,6 +338,16 @@ pub(crate) fn render(header: &str, fragment: &Fragment) -> Result<String, toml::
 /// `EX_CONFIG`).
 pub(crate) fn is_config_error(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.is::<ConfigError>())
+}
+
+/// Whether an error chain says that the configuration rooted at `main` is
+/// not there at all: its main file is missing and no drop-in says anything.
+pub(crate) fn is_absent(e: &anyhow::Error, main: &Path) -> bool {
+    e.chain().any(|c| {
+        matches!(c.downcast_ref::<ConfigError>(),
+            Some(ConfigError::Read { path, error })
+                if path == main && error.kind() == std::io::ErrorKind::NotFound)
+    })
 }
 
 /// The exit code of a configuration error: `EX_CONFIG` from sysexits.h,

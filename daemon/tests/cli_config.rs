@@ -1,0 +1,594 @@
+//! `etcd-warden check-config` on broken configurations, and the other
+//! subcommands on a refused configuration or a daemon that is not there:
+//! the real binary, real files in a temporary directory, exit codes and
+//! messages as an operator sees them.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+mod tls_support;
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::BIN;
+use tls_support::{Pki, make_pki};
+
+/// A valid two-node configuration with TLS on both sides, everything
+/// under `dir`, etcd run as root (an account every host has).
+fn good(dir: &Path, pki: &Pki) -> String {
+    format!(
+        r#"node_name = "a"
+topology = "two-node"
+
+[[nodes]]
+name = "a"
+peer_urls = ["https://127.0.0.1:2380"]
+client_urls = ["https://127.0.0.1:2379"]
+
+[[nodes]]
+name = "b"
+peer_urls = ["https://127.0.0.2:2380"]
+client_urls = ["https://127.0.0.2:2379"]
+
+[etcd]
+binary = "/bin/true"
+data_dir = "{dir}/etcd/data"
+user = "root"
+
+[tls.client]
+cert_file = "{server_cert}"
+key_file = "{server_key}"
+trusted_ca_file = "{ca}"
+
+[tls.peer]
+cert_file = "{peer_cert}"
+key_file = "{peer_key}"
+trusted_ca_file = "{ca}"
+
+[api]
+socket = "{dir}/api.sock"
+
+[paths]
+state_dir = "{dir}/state"
+"#,
+        dir = dir.display(),
+        server_cert = pki.server_cert.display(),
+        server_key = pki.server_key.display(),
+        peer_cert = pki.peer_cert.display(),
+        peer_key = pki.peer_key.display(),
+        ca = pki.ca.display(),
+    )
+}
+
+/// A directory with a PKI and the good main file, `config.toml`.
+struct Setup {
+    dir: tempfile::TempDir,
+    pki: Pki,
+}
+
+impl Setup {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let pki_dir = dir.path().join("pki");
+        std::fs::create_dir(&pki_dir).unwrap();
+        let pki = make_pki(&pki_dir);
+        let s = Setup { dir, pki };
+        s.write("config.toml", &good(s.dir.path(), &s.pki));
+        s
+    }
+
+    fn main(&self) -> PathBuf {
+        self.dir.path().join("config.toml")
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.path(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// `etcd-warden ARGS --config <main>`.
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(BIN)
+            .args(args)
+            .arg("--config")
+            .arg(self.main())
+            .output()
+            .unwrap()
+    }
+}
+
+/// One broken configuration: what the file says and what the error must
+/// name.
+struct Case {
+    what: &'static str,
+    /// The file written (`config.toml` replaces the good main file; any
+    /// other name is a drop-in beside it).
+    file: &'static str,
+    text: String,
+    key: &'static str,
+    /// The line, where the file has one for the error.
+    line: Option<usize>,
+}
+
+fn case(what: &'static str, file: &'static str, text: &str, key: &'static str) -> Case {
+    Case {
+        what,
+        file,
+        text: text.to_string(),
+        key,
+        line: None,
+    }
+}
+
+impl Case {
+    fn at(mut self, line: usize) -> Self {
+        self.line = Some(line);
+        self
+    }
+}
+
+const DROPIN: &str = "config.d/50-edit.toml";
+
+/// The good configuration's `[[nodes]]`, with `a`'s URLs and `b`'s name
+/// given.
+fn nodes(a_peer: &str, a_client: &str, b_name: &str) -> String {
+    format!(
+        "[[nodes]]\nname = \"a\"\npeer_urls = [\"{a_peer}\"]\nclient_urls = [\"{a_client}\"]\n\n\
+         [[nodes]]\nname = \"{b_name}\"\npeer_urls = [\"https://127.0.0.2:2380\"]\nclient_urls = [\"https://127.0.0.2:2379\"]\n"
+    )
+}
+
+fn cases(s: &Setup) -> Vec<Case> {
+    let good = good(s.dir.path(), &s.pki);
+    let dir = s.dir.path().display().to_string();
+    let ca = s.pki.ca.display().to_string();
+    let ok_peer = "https://127.0.0.1:2380";
+    let ok_client = "https://127.0.0.1:2379";
+    vec![
+        case(
+            "an unterminated string",
+            DROPIN,
+            "[etcd]\ndata_dir = \"/var/lib/x\n",
+            "etcd.data_dir",
+        )
+        .at(2),
+        case(
+            "a key without `=`",
+            DROPIN,
+            "# node\nnode_name \"a\"\n",
+            "node_name",
+        )
+        .at(2),
+        case(
+            "an unclosed table header",
+            DROPIN,
+            "[timeouts\nprobe_interval_ms = 5\n",
+            "timeouts",
+        )
+        .at(1),
+        case(
+            "a syntax error in the main file",
+            "config.toml",
+            &good.replace("topology = \"two-node\"", "topology = two-node"),
+            "topology",
+        )
+        .at(2),
+        case(
+            "an unknown key",
+            DROPIN,
+            "[etcd]\n\nextra_flags = [\"--force-new-cluster\"]\n",
+            "etcd.extra_flags",
+        )
+        .at(3),
+        case(
+            "an unknown section",
+            DROPIN,
+            "[etcdd]\nbinary = \"/usr/bin/etcd\"\n",
+            "etcdd",
+        ),
+        case(
+            "a string for a number",
+            DROPIN,
+            "[timeouts]\nprobe_interval_ms = \"2s\"\n",
+            "timeouts.probe_interval_ms",
+        )
+        .at(2),
+        case(
+            "a string for a boolean",
+            DROPIN,
+            "autostart = \"yes\"\n",
+            "autostart",
+        )
+        .at(1),
+        case(
+            "a URL without a scheme",
+            DROPIN,
+            &nodes("127.0.0.1:2380", ok_client, "b"),
+            "nodes[0].peer_urls",
+        )
+        .at(3),
+        case(
+            "a URL with a host name etcd cannot listen on",
+            DROPIN,
+            &nodes(ok_peer, "https://etcd-a.example:2379", "b"),
+            "nodes[0].client_urls",
+        )
+        .at(4),
+        case(
+            "a URL with a path",
+            DROPIN,
+            &nodes(ok_peer, "https://127.0.0.1:2379/v3", "b"),
+            "nodes[0].client_urls",
+        )
+        .at(4),
+        case(
+            "a duplicate node name",
+            DROPIN,
+            &nodes(ok_peer, ok_client, "a"),
+            "nodes[1].name",
+        )
+        .at(7),
+        case(
+            "the local node missing from the nodes",
+            DROPIN,
+            "\nnode_name = \"c\"\n",
+            "node_name",
+        )
+        .at(2),
+        case(
+            "three nodes for a two-node topology",
+            DROPIN,
+            &format!(
+                "{}\n[[nodes]]\nname = \"c\"\npeer_urls = [\"https://127.0.0.3:2380\"]\nclient_urls = [\"https://127.0.0.3:2379\"]\n",
+                nodes(ok_peer, ok_client, "b")
+            ),
+            "nodes",
+        ),
+        case(
+            "an unknown topology",
+            DROPIN,
+            "topology = \"pair\"\n",
+            "topology",
+        )
+        .at(1),
+        case(
+            "a duration of 0",
+            DROPIN,
+            "[timeouts]\nprobe_interval_ms = 0\n",
+            "timeouts.probe_interval_ms",
+        )
+        .at(2),
+        case(
+            "a duration out of range",
+            DROPIN,
+            "[report]\ninterval_ms = 1\n",
+            "report.interval_ms",
+        )
+        .at(2),
+        case(
+            "a pending interval longer than the stable one",
+            DROPIN,
+            "[failover]\nreconcile_interval_ms = 2000\nreconcile_pending_interval_ms = 3000\n",
+            "failover.reconcile_pending_interval_ms",
+        )
+        .at(3),
+        case(
+            "a heartbeat etcd's election timeout cannot follow",
+            DROPIN,
+            "[etcd]\nheartbeat_interval_ms = 500\n",
+            "etcd.heartbeat_interval_ms",
+        )
+        .at(2),
+        case(
+            "a compaction retention that is no duration",
+            DROPIN,
+            "[etcd]\nauto_compaction_retention = \"1 day\"\n",
+            "etcd.auto_compaction_retention",
+        )
+        .at(2),
+        case(
+            "a relative data directory",
+            DROPIN,
+            "[etcd]\ndata_dir = \"etcd/data\"\n",
+            "etcd.data_dir",
+        )
+        .at(2),
+        case(
+            "a user this host does not have",
+            DROPIN,
+            "[etcd]\nuser = \"no-such-etcd-user\"\n",
+            "etcd.user",
+        )
+        .at(2),
+        case(
+            "an unknown backend",
+            DROPIN,
+            "[etcd]\nbackend = \"docker\"\n",
+            "etcd.backend",
+        )
+        .at(2),
+        case(
+            "an etcd binary that is not there",
+            DROPIN,
+            &format!("[etcd]\nbinary = \"{dir}/no/etcd\"\n"),
+            "etcd.binary",
+        )
+        .at(2),
+        case(
+            "an HTTP address others could reach",
+            DROPIN,
+            "[api]\nhttp_addr = \"0.0.0.0:9481\"\n",
+            "api.http_addr",
+        )
+        .at(2),
+        case(
+            "an archive directory inside the data directory",
+            DROPIN,
+            &format!("[failover]\narchive_dir = \"{dir}/etcd/data/archive\"\n"),
+            "failover.archive_dir",
+        )
+        .at(2),
+        case(
+            "a TLS certificate that is not there",
+            DROPIN,
+            &format!("[tls.client]\ncert_file = \"{dir}/pki/missing.crt\"\n"),
+            "tls.client.cert_file",
+        )
+        .at(2),
+        case(
+            "a certificate where the key belongs",
+            DROPIN,
+            &format!("[tls.peer]\n\nkey_file = \"{ca}\"\n"),
+            "tls.peer.key_file",
+        )
+        .at(3),
+        case(
+            "a CA bundle that holds no certificate",
+            DROPIN,
+            &format!(
+                "[tls.client]\ntrusted_ca_file = \"{}\"\n",
+                s.pki.server_key.display()
+            ),
+            "tls.client.trusted_ca_file",
+        )
+        .at(2),
+        case(
+            "https URLs without TLS files",
+            "config.toml",
+            &good[..good.find("[tls.client]").unwrap()],
+            "nodes[0].client_urls",
+        )
+        .at(7),
+        case(
+            "no node name anywhere",
+            "config.toml",
+            &good.replace("node_name = \"a\"\n", ""),
+            "node_name",
+        ),
+    ]
+}
+
+/// Restore the good main file and remove the drop-ins.
+fn reset(s: &Setup) {
+    s.write("config.toml", &good(s.dir.path(), &s.pki));
+    let dropins = s.path("config.d");
+    if dropins.exists() {
+        std::fs::remove_dir_all(dropins).unwrap();
+    }
+}
+
+#[test]
+fn check_config_says_ok_in_one_line_and_refuses_each_broken_configuration_naming_file_and_key() {
+    let s = Setup::new();
+    let out = s.run(&["check-config"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        stderr, "",
+        "nothing on stderr when the configuration is valid"
+    );
+    assert_eq!(
+        stdout,
+        format!(
+            "configuration OK: node a of 2 (two-node), read {}\n",
+            s.main().display()
+        )
+    );
+
+    let cases = cases(&s);
+    assert!(cases.len() >= 20, "{} cases", cases.len());
+    for c in &cases {
+        reset(&s);
+        let file = s.write(c.file, &c.text);
+        let out = s.run(&["check-config"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(78), "{}: {stderr}", c.what);
+        assert!(out.stdout.is_empty(), "{}: something on stdout", c.what);
+        assert!(
+            stderr.contains(&format!("key `{}`", c.key)),
+            "{}: the key `{}` is not named: {stderr}",
+            c.what,
+            c.key
+        );
+        let at = match c.line {
+            Some(line) => format!("{}:{line}: ", file.display()),
+            None => file.display().to_string(),
+        };
+        assert!(
+            stderr.contains(&at),
+            "{}: {at} is not named: {stderr}",
+            c.what
+        );
+        assert_eq!(stderr.lines().count(), 1, "{}: {stderr}", c.what);
+    }
+}
+
+/// Whether two paths are on different filesystems.
+fn apart(a: &Path, b: &Path) -> bool {
+    std::fs::metadata(a).unwrap().dev() != std::fs::metadata(b).unwrap().dev()
+}
+
+#[test]
+fn check_config_refuses_the_state_beside_the_data_on_a_filesystem_without_the_configuration() {
+    let s = Setup::new();
+    let shm = Path::new("/dev/shm");
+    assert!(
+        apart(shm, s.dir.path()),
+        "/dev/shm must be another filesystem than {} for this test",
+        s.dir.path().display()
+    );
+    let other = tempfile::TempDir::new_in(shm).unwrap();
+    let o = other.path().display();
+    let dropin = s.write(
+        DROPIN,
+        &format!("[etcd]\ndata_dir = \"{o}/data\"\n[paths]\nstate_dir = \"{o}/state\"\n"),
+    );
+    let out = s.run(&["check-config"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}:4: key `paths.state_dir`", dropin.display())),
+        "{stderr}"
+    );
+    // Said why: accepted.
+    s.write(
+        DROPIN,
+        &format!(
+            "[etcd]\ndata_dir = \"{o}/data\"\n[paths]\nstate_dir = \"{o}/state\"\nstate_on_data_mount = \"one volume for a test\"\n"
+        ),
+    );
+    let out = s.run(&["check-config"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn check_config_names_a_main_file_that_is_not_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let main = dir.path().join("config.toml");
+    let out = Command::new(BIN)
+        .args(["check-config", "--config"])
+        .arg(&main)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot read configuration file {}: no such file\n",
+            main.display()
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn every_subcommand_that_reads_the_configuration_refuses_a_broken_one_the_same_way() {
+    let s = Setup::new();
+    let dropin = s.write(DROPIN, "[timeouts]\nprobe_interval_ms = \"2s\"\n");
+    let want = format!("{}:2: key `timeouts.probe_interval_ms`", dropin.display());
+    for args in [
+        &["check-config"][..],
+        &["status"],
+        &["status", "--json"],
+        &["members"],
+        &["start"],
+        &["stop"],
+        &["defrag"],
+        &["snapshot", "save", "/nonexistent/snap.db"],
+        &[
+            "snapshot",
+            "save",
+            "/nonexistent/snap.db",
+            "--endpoint",
+            "https://127.0.0.1:2379",
+        ],
+        &["recover", "force-new-cluster", "--node", "a"],
+    ] {
+        let out = s.run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(78), "{args:?}: {stderr}");
+        assert!(stderr.contains(&want), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn status_without_the_daemon_names_the_socket_and_where_to_look() {
+    let s = Setup::new();
+    let out = s.run(&["status"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(out.stdout.is_empty());
+    let socket = s.path("api.sock");
+    for want in [
+        format!(
+            "the etcd-warden daemon is not reachable at {}",
+            socket.display()
+        ),
+        "`systemctl status etcd-warden`".to_string(),
+        "`journalctl -u etcd-warden`".to_string(),
+    ] {
+        assert!(stderr.contains(&want), "{want}: {stderr}");
+    }
+    // The other clients of the daemon say the same (and fail).
+    let out = s.run(&["members"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("not reachable at") && stderr.contains("journalctl -u etcd-warden"),
+        "{stderr}"
+    );
+}
+
+/// `etcd-warden SUB --standalone DIR ARGS` against `d`.
+fn standalone(d: &common::Daemon, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .arg(args[0])
+        .arg("--standalone")
+        .arg(d.dir.path())
+        .args(&args[1..])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn status_exits_by_the_nodes_health() {
+    let mut d = common::Daemon::start(false);
+    // etcd not started: the table, and exit 2 with the reason.
+    let out = standalone(&d, &["status"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{stdout}");
+    assert!(
+        stdout.contains("health      not healthy: etcd is not running on this node\n"),
+        "{stdout}"
+    );
+    let out = standalone(&d, &["status", "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["etcdRunning"], false, "{json}");
+
+    let out = standalone(&d, &["start"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    d.wait_ready(std::time::Duration::from_secs(30));
+    let out = standalone(&d, &["status"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("health      healthy\n"), "{stdout}");
+}
