@@ -413,9 +413,9 @@ pub fn evaluate(report: &Report, now: OffsetDateTime, th: &Thresholds) -> Evalua
 /// What an active etcd alarm means and how to clear it.
 pub fn alarm_message(alarm: &str) -> String {
     match alarm {
-        "NOSPACE" => "etcd raised the NOSPACE alarm: the database reached its quota and every write is refused; compact the history (`etcdctl compact <revision>`), defragment each member one at a time (`etcd-warden defrag` on each node, or `etcdctl defrag`), then clear the alarm with `etcdctl alarm disarm`".into(),
-        "CORRUPT" => "etcd raised the CORRUPT alarm: a member's data differs from its peers'; find the member with `etcdctl endpoint hashkv --cluster`, replace its data from a healthy member (see docs/operations.md), then clear the alarm with `etcdctl alarm disarm`".into(),
-        other => format!("etcd raised the {other} alarm; clear its cause, then `etcdctl alarm disarm`"),
+        "NOSPACE" => "etcd raised the NOSPACE alarm: the database reached its quota and every write is refused; compact the history (`etcd-warden etcdctl compact <revision>`), defragment each member one at a time (`etcd-warden defrag` on each node, or `etcd-warden etcdctl defrag`), then clear the alarm with `etcd-warden etcdctl alarm disarm`".into(),
+        "CORRUPT" => "etcd raised the CORRUPT alarm: a member's data differs from its peers'; find the member with `etcd-warden etcdctl endpoint hashkv --cluster`, replace its data from a healthy member (see docs/operations.md), then clear the alarm with `etcd-warden etcdctl alarm disarm`".into(),
+        other => format!("etcd raised the {other} alarm; clear its cause, then `etcd-warden etcdctl alarm disarm`"),
     }
 }
 

@@ -40,6 +40,8 @@ pub(crate) enum Command {
     Status(cmd::status::StatusArgs),
     /// List etcd's members, live.
     Members(cmd::members::MembersArgs),
+    /// Run etcdctl against this node's etcd with the configured endpoint and TLS files.
+    Etcdctl(cmd::etcdctl::EtcdctlArgs),
     /// Save a verified etcd snapshot.
     Snapshot(cmd::snapshot::SnapshotArgs),
     /// Ask the daemon to start etcd on this node.
@@ -74,6 +76,7 @@ pub fn main() -> ExitCode {
         Command::CheckConfig(a) => cmd::check_config::run_check_config(a),
         Command::Status(a) => cmd::status::run_status(a),
         Command::Members(a) => cmd::members::run_members(a),
+        Command::Etcdctl(a) => cmd::etcdctl::run_etcdctl(a),
         Command::Snapshot(a) => cmd::snapshot::run_snapshot(a),
         Command::Start(a) => cmd::control::run_start(a),
         Command::Stop(a) => cmd::control::run_stop(a),

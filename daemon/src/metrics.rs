@@ -329,7 +329,7 @@ impl Metrics {
         }
         r.register(
             "etcd_warden_etcd_alarm",
-            "1 while etcd reports this alarm (NOSPACE: writes refused until compaction, defragment and `etcdctl alarm disarm`)",
+            "1 while etcd reports this alarm (NOSPACE: writes refused until compaction, defragment and `etcd-warden etcdctl alarm disarm`)",
             alarms.clone(),
         );
         let defrag = DefragMetrics::default();

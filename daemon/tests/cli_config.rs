@@ -565,7 +565,7 @@ fn standalone(d: &common::Daemon, args: &[&str]) -> Output {
 }
 
 #[test]
-fn status_exits_by_the_nodes_health() {
+fn status_exits_by_the_nodes_health_and_etcdctl_reaches_the_nodes_etcd() {
     let mut d = common::Daemon::start(false);
     // etcd not started: the table, and exit 2 with the reason.
     let out = standalone(&d, &["status"]);
@@ -591,4 +591,30 @@ fn status_exits_by_the_nodes_health() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(stdout.contains("health      healthy\n"), "{stdout}");
+
+    // etcdctl with the node's endpoint: what it writes, the daemon's etcd
+    // holds (read back through etcdctl, and the daemon's revision moves).
+    let before = d.status().revision.unwrap();
+    let out = standalone(&d, &["etcdctl", "put", "/warden-test/k", "v1"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = standalone(
+        &d,
+        &["etcdctl", "get", "/warden-test/k", "--print-value-only"],
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "v1\n");
+    let after = d.status().revision.unwrap();
+    assert!(after > before, "revision {before} -> {after}");
+    // etcdctl's exit code is the command's.
+    let out = standalone(&d, &["etcdctl", "no-such-command"]);
+    assert!(!out.status.success());
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

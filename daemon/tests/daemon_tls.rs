@@ -146,6 +146,21 @@ fn tls_client_and_peer_with_client_cert_auth() {
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "tls-value");
 
+    // `etcd-warden etcdctl` reads the same key with the configured files
+    // and endpoint, nothing given by hand.
+    let out = Command::new(BIN)
+        .args(["etcdctl", "--standalone"])
+        .arg(d.dir.path())
+        .args(["get", "tls-key", "--print-value-only"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "tls-value");
+
     // client_cert_auth: the CA alone (no client certificate) is refused.
     let out = etcdctl(&https, &full[..1], &flags[..1], &["get", "tls-key"]);
     assert!(!out.status.success(), "served without a client certificate");

@@ -6,6 +6,7 @@ pub(crate) mod collect;
 pub(crate) mod control;
 pub(crate) mod daemon;
 pub(crate) mod defrag;
+pub(crate) mod etcdctl;
 pub(crate) mod generate;
 pub(crate) mod health;
 pub(crate) mod members;

@@ -105,7 +105,7 @@ pub(crate) fn alarm_text(alarms: &[String]) -> String {
     let mut t = alarms.join(", ");
     if alarms.iter().any(|a| a == "NOSPACE") {
         t.push_str(
-            ": etcd refuses writes; compact and defragment (`etcdctl compact REV`, `etcdctl defrag`), or raise etcd.quota_backend_bytes, then `etcdctl alarm disarm`",
+            ": etcd refuses writes; compact and defragment (`etcd-warden etcdctl compact REV`, `etcd-warden defrag`), or raise etcd.quota_backend_bytes, then `etcd-warden etcdctl alarm disarm`",
         );
     }
     if alarms.iter().any(|a| a == "CORRUPT") {
@@ -304,7 +304,10 @@ mod tests {
             text.contains("alarms      NOSPACE: etcd refuses writes"),
             "{text}"
         );
-        assert!(text.contains("`etcdctl alarm disarm`"), "{text}");
+        assert!(
+            text.contains("`etcd-warden etcdctl alarm disarm`"),
+            "{text}"
+        );
         n.etcd_db.as_mut().unwrap().alarms.clear();
         assert!(table(&n).contains("alarms      none\n"));
     }
