@@ -517,12 +517,23 @@ fn every_subcommand_that_reads_the_configuration_refuses_a_broken_one_the_same_w
             "https://127.0.0.1:2379",
         ],
         &["recover", "force-new-cluster", "--node", "a"],
+        &["health"],
     ] {
         let out = s.run(args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(78), "{args:?}: {stderr}");
         assert!(stderr.contains(&want), "{args:?}: {stderr}");
     }
+    // etcdctl's own arguments come last.
+    let out = Command::new(BIN)
+        .args(["etcdctl", "--config"])
+        .arg(s.main())
+        .args(["endpoint", "health"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "etcdctl: {stderr}");
+    assert!(stderr.contains(&want), "etcdctl: {stderr}");
 }
 
 #[test]
@@ -616,5 +627,20 @@ fn status_exits_by_the_nodes_health_and_etcdctl_reaches_the_nodes_etcd() {
         Some(1),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn health_without_a_configured_report_is_unknown_and_says_why() {
+    let s = Setup::new();
+    let out = s.run(&["health"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    assert!(
+        stdout.starts_with(&format!(
+            "Unknown: the configuration ({}) sets no [report] path",
+            s.main().display()
+        )),
+        "{stdout}"
     );
 }

@@ -18,7 +18,7 @@ mod crm_common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{Daemon, metric, wait_for};
+use common::{BIN, Daemon, metric, wait_for};
 use crm_xml::report::Report;
 
 /// The CIB of a two-node cluster with status (master-0 id 1, master-1 id 2).
@@ -99,6 +99,22 @@ fn the_daemon_writes_the_report_and_keeps_it_whole_when_crm_mon_breaks() {
         },
     );
     crm_common::check_status(&schema(), &first.status).unwrap_or_else(|e| panic!("{e}"));
+    // `health` without --report reads the report the configuration names.
+    let health = |args: &[&std::ffi::OsStr]| {
+        let out = std::process::Command::new(BIN)
+            .arg("health")
+            .args(args)
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8(out.stdout).unwrap())
+    };
+    let configured = health(&[
+        "--config".as_ref(),
+        d.dir.path().join("config.toml").as_ref(),
+    ]);
+    let given = health(&["--report".as_ref(), path.as_ref()]);
+    assert!(configured.1.contains("report updated"), "{configured:?}");
+    assert_eq!(configured, given);
     let etcd = first.etcd.as_ref().unwrap();
     assert_eq!(etcd.leader.as_deref(), Some(member.as_str()), "{etcd:?}");
     assert_eq!(etcd.members.len(), 1, "{etcd:?}");

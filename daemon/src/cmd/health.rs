@@ -1,6 +1,8 @@
-//! `etcd-warden health --report FILE`: the operator-side check of a report.
-//! Exit 0 healthy, 1 warning, 2 degraded, 3 unknown (report unreadable). The
-//! evaluation is `crm_xml::health::evaluate`, usable by an operator in Rust.
+//! `etcd-warden health [--report FILE]`: the operator-side check of a report
+//! (by default the one the configuration's `[report] path` names). Exit 0
+//! healthy, 1 warning, 2 degraded, 3 unknown (no report, or unreadable), 78
+//! a refused configuration. The evaluation is `crm_xml::health::evaluate`,
+//! usable by an operator in Rust.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -45,15 +47,22 @@ const EXIT_STATUS: &str = "Exit status:
   0   Healthy
   1   Warning
   2   Degraded
-  3   Unknown: the report cannot be read, or was built with another profile";
+  3   Unknown: no report is configured, it cannot be read, or it was built with another profile
+  78  the configuration is refused (EX_CONFIG); stderr names the file, the line and the key";
 
 /// Arguments: Evaluate a report into Healthy, Warning or Degraded.
 #[derive(Debug, clap::Args)]
 #[command(after_long_help = EXIT_STATUS)]
 pub(crate) struct HealthArgs {
-    /// The report written by `etcd-warden collect`.
+    /// The report, as `etcd-warden collect` or the daemon writes it
+    /// (default: the configuration's `[report] path`).
     #[arg(long, value_name = "FILE")]
-    pub(crate) report: PathBuf,
+    pub(crate) report: Option<PathBuf>,
+
+    /// The configuration whose `[report] path` is read when --report is not
+    /// given (with its layers, as the daemon reads it).
+    #[arg(long, value_name = "PATH", default_value = crate::config::DEFAULT_CONFIG)]
+    pub(crate) config: PathBuf,
 
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
@@ -71,12 +80,33 @@ pub(crate) struct HealthArgs {
     pub(crate) profile: Option<ProfileArg>,
 }
 
+/// The report to read: `--report`, else the configuration's `[report]
+/// path`. A configuration that does not load is an error (exit 78); one
+/// that names no report is said so (`Err` with the message).
+fn report_path(args: &HealthArgs) -> anyhow::Result<Result<PathBuf, String>> {
+    if let Some(p) = &args.report {
+        return Ok(Ok(p.clone()));
+    }
+    let settings = crate::config::load(&args.config)?;
+    Ok(settings.report.path.ok_or_else(|| {
+        format!(
+            "the configuration ({}) sets no [report] path, so the daemon writes no report: give --report FILE, or set [report] path",
+            args.config.display()
+        )
+    }))
+}
+
 /// Evaluate a report into Healthy, Warning or Degraded.
 pub(crate) fn run_health(args: HealthArgs) -> anyhow::Result<ExitCode> {
-    // Every failure is "unknown" (3), never the generic 1 that means Warning.
-    let report = std::fs::read_to_string(&args.report)
-        .map_err(|e| format!("cannot read {}: {e}", args.report.display()))
-        .and_then(|t| Report::from_json(&t).map_err(|e| format!("{}: {e}", args.report.display())));
+    // Every failure but a refused configuration is "unknown" (3), never the
+    // generic 1 that means Warning.
+    let path = match report_path(&args)? {
+        Ok(p) => p,
+        Err(msg) => return Ok(unknown(args.format, &msg)),
+    };
+    let report = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))
+        .and_then(|t| Report::from_json(&t).map_err(|e| format!("{}: {e}", path.display())));
     let report = match report {
         Ok(r) => r,
         Err(msg) => return Ok(unknown(args.format, &msg)),
@@ -91,7 +121,7 @@ pub(crate) fn run_health(args: HealthArgs) -> anyhow::Result<ExitCode> {
         Err(e) => {
             let msg = format!(
                 "{}: {e}: evaluate it with --profile {}, or build it with `etcd-warden collect --profile {}`",
-                args.report.display(),
+                path.display(),
                 e.found,
                 e.expected
             );
