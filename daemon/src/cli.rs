@@ -111,4 +111,127 @@ mod tests {
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
     }
+
+    /// The documents an operator follows.
+    const DOCS: [&str; 6] = [
+        "README.md",
+        "docs/operations.md",
+        "docs/daemon.md",
+        "docs/configuration.md",
+        "docs/report.md",
+        "docs/agent.md",
+    ];
+
+    fn doc(name: &str) -> String {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(name);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    /// The commands a Markdown text shows: each line of a fenced block
+    /// (a leading `# ` prompt removed) and each inline code span, with
+    /// line breaks and continuation backslashes removed.
+    fn commands(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut prose = String::new();
+        let mut fenced = false;
+        for line in text.lines() {
+            if line.trim_start().starts_with("```") {
+                fenced = !fenced;
+                continue;
+            }
+            if fenced {
+                let l = line.trim();
+                out.push(l.strip_prefix("# ").unwrap_or(l).to_string());
+            } else {
+                prose.push_str(line);
+                prose.push('\n');
+            }
+        }
+        out.extend(prose.split('`').skip(1).step_by(2).map(str::to_string));
+        out.iter()
+            .map(|c| c.replace("\\\n", " ").replace('\n', " "))
+            .collect()
+    }
+
+    /// Why `command` (an `etcd-warden ...` line) names a subcommand or a
+    /// long option the CLI does not have, if it does. Values, synopsis
+    /// brackets and placeholders are passed over; the walk ends at a shell
+    /// operator or at `etcdctl`, whose arguments are etcdctl's.
+    fn unknown_part(command: &str) -> Option<String> {
+        let mut cmd = Cli::command();
+        cmd.build();
+        for token in command.split_whitespace().skip(1) {
+            let token = token.trim_matches(|c| matches!(c, '[' | ']' | '(' | ')'));
+            if matches!(token, "|" | "\\|" | "&" | "&&" | ";") || token.starts_with("$(") {
+                break;
+            }
+            if let Some(long) = token.strip_prefix("--") {
+                let long = long.split(['=', '|']).next().unwrap_or_default();
+                let known = long.is_empty()
+                    || cmd.get_arguments().any(|a| {
+                        a.get_long() == Some(long)
+                            || a.get_all_aliases().is_some_and(|v| v.contains(&long))
+                    });
+                if !known {
+                    return Some(format!("`{}` has no option --{long}", cmd.get_name()));
+                }
+                continue;
+            }
+            if let Some(sub) = cmd.find_subcommand(token).cloned() {
+                if sub.get_name() == "etcdctl" {
+                    break;
+                }
+                cmd = sub;
+            } else if cmd.has_subcommands() && cmd.get_name() == "etcd-warden" {
+                return Some(format!("no subcommand {token:?}"));
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn every_command_the_documents_show_names_real_subcommands_and_options() {
+        let mut checked = 0;
+        let mut wrong = Vec::new();
+        for name in DOCS {
+            for c in commands(&doc(name)) {
+                if !c.starts_with("etcd-warden ") {
+                    continue;
+                }
+                checked += 1;
+                if let Some(why) = unknown_part(&c) {
+                    wrong.push(format!("{name}: `{c}`: {why}"));
+                }
+            }
+        }
+        assert!(checked > 50, "only {checked} commands found");
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+        // The check itself finds what is wrong.
+        assert!(unknown_part("etcd-warden statuss").is_some());
+        assert!(unknown_part("etcd-warden status --jsn").is_some());
+        assert!(unknown_part("etcd-warden recover restore-archive --nod N").is_some());
+        assert!(unknown_part("etcd-warden etcdctl --write-out=json get k").is_none());
+    }
+
+    /// A bare etcdctl reaches 127.0.0.1:2379 without TLS: the runbook uses
+    /// `etcd-warden etcdctl`, and plain etcdctl only for snapshot files or
+    /// with the endpoint of a throw-away etcd written out.
+    #[test]
+    fn the_runbook_runs_etcdctl_through_etcd_warden() {
+        for c in commands(&doc("docs/operations.md")) {
+            let Some(at) = c.find("etcdctl ") else {
+                continue;
+            };
+            if c[..at].ends_with("etcd-warden ") {
+                continue;
+            }
+            let args = &c[at..];
+            assert!(
+                args.starts_with("etcdctl snapshot ") || args.contains("--endpoints"),
+                "docs/operations.md runs a bare etcdctl against the default endpoint: `{c}`"
+            );
+        }
+    }
 }
