@@ -476,6 +476,55 @@ fn check_config_refuses_the_state_beside_the_data_on_a_filesystem_without_the_co
 }
 
 #[test]
+fn check_config_refuses_tls_files_etcds_user_cannot_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Setup::new();
+    let nogroup = primary_gid("nobody");
+    s.write(DROPIN, "[etcd]\nuser = \"nobody\"\n");
+    let mode = |p: &Path, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    };
+    for f in [&s.pki.server_cert, &s.pki.peer_cert, &s.pki.ca] {
+        mode(f, 0o644);
+    }
+    mode(&s.pki.server_key, 0o600);
+    mode(&s.pki.peer_key, 0o600);
+    let out = s.run(&["check-config"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    // The key's own line in the main file, though the user is set in a
+    // drop-in.
+    let want = format!(
+        "{}:21: key `tls.client.key_file`: etcd runs as nobody (etcd.user) but cannot read {} (mode 0600, root:",
+        s.main().display(),
+        s.pki.server_key.display()
+    );
+    assert!(stderr.contains(&want), "{stderr}");
+    // Given to nobody's group, as the message says: accepted.
+    for k in [&s.pki.server_key, &s.pki.peer_key] {
+        std::os::unix::fs::chown(k, None, Some(nogroup)).unwrap();
+        mode(k, 0o640);
+    }
+    let out = s.run(&["check-config"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A user's primary gid, from /etc/passwd.
+fn primary_gid(name: &str) -> u32 {
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+    let line = passwd
+        .lines()
+        .find(|l| l.split(':').next() == Some(name))
+        .unwrap_or_else(|| panic!("no user {name} in /etc/passwd"));
+    line.split(':').nth(3).unwrap().parse().unwrap()
+}
+
+#[test]
 fn check_config_names_a_main_file_that_is_not_there() {
     let dir = tempfile::tempdir().unwrap();
     let main = dir.path().join("config.toml");

@@ -19,10 +19,9 @@
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use nix::unistd::{Gid, Uid};
-
 use super::SuperviseError;
-use crate::config::{RunAs, Settings};
+use crate::config::Settings;
+use crate::config::host::{Access, Who, describe, user_name};
 
 /// The account etcd's process becomes before exec.
 #[derive(Debug, Clone, Copy)]
@@ -51,16 +50,8 @@ pub(crate) fn prepare(s: &Settings) -> Result<Option<AsUser>, SuperviseError> {
     reach(&who, &s.state_dir, "the daemon's state directory", true)?;
     for tls in [&s.etcd.client_tls, &s.etcd.peer_tls].into_iter().flatten() {
         for f in [&tls.cert_file, &tls.key_file, &tls.trusted_ca_file] {
-            if !who.can(f, Access::Read) {
-                return Err(spawn_err(format!(
-                    "etcd runs as {} (etcd.user) but cannot read {}{}: give it the file, e.g. `chgrp {} {} && chmod g+r {}`",
-                    u.name,
-                    f.display(),
-                    describe(f),
-                    u.name,
-                    f.display(),
-                    f.display()
-                )));
+            if let Some(why) = who.cannot_read(f) {
+                return Err(spawn_err(why));
             }
         }
     }
@@ -181,73 +172,10 @@ fn reach(who: &Who<'_>, dir: &Path, what: &str, fix: bool) -> Result<(), Supervi
     Ok(())
 }
 
-#[derive(Clone, Copy)]
-enum Access {
-    Read,
-    Write,
-    Pass,
-}
-
-/// The user with its primary group, for permission checks by mode bits
-/// (what the kernel checks for a process without capabilities).
-struct Who<'a> {
-    u: &'a RunAs,
-}
-
-impl Who<'_> {
-    fn can(&self, p: &Path, a: Access) -> bool {
-        let Ok(m) = std::fs::metadata(p) else {
-            return false;
-        };
-        let bit = match a {
-            Access::Read => 4,
-            Access::Write => 2,
-            Access::Pass => 1,
-        };
-        let mode = m.mode();
-        let shift = if m.uid() == self.u.uid {
-            6
-        } else if m.gid() == self.u.gid {
-            3
-        } else {
-            0
-        };
-        (mode >> shift) & bit != 0
-    }
-}
-
-fn user_name(uid: u32) -> String {
-    nix::unistd::User::from_uid(Uid::from_raw(uid))
-        .ok()
-        .flatten()
-        .map(|u| u.name)
-        .unwrap_or_else(|| format!("uid {uid}"))
-}
-
-fn group_name(gid: u32) -> String {
-    nix::unistd::Group::from_gid(Gid::from_raw(gid))
-        .ok()
-        .flatten()
-        .map(|g| g.name)
-        .unwrap_or_else(|| format!("gid {gid}"))
-}
-
-/// `mode 0700, etcd:etcd`.
-fn describe(p: &Path) -> String {
-    match std::fs::metadata(p) {
-        Ok(m) => format!(
-            "mode {:04o}, {}:{}",
-            m.mode() & 0o7777,
-            user_name(m.uid()),
-            group_name(m.gid())
-        ),
-        Err(e) => format!("{e}"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::RunAs;
 
     fn nobody() -> RunAs {
         let u = nix::unistd::User::from_name("nobody").unwrap().unwrap();
