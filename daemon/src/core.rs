@@ -85,6 +85,10 @@ pub struct StatusDoc {
     /// The most recent archive, if any.
     #[serde(default)]
     pub last_archive: Option<LastArchive>,
+    /// The command that resolves a state the daemon refuses to fix on its
+    /// own (its latest decision refused), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolve_command: Option<String>,
 }
 
 /// The most recent archive: where it is and why it was made.
@@ -391,6 +395,7 @@ impl Core {
             archive_dir: Some(self.local_paths().archive_dir),
             archives,
             last_archive,
+            resolve_command: self.decision_reason().1,
         }
     }
 

@@ -22,14 +22,20 @@ pub(crate) struct StatusArgs {
     pub(crate) json: bool,
 }
 
-/// Render a status as a two-column table.
-pub(crate) fn table(s: &NodeStatus) -> String {
+/// Render a status as a two-column table: the `next` row, the command to
+/// run, only when the daemon waits for one.
+pub(crate) fn table(s: &NodeStatus, next: Option<&str>) -> String {
     let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    let next = next.map(|c| ("next", c.to_string()));
     let rows = [
         ("node", s.node.clone()),
         ("topology", s.topology.clone()),
         ("state", s.state.clone()),
-        ("health", health_line(s)),
+        ("health", health_line(s, next.is_some())),
+    ]
+    .into_iter()
+    .chain(next)
+    .chain([
         (
             "etcd",
             match s.etcd_pid {
@@ -46,8 +52,8 @@ pub(crate) fn table(s: &NodeStatus) -> String {
         ("revision", opt(s.revision.map(|v| v.to_string()))),
         ("failover", failover_line(s.reason.as_deref())),
         ("reason", opt(s.reason.clone())),
-    ];
-    let mut out: String = rows.iter().map(|(k, v)| format!("{k:<11} {v}\n")).collect();
+    ]);
+    let mut out: String = rows.map(|(k, v)| format!("{k:<11} {v}\n")).collect();
     if let Some(db) = &s.etcd_db {
         out.push_str(&format!(
             "{:<11} {} (etcd {}), {} in use\n",
@@ -129,7 +135,7 @@ fn failover_line(reason: Option<&str>) -> String {
 /// The node table followed by the archives, the newest data last, one per
 /// line: path, size, creation time, epoch, raft index, reason.
 pub(crate) fn table_with_archives(d: &StatusDoc) -> String {
-    let mut out = table(&d.node);
+    let mut out = table(&d.node, d.resolve_command.as_deref());
     let dir = d
         .archive_dir
         .as_ref()
@@ -200,14 +206,19 @@ const EXIT_STATUS: &str = "Exit status:
   3   the daemon is not reachable at its socket
   78  the configuration is refused (EX_CONFIG); stderr names the file, the line and the key";
 
-/// What keeps this node from being healthy: etcd runs here, a linearizable
-/// read succeeds, the member is a voter, there is a leader, no alarm is
-/// raised. Empty when healthy.
-pub(crate) fn problems(s: &NodeStatus) -> Vec<String> {
-    if !s.etcd_running {
-        return vec!["etcd is not running on this node".into()];
-    }
+/// What keeps this node from being healthy: the daemon does not wait for
+/// an operator's command (`waits`), etcd runs here, a linearizable read
+/// succeeds, the member is a voter, there is a leader, no alarm is raised.
+/// Empty when healthy.
+pub(crate) fn problems(s: &NodeStatus, waits: bool) -> Vec<String> {
     let mut p = Vec::new();
+    if waits {
+        p.push("the daemon will not go on by itself: run the next command".to_string());
+    }
+    if !s.etcd_running {
+        p.push("etcd is not running on this node".into());
+        return p;
+    }
     if !s.quorum {
         p.push("no quorum (a linearizable read failed)".to_string());
     }
@@ -224,8 +235,8 @@ pub(crate) fn problems(s: &NodeStatus) -> Vec<String> {
 }
 
 /// The health line: `healthy`, or `not healthy: ` and why.
-fn health_line(s: &NodeStatus) -> String {
-    match problems(s).as_slice() {
+fn health_line(s: &NodeStatus, waits: bool) -> String {
+    match problems(s, waits).as_slice() {
         [] => "healthy".into(),
         p => format!("not healthy: {}", p.join("; ")),
     }
@@ -250,11 +261,13 @@ pub(crate) fn run_status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", table_with_archives(&s));
     }
-    Ok(if problems(&s.node).is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_NOT_HEALTHY)
-    })
+    Ok(
+        if problems(&s.node, s.resolve_command.is_some()).is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(EXIT_NOT_HEALTHY)
+        },
+    )
 }
 
 #[cfg(test)]
@@ -286,7 +299,7 @@ mod tests {
     fn db_version_and_alarms_with_the_runbook_command() {
         let mut n = node();
         assert!(
-            !table(&n).contains("alarms"),
+            !table(&n, None).contains("alarms"),
             "no Status answer, no db lines"
         );
         n.etcd_db = Some(warden_api::EtcdDb {
@@ -295,7 +308,7 @@ mod tests {
             db_size_in_use: 1024 * 1024,
             alarms: vec!["NOSPACE".into()],
         });
-        let text = table(&n);
+        let text = table(&n, None);
         assert!(
             text.contains("db          4.0 MiB (etcd 3.5.17), 1.0 MiB in use\n"),
             "{text}"
@@ -309,14 +322,14 @@ mod tests {
             "{text}"
         );
         n.etcd_db.as_mut().unwrap().alarms.clear();
-        assert!(table(&n).contains("alarms      none\n"));
+        assert!(table(&n, None).contains("alarms      none\n"));
     }
 
     #[test]
     fn the_last_defragmentation_and_the_policys_answer() {
         let mut n = node();
         n.defrag = Some(warden_api::DefragStatus::default());
-        assert!(table(&n).contains("defrag      none by this daemon\n"));
+        assert!(table(&n, None).contains("defrag      none by this daemon\n"));
         n.defrag = Some(warden_api::DefragStatus {
             runs: vec![warden_api::DefragRun {
                 started_at_ms: 1_796_040_000_250,
@@ -330,7 +343,7 @@ mod tests {
             }],
             answer: Some("not defragmenting: the cluster has no quorum".into()),
         });
-        let text = table(&n);
+        let text = table(&n, None);
         assert!(
             text.contains(
                 "defrag      last 2026-11-30T12:00:00Z, took 1.25s, 8.0 MiB -> 2.0 MiB; policy: not defragmenting: the cluster has no quorum\n"
@@ -357,6 +370,7 @@ mod tests {
                 path: "/var/lib/etcd.archive/1796040000-stale-data".into(),
                 reason: Some("stale data".into()),
             }),
+            resolve_command: None,
         };
         let text = table_with_archives(&d);
         assert!(
@@ -388,6 +402,48 @@ mod tests {
         assert!(table_with_archives(&d).contains("archives    none\n"));
         assert_eq!(human_size(512), "512 B");
         assert_eq!(human_size(1536), "1.5 KiB");
+    }
+
+    #[test]
+    fn the_health_line_names_what_is_wrong_and_a_refusal_its_command() {
+        let mut n = node();
+        assert!(table(&n, None).contains("health      healthy\n"));
+        assert!(problems(&n, false).is_empty());
+        n.is_learner = true;
+        n.leader_id = None;
+        assert!(
+            table(&n, None)
+                .contains("health      not healthy: no leader; the local member is a learner\n")
+        );
+        let mut stopped = node();
+        stopped.etcd_running = false;
+        let cmd = "etcd-warden recover force-new-cluster --node a";
+        let text = table(&stopped, Some(cmd));
+        assert!(
+            text.contains(
+                "health      not healthy: the daemon will not go on by itself: run the next command; etcd is not running on this node\n\
+                 next        etcd-warden recover force-new-cluster --node a\n"
+            ),
+            "{text}"
+        );
+        // The command round-trips in the JSON, and is left out when none.
+        let d = StatusDoc {
+            node: stopped,
+            archive_dir: None,
+            archives: vec![],
+            last_archive: None,
+            resolve_command: Some(cmd.into()),
+        };
+        let json = serde_json::to_value(&d).unwrap();
+        assert_eq!(json["resolveCommand"], cmd);
+        let back: StatusDoc = serde_json::from_value(json).unwrap();
+        assert_eq!(back, d);
+        let none = serde_json::to_value(StatusDoc {
+            resolve_command: None,
+            ..d
+        })
+        .unwrap();
+        assert!(none.get("resolveCommand").is_none(), "{none}");
     }
 
     #[test]
