@@ -668,6 +668,26 @@ fn status_exits_by_the_nodes_health_and_etcdctl_reaches_the_nodes_etcd() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "v1\n");
     let after = d.status().revision.unwrap();
     assert!(after > before, "revision {before} -> {after}");
+    // Without any configuration, snapshot save works from --endpoint alone.
+    let conf = std::fs::read_to_string(d.dir.path().join("config.toml")).unwrap();
+    let at = conf.find("client_urls = [\"").unwrap() + "client_urls = [\"".len();
+    let endpoint = &conf[at..at + conf[at..].find('"').unwrap()];
+    let none = d.dir.path().join("none/config.toml");
+    let snap = d.dir.path().join("endpoint-only.db");
+    let out = Command::new(BIN)
+        .args(["snapshot", "save"])
+        .arg(&snap)
+        .arg("--config")
+        .arg(&none)
+        .args(["--endpoint", endpoint])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(std::fs::metadata(&snap).unwrap().len() > 0);
     // etcdctl's exit code is the command's.
     let out = standalone(&d, &["etcdctl", "no-such-command"]);
     assert!(!out.status.success());

@@ -309,19 +309,20 @@ pub(crate) fn run_snapshot(args: SnapshotArgs) -> anyhow::Result<ExitCode> {
     let SnapshotCommand::Save(a) = args.command;
     // Without any configuration, --endpoint alone will do; a configuration
     // that is there but refused is an error either way.
-    let settings = match (a.target.settings(), &a.endpoint) {
-        (Ok(s), _) => Some(s),
-        (Err(e), Some(_)) if crate::config::is_absent(&e, &a.target.config) => None,
+    let (settings, endpoint) = match (a.target.settings(), a.endpoint) {
+        (Ok(s), e) => {
+            let endpoint = e.unwrap_or_else(|| s.local_client_url().to_string());
+            (Some(s), endpoint)
+        }
+        (Err(e), Some(endpoint)) if crate::config::is_absent(&e, &a.target.config) => {
+            (None, endpoint)
+        }
         (Err(e), None) => return Err(e.context("give --endpoint or a configuration")),
         (Err(e), Some(_)) => return Err(e),
     };
-    let (connector, endpoint) = match (&settings, a.endpoint) {
-        (Some(s), e) => (
-            Connector::new(s),
-            e.unwrap_or_else(|| s.local_client_url().to_string()),
-        ),
-        (None, e) => (Connector::plain(), e.unwrap_or_default()),
-    };
+    let connector = settings
+        .as_ref()
+        .map_or_else(Connector::plain, Connector::new);
     let node = match &settings {
         Some(s) => s.node_name.clone(),
         None => hostname(),
