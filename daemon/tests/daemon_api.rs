@@ -44,6 +44,22 @@ fn a_uid_outside_the_allow_list_is_refused() {
     assert!(!out.status.success(), "uid 65534 was served: {stderr}");
     assert!(stderr.contains("403"), "{stderr}");
     assert!(stderr.contains("uid 65534 may not use"), "{stderr}");
+    // Without the socket's group, the connection itself is refused: said
+    // as such, not as a daemon that is down.
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(BIN)
+        .arg("status")
+        .arg("--socket")
+        .arg(d.socket())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("this user may not connect to the etcd-warden daemon's socket"),
+        "{stderr}"
+    );
     // root still is: the table, with exit 2 as etcd is not started.
     let out = Command::new(BIN)
         .arg("status")

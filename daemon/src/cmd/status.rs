@@ -203,7 +203,7 @@ const EXIT_STATUS: &str = "Exit status:
   0   this node is healthy: etcd runs, is a voter, sees a leader and quorum, no alarm
   1   the daemon answered with an error, or did not answer in time
   2   this node is not healthy (the health line says why)
-  3   the daemon is not reachable at its socket
+  3   the daemon is not reachable at its socket (not running, or this user may not connect)
   78  the configuration is refused (EX_CONFIG); stderr names the file, the line and the key";
 
 /// What keeps this node from being healthy: the daemon does not wait for

@@ -78,6 +78,12 @@ impl Target {
 
     /// The daemon does not answer on `socket`: say so, and where to look.
     pub(crate) fn unreachable(&self, socket: &Path, error: &std::io::Error) -> String {
+        if error.kind() == std::io::ErrorKind::PermissionDenied {
+            return format!(
+                "this user may not connect to the etcd-warden daemon's socket {} ({error}): run as root, or as a user in the socket's group (api.socket_group) and in api.allowed_users",
+                socket.display()
+            );
+        }
         let look = match &self.standalone {
             Some(dir) => format!(
                 "start it with `etcd-warden daemon --standalone {}`",
