@@ -1156,7 +1156,8 @@ impl FieldCluster {
 
     /// The node's `etcd-warden status --json`, parsed loosely (as text).
     pub fn warden_status(&self, node: &str) -> Result<String> {
-        Ok(self.node_sh_ok(node, "etcd-warden status --json")?.stdout)
+        let out = self.node_sh(node, "etcd-warden status --json")?;
+        Ok(out.ok_with(crate::process::STATUS_ANSWERED)?.stdout)
     }
 }
 

@@ -38,7 +38,14 @@ impl CmdOutput {
 
     /// Turns a non-zero exit into an error that names the command and quotes its stderr.
     pub fn ok(self) -> Result<Self> {
-        if self.success() {
+        self.ok_with(&[0])
+    }
+
+    /// Like [`ok`](Self::ok), with the exit codes that count as an answer
+    /// (`etcd-warden status` exits 2 when it answers that the node is not
+    /// healthy).
+    pub fn ok_with(self, codes: &[i32]) -> Result<Self> {
+        if self.status.code().is_some_and(|c| codes.contains(&c)) {
             Ok(self)
         } else {
             bail!(
@@ -50,6 +57,10 @@ impl CmdOutput {
         }
     }
 }
+
+/// The exit codes of `etcd-warden status` that come with the node's status
+/// on stdout: 0 healthy, 2 not healthy.
+pub const STATUS_ANSWERED: &[i32] = &[0, 2];
 
 fn describe(cmd: &Command) -> String {
     let mut s = cmd.get_program().to_string_lossy().into_owned();

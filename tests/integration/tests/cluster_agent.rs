@@ -61,7 +61,8 @@ fn etcd_pid(c: &Cluster, node: &str) -> Option<i32> {
             &format!("{WARDEN_DIR}/api.sock"),
         ],
     );
-    if rc != 0 {
+    // 0 healthy, 2 not healthy: either way the status is on stdout.
+    if !warden_harness::process::STATUS_ANSWERED.contains(&rc) {
         return None;
     }
     let v: serde_json::Value = serde_json::from_str(&out).ok()?;
