@@ -381,21 +381,23 @@ pub(crate) fn to_toml(fragment: &Fragment) -> Result<String, toml::ser::Error> {
 
 /// The key a line of TOML that does not parse was writing: the text before
 /// its `=` (or its first word, where the `=` is missing) under the table
-/// the lines above opened, or the table of a header line. The parser's
-/// error gives the line only.
+/// the lines above opened, the key of a multi-line array the line is
+/// inside, or the table of a header line. The parser's error gives the
+/// line only.
 fn key_on_line(text: &str, line: usize) -> Option<String> {
     let mut table = String::new();
     let mut entries: std::collections::BTreeMap<String, usize> = Default::default();
-    for l in text.lines().take(line) {
+    // The key of an array still open above the line, and its depth.
+    let mut open: Option<(String, i64)> = None;
+    let depth = |v: &str| v.matches('[').count() as i64 - v.matches(']').count() as i64;
+    for l in text.lines().take(line.checked_sub(1)?) {
         let t = l.trim();
-        if let Some(name) = t.strip_prefix("[[") {
-            let name = name
-                .split("]]")
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_string();
-            let n = entries.entry(name.clone()).or_default();
+        if let Some((key, d)) = open.take() {
+            let d = d + depth(t);
+            open = (d > 0).then_some((key, d));
+        } else if let Some(name) = t.strip_prefix("[[") {
+            let name = name.split("]]").next().unwrap_or_default().trim();
+            let n = entries.entry(name.to_string()).or_default();
             table = format!("{name}[{n}]");
             *n += 1;
         } else if let Some(name) = t.strip_prefix('[') {
@@ -405,15 +407,24 @@ fn key_on_line(text: &str, line: usize) -> Option<String> {
                 .unwrap_or_default()
                 .trim()
                 .to_string();
+        } else if let Some((k, v)) = t.split_once('=') {
+            let d = depth(v);
+            open = (d > 0).then(|| (k.trim().to_string(), d));
         }
     }
-    let t = text.lines().nth(line.checked_sub(1)?)?.trim();
-    if t.starts_with('[') {
-        return (!table.is_empty()).then_some(table);
-    }
-    let written = match t.split_once('=') {
-        Some((k, _)) => k.trim(),
-        None => t.split_whitespace().next().unwrap_or_default(),
+    let t = text.lines().nth(line - 1)?.trim();
+    let written = match (t.split_once('='), &open) {
+        (Some((k, _)), _) => k.trim(),
+        (None, Some((k, _))) => k.as_str(),
+        (None, None) if t.starts_with('[') => {
+            let header = t
+                .trim_start_matches('[')
+                .split(']')
+                .next()
+                .unwrap_or_default();
+            return Some(header.trim().to_string()).filter(|h| !h.is_empty());
+        }
+        (None, None) => t.split_whitespace().next().unwrap_or_default(),
     };
     match (
         written.is_empty() || written.starts_with('#'),

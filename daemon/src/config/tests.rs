@@ -130,6 +130,11 @@ fn a_syntax_error_names_the_key_its_line_was_writing() {
             "[[nodes]]\nname = \"a\"\n[[nodes]]\nname = \"b\n",
             "/c.toml:4: key `nodes[1].name`",
         ),
+        // Inside a multi-line array.
+        (
+            "[[nodes]]\nname = \"a\"\npeer_urls = [\n  \"http://127.0.0.1:2380\",\n  http://x\n]\n",
+            "/c.toml:5: key `nodes[0].peer_urls`",
+        ),
         // A header that does not close, a key without `=`.
         ("[report\n", "/c.toml:1: key `report`"),
         ("[api]\nsocket \"/x\"\n", "/c.toml:2: key `api.socket`"),
