@@ -105,6 +105,14 @@ impl Setup {
     }
 }
 
+/// Asserts that `out` exited with `code` (its stderr in the message);
+/// returns its stderr.
+fn exit_code(out: &Output, code: i32) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "{stderr}");
+    stderr
+}
+
 /// One broken configuration: what the file says and what the error must
 /// name.
 struct Case {
@@ -390,8 +398,7 @@ fn check_config_says_ok_in_one_line_and_refuses_each_broken_configuration_naming
     let s = Setup::new();
     let out = s.run(&["check-config"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let stderr = exit_code(&out, 0);
     assert_eq!(
         stderr, "",
         "nothing on stderr when the configuration is valid"
@@ -453,8 +460,7 @@ fn check_config_refuses_the_state_beside_the_data_on_a_filesystem_without_the_co
         &format!("[etcd]\ndata_dir = \"{o}/data\"\n[paths]\nstate_dir = \"{o}/state\"\n"),
     );
     let out = s.run(&["check-config"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    let stderr = exit_code(&out, 78);
     assert!(
         stderr.contains(&format!("{}:4: key `paths.state_dir`", dropin.display())),
         "{stderr}"
@@ -467,12 +473,7 @@ fn check_config_refuses_the_state_beside_the_data_on_a_filesystem_without_the_co
         ),
     );
     let out = s.run(&["check-config"]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    exit_code(&out, 0);
 }
 
 #[test]
@@ -490,8 +491,7 @@ fn check_config_refuses_tls_files_etcds_user_cannot_read() {
     mode(&s.pki.server_key, 0o600);
     mode(&s.pki.peer_key, 0o600);
     let out = s.run(&["check-config"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    let stderr = exit_code(&out, 78);
     // The key's own line in the main file, though the user is set in a
     // drop-in.
     let want = format!(
@@ -506,12 +506,7 @@ fn check_config_refuses_tls_files_etcds_user_cannot_read() {
         mode(k, 0o640);
     }
     let out = s.run(&["check-config"]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    exit_code(&out, 0);
 }
 
 /// A user's primary gid, from /etc/passwd.
@@ -533,8 +528,7 @@ fn check_config_names_a_main_file_that_is_not_there() {
         .arg(&main)
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    let stderr = exit_code(&out, 78);
     assert!(
         stderr.contains(&format!(
             "cannot read configuration file {}: no such file\n",
@@ -589,8 +583,7 @@ fn every_subcommand_that_reads_the_configuration_refuses_a_broken_one_the_same_w
 fn status_without_the_daemon_names_the_socket_and_where_to_look() {
     let s = Setup::new();
     let out = s.run(&["status"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let stderr = exit_code(&out, 3);
     assert!(out.stdout.is_empty());
     let socket = s.path("api.sock");
     for want in [
@@ -605,8 +598,7 @@ fn status_without_the_daemon_names_the_socket_and_where_to_look() {
     }
     // The other clients of the daemon say the same (and fail).
     let out = s.run(&["members"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = exit_code(&out, 1);
     assert!(
         stderr.contains("not reachable at") && stderr.contains("journalctl -u etcd-warden"),
         "{stderr}"
@@ -641,11 +633,7 @@ fn status_exits_by_the_nodes_health_and_etcdctl_reaches_the_nodes_etcd() {
     assert_eq!(json["etcdRunning"], false, "{json}");
 
     let out = standalone(&d, &["start"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    exit_code(&out, 0);
     d.wait_ready(std::time::Duration::from_secs(30));
     let out = standalone(&d, &["status"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -656,11 +644,7 @@ fn status_exits_by_the_nodes_health_and_etcdctl_reaches_the_nodes_etcd() {
     // holds (read back through etcdctl, and the daemon's revision moves).
     let before = d.status().revision.unwrap();
     let out = standalone(&d, &["etcdctl", "put", "/warden-test/k", "v1"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    exit_code(&out, 0);
     let out = standalone(
         &d,
         &["etcdctl", "get", "/warden-test/k", "--print-value-only"],
@@ -682,21 +666,12 @@ fn status_exits_by_the_nodes_health_and_etcdctl_reaches_the_nodes_etcd() {
         .args(["--endpoint", endpoint])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    exit_code(&out, 0);
     assert!(std::fs::metadata(&snap).unwrap().len() > 0);
     // etcdctl's exit code is the command's.
     let out = standalone(&d, &["etcdctl", "no-such-command"]);
     assert!(!out.status.success());
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    exit_code(&out, 1);
 }
 
 #[test]
