@@ -44,6 +44,24 @@ pub enum StartMode {
     /// failover logic asks for it, and only with Pacemaker's confirmation
     /// that the peer is down (see [`crate::reconcile::ports::PeerDown`]).
     ForceNewCluster,
+    /// A forced restart whose clients are held off: etcd serves clients
+    /// only at `client_url` (plain HTTP on a loopback port only the daemon
+    /// knows), so that the daemon can move the revision past what the
+    /// force dropped before any client writes. A normal start follows.
+    ForceNewClusterHeld {
+        /// The one client URL.
+        client_url: String,
+    },
+}
+
+impl StartMode {
+    /// Whether etcd starts with `--force-new-cluster`.
+    pub(crate) fn forces(&self) -> bool {
+        matches!(
+            self,
+            StartMode::ForceNewCluster | StartMode::ForceNewClusterHeld { .. }
+        )
+    }
 }
 
 /// `--initial-cluster` naming every configured node at its peer URLs.
@@ -64,8 +82,12 @@ pub(crate) fn render(s: &Settings, mode: &StartMode) -> Value {
     };
     put("name", json!(local.name));
     put("data-dir", json!(s.etcd.data_dir.to_string_lossy()));
-    put("listen-client-urls", json!(local.client_urls.join(",")));
-    put("advertise-client-urls", json!(local.client_urls.join(",")));
+    let clients = match mode {
+        StartMode::ForceNewClusterHeld { client_url } => client_url.clone(),
+        _ => local.client_urls.join(","),
+    };
+    put("listen-client-urls", json!(clients));
+    put("advertise-client-urls", json!(clients));
     put("listen-peer-urls", json!(local.peer_urls.join(",")));
     put(
         "initial-advertise-peer-urls",
@@ -77,7 +99,10 @@ pub(crate) fn render(s: &Settings, mode: &StartMode) -> Value {
     };
     put("initial-cluster-token", json!(token));
     match mode {
-        StartMode::Normal | StartMode::ForceNewCluster | StartMode::Bootstrap { .. } => {
+        StartMode::Normal
+        | StartMode::ForceNewCluster
+        | StartMode::ForceNewClusterHeld { .. }
+        | StartMode::Bootstrap { .. } => {
             put("initial-cluster", json!(every_node(s)));
             put("initial-cluster-state", json!("new"));
         }
@@ -86,10 +111,7 @@ pub(crate) fn render(s: &Settings, mode: &StartMode) -> Value {
             put("initial-cluster-state", json!("existing"));
         }
     }
-    put(
-        "force-new-cluster",
-        json!(matches!(mode, StartMode::ForceNewCluster)),
-    );
+    put("force-new-cluster", json!(mode.forces()));
     put("logger", json!("zap"));
     match s.etcd.backend {
         // A file, not stderr: a pipe to the daemon would die with the daemon
@@ -118,7 +140,7 @@ pub(crate) fn render(s: &Settings, mode: &StartMode) -> Value {
         put("heartbeat-interval", json!(v));
     }
     let election = match mode {
-        StartMode::ForceNewCluster => forced_election_timeout_ms(s),
+        m if m.forces() => forced_election_timeout_ms(s),
         _ => None,
     };
     if let Some(v) = election.or(t.election_timeout_ms) {

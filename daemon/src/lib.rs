@@ -14,6 +14,7 @@ pub mod core;
 pub(crate) mod defrag;
 pub mod etcd;
 pub mod etcd_conf;
+pub(crate) mod force_held;
 pub(crate) mod metrics;
 pub mod pcmk_tool;
 pub mod raft_progress;

@@ -107,11 +107,16 @@ impl Supervisor for Fake {
             ))),
         }
     }
-    async fn stop(&self, _g: Duration) -> Result<(), OpsError> {
+    async fn stop(&self, _g: Duration) -> Result<bool, OpsError> {
         self.log("stop".into());
-        Ok(())
+        Ok(true)
     }
-    async fn restart_force_new_cluster(&self, p: PeerDown, _d: Duration) -> Result<u32, OpsError> {
+    async fn restart_force_new_cluster(
+        &self,
+        p: PeerDown,
+        _at_risk: u64,
+        _d: Duration,
+    ) -> Result<u32, OpsError> {
         if let Some(s) = &self.state {
             *self.epoch_at_force.lock().unwrap() = s.read_state().unwrap().pending_epoch;
         }

@@ -733,7 +733,7 @@ impl Supervisor for Sim {
             StartMode::Normal => "existing",
             StartMode::Bootstrap { .. } => "new",
             StartMode::JoinExisting { .. } => "join",
-            StartMode::ForceNewCluster => "force",
+            StartMode::ForceNewCluster | StartMode::ForceNewClusterHeld { .. } => "force",
         };
         // etcd creates its member directory when it starts on none.
         std::fs::create_dir_all(self.paths.member_dir()).unwrap();
@@ -766,7 +766,7 @@ impl Supervisor for Sim {
         Ok(4242)
     }
 
-    async fn stop(&self, _grace: Duration) -> Result<(), OpsError> {
+    async fn stop(&self, _grace: Duration) -> Result<bool, OpsError> {
         let me = self.settings.node_name.clone();
         self.with(|w| {
             w.log.push("stop".into());
@@ -774,12 +774,13 @@ impl Supervisor for Sim {
                 m.up = false;
             }
         });
-        Ok(())
+        Ok(true)
     }
 
     async fn restart_force_new_cluster(
         &self,
         peer_down: PeerDown,
+        _at_risk: u64,
         _d: Duration,
     ) -> Result<u32, OpsError> {
         let me = self.settings.node_name.clone();

@@ -131,13 +131,7 @@ fn cib_manager(w: &WardenCluster, node: &str) -> anyhow::Result<i32> {
 /// The watches of `PREFIX` on every node of `w`, etcdctl's messages in the
 /// cluster root.
 fn watch(w: &WardenCluster) -> Watcher {
-    let targets = w
-        .nodes()
-        .into_iter()
-        .map(|n| Ok((n.clone(), w.netns(&n)?, w.client_addr(&n)?)))
-        .collect::<anyhow::Result<Vec<_>>>()
-        .or_fail(w);
-    Watcher::start(PREFIX, targets, Some(w.c.root().to_path_buf())).or_fail(w)
+    Watcher::on_every_node(w, PREFIX).or_fail(w)
 }
 
 /// Fails unless nobody serves since `since` (node1's power loss): no write

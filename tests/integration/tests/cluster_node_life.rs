@@ -147,13 +147,7 @@ fn move_entries(from: &Path, dir: &Path) -> Vec<String> {
 /// The watches of `prefix` on every node of `w`, etcdctl's messages in the
 /// cluster root.
 fn watch(w: &WardenCluster, prefix: &str) -> Watcher {
-    let targets = w
-        .nodes()
-        .into_iter()
-        .map(|n| Ok((n.clone(), w.netns(&n)?, w.client_addr(&n)?)))
-        .collect::<anyhow::Result<Vec<_>>>()
-        .or_fail(w);
-    Watcher::start(prefix, targets, Some(w.c.root().to_path_buf())).or_fail(w)
+    Watcher::on_every_node(w, prefix).or_fail(w)
 }
 
 /// The longest time between two acknowledgements in a row (of any node),

@@ -1,0 +1,98 @@
+//! A forced restart that holds clients off until the revision has moved
+//! past what the force dropped.
+//!
+//! `--force-new-cluster` keeps the member's log up to the commit index it
+//! persisted. A follower learns of a commit only from the leader's next
+//! message, so when the leader is lost the survivor may hold, past that
+//! index, writes the leader had acknowledged. etcd drops them and gives
+//! their revisions to the next writes: a client could read the same
+//! revision for two different writes, and a watcher resuming from a
+//! revision it saw would be sent different events as if they were the
+//! ones it missed. So when the log's tail may hold such writes (see
+//! [`crate::reconcile::held::ForceDrop`]), etcd first starts forced with
+//! clients only on a loopback port the daemon picks, the revision is moved
+//! past every revision the dropped entries could have taken, the history
+//! up to there is compacted, and etcd is restarted normally.
+
+use std::time::{Duration, Instant};
+
+use crate::core::Core;
+use crate::etcd::{Connector, LiveEtcd};
+use crate::etcd_conf::StartMode;
+use crate::supervise::{ProcState, Supervisor};
+
+/// How often the held start is asked whether it answers.
+const POLL: Duration = Duration::from_millis(20);
+
+impl Core {
+    /// Start etcd forced with clients held off, move the revision past
+    /// `at_risk` revisions, then restart it normally. etcd must be
+    /// stopped. Returns the PID of the normal start.
+    pub(crate) async fn force_holding_clients(
+        &self,
+        at_risk: u64,
+        deadline: Duration,
+    ) -> Result<u32, String> {
+        let started = Instant::now();
+        let left = || deadline.saturating_sub(started.elapsed());
+        let client_url = format!("http://127.0.0.1:{}", free_loopback_port()?);
+        let pid = self
+            .launch(StartMode::ForceNewClusterHeld {
+                client_url: client_url.clone(),
+            })
+            .await?;
+        let held = LiveEtcd::new(client_url, Connector::plain());
+        self.wait_held(&held, pid, left()).await?;
+        let (before, after) = held
+            .move_revision_past(at_risk, left())
+            .await
+            .map_err(|e| format!("cannot move the revision on after the forced restart: {e}"))?;
+        tracing::warn!(
+            entries = at_risk,
+            from = before,
+            to = after,
+            "the forced restart dropped log entries past the persisted commit index; \
+             moved the revision past them and compacted the history before them"
+        );
+        let grace = self.settings.timeouts.stop_grace.min(left() / 2);
+        self.stop_etcd(grace).await.map_err(|e| e.to_string())?;
+        self.start_etcd(StartMode::Normal, left()).await
+    }
+
+    /// Wait until the held start answers Status, or fail when etcd exits
+    /// or `deadline` passes.
+    async fn wait_held(&self, held: &LiveEtcd, pid: u32, deadline: Duration) -> Result<(), String> {
+        let started = Instant::now();
+        loop {
+            let left = deadline.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                return Err(format!(
+                    "etcd (pid {pid}), started with --force-new-cluster and its clients held off, did not answer within {deadline:?}"
+                ));
+            }
+            if held
+                .status(left.min(self.settings.timeouts.probe_timeout))
+                .await
+                .is_ok()
+            {
+                return Ok(());
+            }
+            match self.supervisor.state().await {
+                ProcState::Died { how, .. } => {
+                    return Err(format!("etcd exited while starting ({how})"));
+                }
+                ProcState::Stopped => return Err("etcd was stopped while starting".into()),
+                _ => {}
+            }
+            tokio::time::sleep(POLL.min(left)).await;
+        }
+    }
+}
+
+/// A loopback port free now (the kernel's pick, released at once for etcd).
+fn free_loopback_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("no free loopback port for the held forced start: {e}"))
+}
