@@ -125,6 +125,19 @@ pub enum Fault {
         node: &'static str,
         confirm_after: Duration,
     },
+    /// The node loses power and is fenced; while it is off its daemon's
+    /// state file is lost (moved aside, as with a reimaged OS disk); it
+    /// boots after `back_after`.
+    LostStateFile {
+        node: &'static str,
+        back_after: Duration,
+    },
+    /// The node loses power and is fenced, and comes back as a replaced
+    /// machine: its etcd data, archives and state directory moved aside.
+    ReplacedNode {
+        node: &'static str,
+        back_after: Duration,
+    },
 }
 
 impl fmt::Display for Fault {
@@ -156,6 +169,12 @@ impl fmt::Display for Fault {
                 node,
                 confirm_after,
             } => write!(f, "fence-fails+confirm {node} ({})", s(confirm_after)),
+            Fault::LostStateFile { node, back_after } => {
+                write!(f, "lost-state-file {node} (on after {})", s(back_after))
+            }
+            Fault::ReplacedNode { node, back_after } => {
+                write!(f, "replaced-node {node} (on after {})", s(back_after))
+            }
         }
     }
 }
@@ -163,10 +182,18 @@ impl fmt::Display for Fault {
 /// Draws one fault.
 pub fn draw(rng: &mut Rng) -> Fault {
     match rng.below(10) {
-        0 | 1 => Fault::PowerLoss {
+        0 => Fault::PowerLoss {
             node: rng.node(),
             back_after: rng.delay(8000),
         },
+        1 => {
+            let (node, back_after) = (rng.node(), rng.delay(8000));
+            match rng.below(3) {
+                0 => Fault::PowerLoss { node, back_after },
+                1 => Fault::LostStateFile { node, back_after },
+                _ => Fault::ReplacedNode { node, back_after },
+            }
+        }
         2 => Fault::Partition,
         3 => {
             let after = Duration::from_millis(1000 + rng.below(2000));
@@ -444,6 +471,33 @@ fn follower_forces(w: &WardenCluster, after: Duration) -> Result<(Vec<writer::Ac
     Ok((own, cut))
 }
 
+/// Faults that set files aside in this process (names their directory).
+static SET_ASIDE: AtomicUsize = AtomicUsize::new(0);
+
+/// Moves each of `paths` that exists into a new directory under the
+/// cluster's root (`set-aside/<node>-<n>/`): a lost disk's content is
+/// kept, never deleted.
+fn set_aside(w: &WardenCluster, node: &str, paths: &[std::path::PathBuf]) -> Result<()> {
+    let n = SET_ASIDE.fetch_add(1, Ordering::Relaxed);
+    let dir = w.c.root().join("set-aside").join(format!("{node}-{n}"));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    for (i, p) in paths.iter().enumerate().filter(|(_, p)| p.exists()) {
+        // Numbered: two directories may hold entries of one name.
+        let name = p.file_name().unwrap_or_default().to_string_lossy();
+        let to = dir.join(format!("{i:02}-{name}"));
+        std::fs::rename(p, &to)
+            .with_context(|| format!("moving {} to {}", p.display(), to.display()))?;
+    }
+    Ok(())
+}
+
+/// The entries of directory `dir` (none when it cannot be read).
+fn entries(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|rd| rd.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default()
+}
+
 /// How long etcd's peer traffic from node2 to node1 is slowed before the cut.
 const SLOW_LINK_FOR: Duration = Duration::from_millis(700);
 
@@ -614,6 +668,24 @@ pub fn apply(w: &WardenCluster, f: &Fault, rng: &mut Rng) -> Result<Applied> {
             done.follower_cut = Some(cut);
             std::thread::sleep(rng.delay(2000));
             power_on(w, "node2")?;
+        }
+        Fault::LostStateFile { node, back_after } | Fault::ReplacedNode { node, back_after } => {
+            if !(up(w, node) && up(w, other(node))) {
+                return Ok(done);
+            }
+            power_off(w, node)?;
+            let state = w.state_dir(node)?;
+            let mut lost = vec![state.join("failover-state.json")];
+            if matches!(f, Fault::ReplacedNode { .. }) {
+                // The directories stay (as a new machine's package makes
+                // them); what they held goes.
+                lost = vec![w.archive_dir(node)?];
+                lost.extend(entries(&w.data_dir(node)?));
+                lost.extend(entries(&state));
+            }
+            set_aside(w, node, &lost)?;
+            std::thread::sleep(*back_after);
+            power_on(w, node)?;
         }
         Fault::DaemonKill {
             node,

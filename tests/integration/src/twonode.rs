@@ -306,6 +306,29 @@ impl WardenCluster {
         Ok(self.c.node_dir(node)?.join("etcd"))
     }
 
+    /// The daemon's state directory of `node`: `paths.state_dir` as its
+    /// configuration names it.
+    pub fn state_dir(&self, node: &str) -> Result<PathBuf> {
+        let cfg = self.config_path(node)?;
+        let text =
+            std::fs::read_to_string(&cfg).with_context(|| format!("reading {}", cfg.display()))?;
+        text.lines()
+            .filter_map(|l| l.trim().strip_prefix("state_dir"))
+            .filter_map(|rest| rest.trim().strip_prefix('='))
+            .map(|v| PathBuf::from(v.trim().trim_matches('"')))
+            .next()
+            .with_context(|| format!("{} names no state_dir", cfg.display()))
+    }
+
+    /// The archive directory of `node`: the default `<data_dir>.archive`
+    /// (the harness's configuration sets no `failover.archive_dir`).
+    pub fn archive_dir(&self, node: &str) -> Result<PathBuf> {
+        let data = self.data_dir(node)?;
+        let mut name = data.file_name().unwrap_or_default().to_os_string();
+        name.push(".archive");
+        Ok(data.with_file_name(name))
+    }
+
     /// etcd's client address of `node`.
     pub fn client_addr(&self, node: &str) -> Result<SocketAddr> {
         Ok(SocketAddr::new(IpAddr::V4(self.c.addr(node)?), CLIENT_PORT))

@@ -35,20 +35,9 @@ use failover_support::{FAILOVER, OrFail, SETTLE, fail, healthy, wait_acks_everyw
 /// The writers' and watchers' key prefix.
 const PREFIX: &str = "/intent";
 
-/// The daemon's state file of `node`: `failover-state.json` in the
-/// `state_dir` its configuration names.
+/// The daemon's state file of `node`.
 fn state_file(w: &WardenCluster, node: &str) -> PathBuf {
-    let cfg = w.config_path(node).or_fail(w);
-    let text =
-        std::fs::read_to_string(&cfg).unwrap_or_else(|e| panic!("reading {}: {e}", cfg.display()));
-    let dir = text
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("state_dir"))
-        .filter_map(|rest| rest.trim().strip_prefix('='))
-        .map(|v| v.trim().trim_matches('"').to_string())
-        .next()
-        .unwrap_or_else(|| panic!("{} names no state_dir", cfg.display()));
-    PathBuf::from(dir).join("failover-state.json")
+    w.state_dir(node).or_fail(w).join("failover-state.json")
 }
 
 /// `(epoch, pending_epoch)` as `node`'s state file holds them.
