@@ -117,6 +117,16 @@ impl Supervisor for Core {
             .map_err(|e| OpsError::Supervise(e.to_string()))
     }
 
+    async fn start_moving_revision(
+        &self,
+        at_risk: u64,
+        deadline: Duration,
+    ) -> Result<u32, OpsError> {
+        self.start_holding_clients(at_risk, false, deadline)
+            .await
+            .map_err(OpsError::Supervise)
+    }
+
     async fn restart_force_new_cluster(
         &self,
         peer_down: PeerDown,
@@ -135,7 +145,7 @@ impl Supervisor for Core {
         let pid = if at_risk == 0 {
             Supervisor::start(self, StartMode::ForceNewCluster, left).await?
         } else {
-            self.force_holding_clients(at_risk, left)
+            self.start_holding_clients(at_risk, true, left)
                 .await
                 .map_err(OpsError::Supervise)?
         };

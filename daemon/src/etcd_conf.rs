@@ -44,13 +44,16 @@ pub enum StartMode {
     /// failover logic asks for it, and only with Pacemaker's confirmation
     /// that the peer is down (see [`crate::reconcile::ports::PeerDown`]).
     ForceNewCluster,
-    /// A forced restart whose clients are held off: etcd serves clients
-    /// only at `client_url` (plain HTTP on a loopback port only the daemon
-    /// knows), so that the daemon can move the revision past what the
-    /// force dropped before any client writes. A normal start follows.
-    ForceNewClusterHeld {
+    /// A start whose clients are held off: etcd serves clients only at
+    /// `client_url` (plain HTTP on a loopback port only the daemon knows),
+    /// so that the daemon can move the revision past what a forced restart
+    /// dropped before any client writes; with `force`, the forced restart
+    /// itself. A normal start follows.
+    ClientsHeld {
         /// The one client URL.
         client_url: String,
+        /// Whether this start is the forced restart (`--force-new-cluster`).
+        force: bool,
     },
 }
 
@@ -59,7 +62,7 @@ impl StartMode {
     pub(crate) fn forces(&self) -> bool {
         matches!(
             self,
-            StartMode::ForceNewCluster | StartMode::ForceNewClusterHeld { .. }
+            StartMode::ForceNewCluster | StartMode::ClientsHeld { force: true, .. }
         )
     }
 }
@@ -83,7 +86,7 @@ pub(crate) fn render(s: &Settings, mode: &StartMode) -> Value {
     put("name", json!(local.name));
     put("data-dir", json!(s.etcd.data_dir.to_string_lossy()));
     let clients = match mode {
-        StartMode::ForceNewClusterHeld { client_url } => client_url.clone(),
+        StartMode::ClientsHeld { client_url, .. } => client_url.clone(),
         _ => local.client_urls.join(","),
     };
     put("listen-client-urls", json!(clients));
@@ -101,7 +104,7 @@ pub(crate) fn render(s: &Settings, mode: &StartMode) -> Value {
     match mode {
         StartMode::Normal
         | StartMode::ForceNewCluster
-        | StartMode::ForceNewClusterHeld { .. }
+        | StartMode::ClientsHeld { .. }
         | StartMode::Bootstrap { .. } => {
             put("initial-cluster", json!(every_node(s)));
             put("initial-cluster-state", json!("new"));

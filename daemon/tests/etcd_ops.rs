@@ -246,6 +246,21 @@ fn quorum_loss_is_seen_by_the_linearizable_read_not_by_member_list_and_force_new
         .await
         .expect("no compaction answer within 10 s");
         assert_eq!(compacted, after);
+        // A forced restart whose revision step was cut off (the daemon
+        // died): the next start of that data moves the revision on again.
+        c.a.stop_etcd(Duration::from_secs(10)).await.unwrap();
+        c.a.start_moving_revision(3, Duration::from_secs(30))
+            .await
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let again = loop {
+            if let Ok(rev) = c.a.etcd.linearizable_read(d).await {
+                break rev;
+            }
+            assert!(Instant::now() < deadline, "no quorum after the held start");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert!(again >= after + 5, "{after} -> {again}");
         let kv = client
             .get("/etcd-warden/revision-bump", None)
             .await

@@ -436,6 +436,22 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
             } else {
                 left
             };
+            let owed = match m {
+                StartMode::Normal => paths.read_state().map_err(local)?.revision_bump_owed,
+                _ => None,
+            };
+            if let Some(at_risk) = owed {
+                tracing::warn!(
+                    at_risk,
+                    "a forced restart of this data did not finish moving the revision on; starting with clients held off"
+                );
+                ports
+                    .supervisor
+                    .start_moving_revision(at_risk, left)
+                    .await
+                    .map_err(ops)?;
+                return clear_revision_bump(paths).map_err(local);
+            }
             let Err(e) = ports.supervisor.start(m, wait).await else {
                 return Ok(());
             };
@@ -479,13 +495,18 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                 .map_err(ops)?;
             keep_wal_tail(paths, *epoch, started);
             let at_risk = revisions_at_risk(paths, running && graceful);
+            if at_risk > 0 {
+                paths
+                    .update_state(|st| st.revision_bump_owed = Some(at_risk))
+                    .map_err(local)?;
+            }
             let left = left.saturating_sub(started.elapsed());
             ports
                 .supervisor
                 .restart_force_new_cluster(proof, at_risk, left)
                 .await
-                .map(|_| ())
-                .map_err(ops)
+                .map_err(ops)?;
+            clear_revision_bump(paths).map_err(local)
         }
         Step::ArchiveDataDir { reason } => {
             if matches!(facts.etcd, warden_failover::EtcdView::Running(_)) {
@@ -709,3 +730,10 @@ fn revisions_at_risk(paths: &LocalPaths, stopped_gracefully: bool) -> u64 {
 /// etcd's raft keeps in flight (256 messages of entries batched under
 /// load), few enough that moving past them takes well under a second.
 const UNREAD_TAIL_REVISIONS: u64 = 1000;
+
+/// The forced restart's revision step is done: nothing is owed.
+fn clear_revision_bump(paths: &LocalPaths) -> Result<(), super::local::LocalError> {
+    paths
+        .update_state(|st| st.revision_bump_owed = None)
+        .map(|_| ())
+}

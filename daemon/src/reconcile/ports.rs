@@ -163,6 +163,15 @@ pub trait Supervisor: Send + Sync {
         at_risk: u64,
         deadline: Duration,
     ) -> impl Future<Output = Result<u32, OpsError>> + Send;
+    /// Start etcd on its data with clients held off, move the revision
+    /// past `at_risk` revisions if the data is a forced one-member
+    /// cluster, then restart it normally: the end of a forced restart
+    /// whose revision step was cut off.
+    fn start_moving_revision(
+        &self,
+        at_risk: u64,
+        deadline: Duration,
+    ) -> impl Future<Output = Result<u32, OpsError>> + Send;
 }
 
 /// Everything one reconciler call acts through.

@@ -730,10 +730,10 @@ impl Supervisor for Sim {
     async fn start(&self, mode: StartMode, _d: Duration) -> Result<u32, OpsError> {
         let me = self.settings.node_name.clone();
         let what = match &mode {
-            StartMode::Normal => "existing",
+            StartMode::Normal | StartMode::ClientsHeld { force: false, .. } => "existing",
             StartMode::Bootstrap { .. } => "new",
             StartMode::JoinExisting { .. } => "join",
-            StartMode::ForceNewCluster | StartMode::ForceNewClusterHeld { .. } => "force",
+            StartMode::ForceNewCluster | StartMode::ClientsHeld { force: true, .. } => "force",
         };
         // etcd creates its member directory when it starts on none.
         std::fs::create_dir_all(self.paths.member_dir()).unwrap();
@@ -775,6 +775,10 @@ impl Supervisor for Sim {
             }
         });
         Ok(true)
+    }
+
+    async fn start_moving_revision(&self, _at_risk: u64, d: Duration) -> Result<u32, OpsError> {
+        self.start(StartMode::Normal, d).await
     }
 
     async fn restart_force_new_cluster(
