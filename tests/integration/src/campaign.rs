@@ -99,6 +99,12 @@ pub enum Fault {
     /// node2 acknowledged. The forced restart must move the revision past
     /// them before any client writes.
     FollowerForces { after: Duration },
+    /// Four clients write through the leader (node1, the fence race's
+    /// winner, where the daemons keep it); after `after` the network is
+    /// cut while node1 cannot fence node2 (its fence device fails), so
+    /// node2 fences node1 once its delay has passed and forces from its
+    /// follower's log.
+    WinnerCannotFence { after: Duration },
     /// The node's daemon is killed (SIGKILL) and restarted after a delay,
     /// as systemd would.
     DaemonKill {
@@ -153,6 +159,9 @@ impl fmt::Display for Fault {
             }
             Fault::FollowerForces { after } => {
                 write!(f, "follower-forces ({})", s(after))
+            }
+            Fault::WinnerCannotFence { after } => {
+                write!(f, "winner-cannot-fence ({})", s(after))
             }
             Fault::DaemonKill {
                 node,
@@ -217,9 +226,14 @@ pub fn draw(rng: &mut Rng) -> Fault {
             },
         },
         7 => Fault::GracefulReboot { node: rng.node() },
-        8 => Fault::FenceFailsThenConfirm {
-            node: rng.node(),
-            confirm_after: rng.delay(5000),
+        8 => match rng.below(2) {
+            0 => Fault::FenceFailsThenConfirm {
+                node: rng.node(),
+                confirm_after: rng.delay(5000),
+            },
+            _ => Fault::WinnerCannotFence {
+                after: Duration::from_millis(1000 + rng.below(2000)),
+            },
         },
         _ => Fault::TotalOutage {
             first: rng.node(),
@@ -404,18 +418,14 @@ fn fenced_then_heal(w: &WardenCluster) -> Result<&'static str> {
     loser
 }
 
-/// Four clients writing through node2 under keys of their own (a second
+/// Four clients writing through `node` under keys of their own (a second
 /// window fault in the same round would otherwise write the same keys with
 /// the same values, and the first one's acknowledgements would read as
 /// lost: same value, later revision).
-fn window_writers(w: &WardenCluster) -> Result<Writer> {
+fn window_writers(w: &WardenCluster, node: &str) -> Result<Writer> {
     let mut targets = Vec::new();
     for i in 1..=4 {
-        targets.push((
-            format!("node2c{i}"),
-            w.netns("node2")?,
-            w.client_addr("node2")?,
-        ));
+        targets.push((format!("{node}c{i}"), w.netns(node)?, w.client_addr(node)?));
     }
     let k = WINDOW_FAULTS.fetch_add(1, Ordering::Relaxed);
     Writer::start(&format!("{WINDOW_PREFIX}/w{k:05}"), targets)
@@ -436,7 +446,7 @@ fn follower_forces(w: &WardenCluster, after: Duration) -> Result<(Vec<writer::Ac
     if let Err(e) = move_leader(w, "node2") {
         eprintln!("  (leader not moved: {e:#})");
     }
-    let extra = match window_writers(w) {
+    let extra = match window_writers(w, "node2") {
         Ok(x) => x,
         Err(e) => {
             cont(w);
@@ -531,6 +541,31 @@ fn slow_peer_link(w: &WardenCluster, from: &str, to: &str) -> Result<()> {
     Ok(())
 }
 
+/// The [`Fault::WinnerCannotFence`] fault up to the fence: four clients on
+/// node1 for `after`, node1's fencing of node2 failing, the network cut
+/// until node2 fenced node1. Returns the clients' acks and when the network
+/// was cut; node1 is left powered off.
+fn winner_cannot_fence(w: &WardenCluster, after: Duration) -> Result<(Vec<writer::Ack>, Instant)> {
+    let extra = window_writers(w, "node1")?;
+    std::thread::sleep(after);
+    let fails = warden_harness::fence_agent::set_fails(w.c.root(), "node2", true);
+    let mut cut = Instant::now();
+    let loser = fails
+        .and_then(|()| w.c.cut("node1", "node2"))
+        .and_then(|()| {
+            cut = Instant::now();
+            fenced_then_heal(w)
+        });
+    let own = extra.finish();
+    warden_harness::fence_agent::set_fails(w.c.root(), "node2", false)?;
+    let loser = loser?;
+    ensure!(
+        loser == "node1",
+        "node2 was fenced although node1's fencing of it failed"
+    );
+    Ok((own, cut))
+}
+
 /// Moves etcd's leadership to `to` (asked of the current leader).
 fn move_leader(w: &WardenCluster, to: &str) -> Result<()> {
     let (_, members) = w.members(to)?;
@@ -614,9 +649,10 @@ fn graceful_stop(w: &WardenCluster, node: &str) -> Result<()> {
 pub struct Applied {
     /// The acks of the fault's own clients (the window faults').
     pub own: Vec<writer::Ack>,
-    /// When the network was cut under a leader on node2 while node1, its
-    /// follower, then forced ([`Fault::FollowerForces`]).
-    pub follower_cut: Option<Instant>,
+    /// When the network was cut, and the node of the leader the other
+    /// node forced without ([`Fault::FollowerForces`],
+    /// [`Fault::WinnerCannotFence`]).
+    pub window_cut: Option<(Instant, &'static str)>,
 }
 
 /// Applies one fault. Faults that power a node off power it on again
@@ -651,7 +687,7 @@ pub fn apply(w: &WardenCluster, f: &Fault, rng: &mut Rng) -> Result<Applied> {
             if let Err(e) = move_leader(w, "node2") {
                 eprintln!("  (leader not moved: {e:#})");
             }
-            let extra = window_writers(w)?;
+            let extra = window_writers(w, "node2")?;
             std::thread::sleep(*after);
             let loser = partition_until_fenced(w);
             *own = extra.finish();
@@ -665,9 +701,19 @@ pub fn apply(w: &WardenCluster, f: &Fault, rng: &mut Rng) -> Result<Applied> {
             }
             let (acks, cut) = follower_forces(w, *after)?;
             *own = acks;
-            done.follower_cut = Some(cut);
+            done.window_cut = Some((cut, "node2"));
             std::thread::sleep(rng.delay(2000));
             power_on(w, "node2")?;
+        }
+        Fault::WinnerCannotFence { after } => {
+            if !(up(w, "node1") && up(w, "node2")) {
+                return Ok(done);
+            }
+            let (acks, cut) = winner_cannot_fence(w, *after)?;
+            *own = acks;
+            done.window_cut = Some((cut, "node1"));
+            std::thread::sleep(rng.delay(2000));
+            power_on(w, "node1")?;
         }
         Fault::LostStateFile { node, back_after } | Fault::ReplacedNode { node, back_after } => {
             if !(up(w, node) && up(w, other(node))) {
@@ -871,7 +917,7 @@ pub fn round_of(w: &WardenCluster, n: usize, faults: &[Fault], rng: &mut Rng) ->
         match apply(w, f, rng) {
             Ok(done) => {
                 window.extend(done.own);
-                cuts.extend(done.follower_cut);
+                cuts.extend(done.window_cut);
             }
             Err(e) => {
                 drop(writer);
@@ -952,7 +998,7 @@ fn judge(
     prefix: &str,
     window: Vec<writer::Ack>,
     all: &[String],
-    cuts: &[Instant],
+    cuts: &[(Instant, &str)],
 ) -> Judged {
     if let Err(e) = writer::check_unique_revisions(&[acks.as_slice(), window.as_slice()].concat()) {
         return Verdict::Unsafe(format!("{e:#}")).into();
@@ -1004,17 +1050,18 @@ fn judge(
 
 /// Splits `lost` (acks of `acks` a read did not return) into the keys of
 /// those a follower's forced restart may drop, and descriptions of the
-/// rest. Dropped: a write node2 acknowledged as a client's last before a
-/// cut in `cuts`, after which node1 forced from its follower's log (a
-/// follower learns that an entry is committed only from the leader's next
-/// message, and a client's next write is that message's earliest cause).
+/// rest. Dropped: a write the leader's node acknowledged as a client's
+/// last before a cut in `cuts` (when, and the leader's node), after which
+/// the other node forced from its follower's log (a follower learns that
+/// an entry is committed only from the leader's next message, and a
+/// client's next write is that message's earliest cause).
 pub fn window_losses(
     acks: &[writer::Ack],
     lost: &[&writer::Ack],
-    cuts: &[Instant],
+    cuts: &[(Instant, &str)],
 ) -> (Vec<String>, Vec<String>) {
-    let last_before = |a: &writer::Ack, cut: Instant| {
-        a.node.starts_with("node2")
+    let last_before = |a: &writer::Ack, (cut, leader): (Instant, &str)| {
+        a.node.starts_with(leader)
             && a.at < cut
             && !acks
                 .iter()
@@ -1219,7 +1266,7 @@ mod tests {
             ack("node1", "c1", s(18)),
             ack("node2c1", "a3", s(90)),
         ];
-        let cut = [s(30)];
+        let cut = [(s(30), "node2")];
         let lost: Vec<&writer::Ack> = acks.iter().collect();
         let (window, rest) = window_losses(&acks, &lost, &cut);
         assert_eq!(window, ["a2", "b1"]);
