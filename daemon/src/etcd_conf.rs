@@ -115,6 +115,13 @@ pub(crate) fn render(s: &Settings, mode: &StartMode) -> Value {
         }
     }
     put("force-new-cluster", json!(mode.forces()));
+    // etcd 3.5 and 3.6 default to it, 3.4 does not: a member that cannot
+    // win an election keeps its term and its vote. A leader that lost its
+    // peer then still reads as the leader of its last term in its own log
+    // when it forces, so the force drops nothing a peer could have
+    // acknowledged (see `reconcile/held.rs`, `ForceDrop::led`); and a
+    // member back from a partition does not depose a working leader.
+    put("pre-vote", json!(true));
     put("logger", json!("zap"));
     match s.etcd.backend {
         // A file, not stderr: a pipe to the daemon would die with the daemon
@@ -243,6 +250,7 @@ client_urls = ["https://192.0.2.2:2379"]
         assert_eq!(v["initial-cluster-state"], "new");
         assert_eq!(v["force-new-cluster"], false);
         assert_eq!(v["logger"], "zap");
+        assert_eq!(v["pre-vote"], true, "3.4 defaults to false");
         assert_eq!(v["log-outputs"], json!(["/var/lib/etcd-warden/etcd.log"]));
         assert_eq!(v["snapshot-count"], 10000);
         assert_eq!(v["auto-compaction-retention"], "1h");

@@ -1050,11 +1050,13 @@ fn judge(
 
 /// Splits `lost` (acks of `acks` a read did not return) into the keys of
 /// those a follower's forced restart may drop, and descriptions of the
-/// rest. Dropped: a write the leader's node acknowledged as a client's
-/// last before a cut in `cuts` (when, and the leader's node), after which
-/// the other node forced from its follower's log (a follower learns that
-/// an entry is committed only from the leader's next message, and a
-/// client's next write is that message's earliest cause).
+/// rest. Dropped: a write the leader's node acknowledged, the last its
+/// client sent before a cut in `cuts` (when, and the leader's node), after
+/// which the other node forced from its follower's log (a follower learns
+/// that an entry is committed only from the leader's next message, and a
+/// client's next write is that message's earliest cause). By the time it
+/// was sent, not answered: the answer to a write committed just before the
+/// cut may reach the client after it.
 pub fn window_losses(
     acks: &[writer::Ack],
     lost: &[&writer::Ack],
@@ -1062,10 +1064,10 @@ pub fn window_losses(
 ) -> (Vec<String>, Vec<String>) {
     let last_before = |a: &writer::Ack, (cut, leader): (Instant, &str)| {
         a.node.starts_with(leader)
-            && a.at < cut
+            && a.sent < cut
             && !acks
                 .iter()
-                .any(|b| b.node == a.node && b.at > a.at && b.at < cut)
+                .any(|b| b.node == a.node && b.sent > a.sent && b.sent < cut)
     };
     let (dropped, rest): (Vec<&&writer::Ack>, Vec<&&writer::Ack>) = lost
         .iter()
@@ -1243,13 +1245,17 @@ mod tests {
     }
 
     fn ack(node: &str, key: &str, at: Instant) -> writer::Ack {
+        answered(node, key, at, at)
+    }
+
+    fn answered(node: &str, key: &str, sent: Instant, at: Instant) -> writer::Ack {
         writer::Ack {
             node: node.into(),
             key: key.into(),
             value: "v".into(),
             revision: 1,
             cluster_id: 1,
-            sent: at,
+            sent,
             at,
             wall: std::time::SystemTime::now(),
         }
@@ -1265,11 +1271,13 @@ mod tests {
             ack("node2c2", "b1", s(15)),
             ack("node1", "c1", s(18)),
             ack("node2c1", "a3", s(90)),
+            // Sent before the cut, answered after it.
+            answered("node2c3", "d1", s(25), s(40)),
         ];
         let cut = [(s(30), "node2")];
         let lost: Vec<&writer::Ack> = acks.iter().collect();
         let (window, rest) = window_losses(&acks, &lost, &cut);
-        assert_eq!(window, ["a2", "b1"]);
+        assert_eq!(window, ["a2", "b1", "d1"]);
         assert_eq!(rest.len(), 3, "{rest:?}");
         let (window, _) = window_losses(&acks, &lost, &[]);
         assert!(window.is_empty(), "no follower's force, no window");

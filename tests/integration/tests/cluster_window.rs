@@ -51,6 +51,8 @@ fn rounds(seed: u64, forcer: &str, fault: impl Fn(Duration) -> Fault) -> (Tally,
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(3);
+    // A signal tears the clusters down too (a long run may be cut short).
+    warden_harness::teardown_on_signals().unwrap_or_else(|e| panic!("{e:#}"));
     let mut rng = Rng::new(seed);
     let mut tally = Tally::default();
     let mut at_risk = Vec::new();
