@@ -157,13 +157,29 @@ fn record(b: &[u8]) -> Option<(u64, &[u8])> {
 /// The varint field `number` of a protobuf message (a raft entry's index is
 /// field 3, a WAL snapshot's field 1).
 fn field_varint(b: &[u8], number: u64) -> Option<u64> {
+    last_field(b, number, |v| match v {
+        Value::Varint(x) => Some(x),
+        _ => None,
+    })
+}
+
+/// The bytes field `number` of a protobuf message.
+fn field_bytes(b: &[u8], number: u64) -> Option<&[u8]> {
+    last_field(b, number, |v| match v {
+        Value::Bytes(x) => Some(x),
+        _ => None,
+    })
+}
+
+/// The last field `number` of a protobuf message that `pick` accepts;
+/// `None` also when the message cannot be read to its end.
+fn last_field<'a, T>(b: &'a [u8], number: u64, pick: impl Fn(Value<'a>) -> Option<T>) -> Option<T> {
     let mut rest = b;
     let mut found = None;
     while !rest.is_empty() {
-        if let (n, Value::Varint(v)) = next_field(&mut rest)?
-            && n == number
-        {
-            found = Some(v);
+        let (n, v) = next_field(&mut rest)?;
+        if n == number {
+            found = pick(v).or(found);
         }
     }
     found
@@ -346,20 +362,6 @@ impl Tail {
             && first_of_term.is_some_and(|i| i <= commit);
         ForceDrop { entries, led }
     }
-}
-
-/// The bytes field `number` of a protobuf message.
-fn field_bytes(b: &[u8], number: u64) -> Option<&[u8]> {
-    let mut rest = b;
-    let mut found = None;
-    while !rest.is_empty() {
-        if let (n, Value::Bytes(v)) = next_field(&mut rest)?
-            && n == number
-        {
-            found = Some(v);
-        }
-    }
-    found
 }
 
 /// A WAL segment as etcd writes it, for tests: a CRC record, then one
