@@ -256,7 +256,7 @@ mod tests {
         let l = layout(d.path());
         member(&l.old_data);
         std::fs::create_dir_all(&l.old_archive).unwrap();
-        assert_eq!(tidy(&l), [l.old_archive.clone()]);
+        assert_eq!(tidy(&l), std::slice::from_ref(&l.old_archive));
         assert!(l.old_data.join("member/snap/db").exists());
     }
 
