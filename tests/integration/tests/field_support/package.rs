@@ -287,8 +287,10 @@ fn repack_installed(pkg: &str, out: &str) -> String {
         r#"set -e
 d=$(mktemp -d)
 mkdir "$d/DEBIAN"
+# Directories as real directories, also where the host has a symlink
+# (merged /usr: /lib -> usr/lib), as the package itself lists them.
 while read -r f; do
-    if [ -d "$f" ] && [ ! -L "$f" ]; then mkdir -p "$d$f"
+    if [ -d "$f" ]; then mkdir -p "$d$f"
     elif [ -e "$f" ] || [ -L "$f" ]; then mkdir -p "$d$(dirname "$f")"; cp -a "$f" "$d$f"
     fi
 done < /var/lib/dpkg/info/{pkg}.list
