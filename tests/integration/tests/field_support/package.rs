@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use warden_harness::field::{FieldCluster, etcd_started_on};
 use warden_integration::writer::longest_gap;
 
-use super::upgrade::{installed_version, repack, standby, unstandby};
+use super::upgrade::{GAP_BOUND, installed_version, repack, standby, unstandby};
 use super::{
     ARCHIVE_DIR, DATA_DIR, assert_no_failed_action, assert_no_new_fence, begin, check_writes,
 };
@@ -162,7 +162,8 @@ fn install_new(c: &FieldCluster, node: &str, deb: &Path) {
 }
 
 /// A scenario's end: writes through both nodes again, no fence, no failed
-/// action, every acknowledged write present; prints the longest gap.
+/// action, every acknowledged write present, and the longest time the
+/// cluster took no write printed and within the upgrade procedure's bound.
 fn finish(
     c: &FieldCluster,
     w: warden_integration::writer::Writer,
@@ -182,6 +183,10 @@ fn finish(
     eprintln!(
         "{label}: longest write gap {:.2} s; {n} acknowledged writes, all present",
         gap.as_secs_f64()
+    );
+    assert!(
+        gap < GAP_BOUND,
+        "{label}: the cluster took no write for {gap:?} (bound {GAP_BOUND:?})"
     );
 }
 

@@ -22,7 +22,7 @@ use super::{
 
 /// The longest time the cluster may go without acknowledging a write
 /// during the procedure (docs/operations.md states it).
-const GAP_BOUND: Duration = Duration::from_secs(10);
+pub const GAP_BOUND: Duration = Duration::from_secs(10);
 
 /// `deb` rebuilt with `+upgrade1` appended to its version.
 fn newer_package(deb: &Path, dir: &Path) -> PathBuf {
