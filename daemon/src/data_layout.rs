@@ -188,10 +188,25 @@ pub(crate) fn manual_steps(l: &Layout, node: &str) -> String {
     )
 }
 
+/// Whether `dir` is Debian's `/var/lib/etcd` or inside it (component by
+/// component: `/var/lib/etcd-warden` is not).
+fn in_debian_etcd_dir(dir: &Path) -> bool {
+    dir.starts_with("/var/lib/etcd")
+}
+
 /// The settings the daemon runs with: the old paths while the data is
 /// still there (etcd kept running on it), the configured ones otherwise.
 pub(crate) fn effective(mut s: Settings) -> Settings {
     let Some(l) = Layout::of(&s) else {
+        for dir in [&s.etcd.data_dir, &s.failover.archive_dir] {
+            if in_debian_etcd_dir(dir) {
+                tracing::warn!(
+                    dir = %dir.display(),
+                    "{} is inside /var/lib/etcd, which purging etcd-server deletes (rm -rf); leave etcd.data_dir and failover.archive_dir at their defaults under /var/lib/etcd-warden to keep the data out of it",
+                    dir.display()
+                );
+            }
+        }
         return s;
     };
     if holds_data(&l.old_data) && !holds_data(&l.data) {
@@ -248,6 +263,14 @@ mod tests {
         assert!(l.archive.join("1796036400-stale-data/member").is_dir());
         assert!(!l.old_data.exists() && !l.old_archive.exists());
         assert!(matches!(plan(&l, d.path()), Plan::Nothing));
+    }
+
+    #[test]
+    fn paths_inside_debians_etcd_directory_are_recognised() {
+        assert!(in_debian_etcd_dir(Path::new("/var/lib/etcd/warden")));
+        assert!(in_debian_etcd_dir(Path::new("/var/lib/etcd")));
+        assert!(!in_debian_etcd_dir(Path::new("/var/lib/etcd-warden/data")));
+        assert!(!in_debian_etcd_dir(Path::new("/srv/etcd")));
     }
 
     #[test]
