@@ -11,6 +11,7 @@ pub(crate) mod clock;
 pub(crate) mod cmd;
 pub mod config;
 pub mod core;
+pub(crate) mod data_layout;
 pub(crate) mod defrag;
 pub mod etcd;
 pub mod etcd_conf;

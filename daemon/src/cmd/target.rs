@@ -33,6 +33,7 @@ impl Target {
         match &self.standalone {
             Some(dir) => crate::standalone::load(dir),
             None => crate::config::load(&self.config)
+                .map(crate::data_layout::effective)
                 .with_context(|| format!("cannot load {}", self.config.display())),
         }
     }

@@ -226,8 +226,9 @@ impl WardenCluster {
     }
 
     /// As [`Self::start`], with `node`'s daemon in `unit`'s sandbox and on
-    /// the default paths (data in /var/lib/etcd/warden, etcd as the `etcd`
-    /// user), its /var/lib/etcd prepared as Debian's package leaves it.
+    /// the default paths (data in /var/lib/etcd-warden/data, etcd as the
+    /// `etcd` user), its /var/lib/etcd prepared as Debian's package leaves
+    /// it.
     pub fn start_sandboxed(
         nodes: usize,
         topology: Topology,
