@@ -71,8 +71,9 @@ Version: $version
 Architecture: $arch
 Maintainer: $maintainer
 Installed-Size: $installed_kb
-Depends: $shlibs, etcd-server, pacemaker, corosync, procps
+Depends: $shlibs, etcd-server, pacemaker, pacemaker-cli-utils, corosync, procps
 Recommends: etcd-client
+Suggests: pcs | crmsh
 Section: admin
 Priority: optional
 Description: keeps etcd available and safe on Pacemaker clusters

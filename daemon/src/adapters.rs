@@ -111,27 +111,44 @@ impl Supervisor for Core {
             .map_err(OpsError::Supervise)
     }
 
-    async fn stop(&self, grace: Duration) -> Result<(), OpsError> {
+    async fn stop(&self, grace: Duration) -> Result<bool, OpsError> {
         self.stop_etcd(grace)
             .await
-            .map(|_| ())
             .map_err(|e| OpsError::Supervise(e.to_string()))
+    }
+
+    async fn start_moving_revision(
+        &self,
+        at_risk: u64,
+        deadline: Duration,
+    ) -> Result<u32, OpsError> {
+        self.start_holding_clients(at_risk, false, deadline)
+            .await
+            .map_err(OpsError::Supervise)
     }
 
     async fn restart_force_new_cluster(
         &self,
         peer_down: PeerDown,
+        at_risk: u64,
         deadline: Duration,
     ) -> Result<u32, OpsError> {
         tracing::warn!(
             peer = %peer_down.node,
             evidence = %peer_down.evidence,
+            at_risk,
             "restarting etcd with --force-new-cluster"
         );
         let started = std::time::Instant::now();
         Supervisor::stop(self, self.settings.timeouts.stop_grace.min(deadline / 2)).await?;
         let left = deadline.saturating_sub(started.elapsed());
-        let pid = Supervisor::start(self, StartMode::ForceNewCluster, left).await?;
+        let pid = if at_risk == 0 {
+            Supervisor::start(self, StartMode::ForceNewCluster, left).await?
+        } else {
+            self.start_holding_clients(at_risk, true, left)
+                .await
+                .map_err(OpsError::Supervise)?
+        };
         // The flag must not survive into the next start: rewrite the
         // configuration for a normal start now that the one-member cluster
         // exists on disk.

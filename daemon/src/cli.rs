@@ -62,6 +62,9 @@ pub(crate) enum Command {
     Recover(cmd::recover::RecoverArgs),
     /// Defragment this node's etcd member if the policy allows it now.
     Defrag(cmd::defrag::DefragArgs),
+    /// Move etcd's data from /var/lib/etcd/warden to /var/lib/etcd-warden/data
+    /// (run by etcd-warden-migrate-data.service before the daemon).
+    MigrateData(cmd::migrate_data::MigrateDataArgs),
     /// Write the man pages and shell completions (used by packaging).
     #[command(hide = true)]
     Generate(cmd::generate::GenerateArgs),
@@ -87,6 +90,7 @@ pub fn main() -> ExitCode {
         Command::Alert(a) => cmd::alert::run_alert(a),
         Command::Recover(a) => cmd::recover::run_recover(a),
         Command::Defrag(a) => cmd::defrag::run_defrag(a),
+        Command::MigrateData(a) => cmd::migrate_data::run_migrate_data(a),
         Command::Generate(a) => cmd::generate::run_generate(a, &Cli::command()),
     };
     match result {

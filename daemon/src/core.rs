@@ -588,22 +588,7 @@ impl Core {
         deadline: Duration,
     ) -> Result<u32, String> {
         let started = Instant::now();
-        self.want_running.store(true, Ordering::SeqCst);
-        let pid = match self.supervisor.state().await {
-            ProcState::Running { pid } => pid,
-            _ => {
-                self.set_state("starting");
-                self.etcd.reset().await;
-                if matches!(mode, StartMode::JoinExisting { .. }) {
-                    // A joining member may be sent the whole database.
-                    crate::supervise::writeback::watch_incoming(&self.settings.etcd.data_dir);
-                }
-                self.supervisor
-                    .start(mode)
-                    .await
-                    .map_err(|e| e.to_string())?
-            }
-        };
+        let pid = self.launch(mode).await?;
         loop {
             let left = deadline.saturating_sub(started.elapsed());
             if left.is_zero() {
@@ -624,6 +609,21 @@ impl Core {
             }
             tokio::time::sleep(Duration::from_millis(100).min(left)).await;
         }
+    }
+
+    /// Start etcd in `mode` unless it runs already; its PID.
+    pub(crate) async fn launch(&self, mode: StartMode) -> Result<u32, String> {
+        self.want_running.store(true, Ordering::SeqCst);
+        if let ProcState::Running { pid } = self.supervisor.state().await {
+            return Ok(pid);
+        }
+        self.set_state("starting");
+        self.etcd.reset().await;
+        if matches!(mode, StartMode::JoinExisting { .. }) {
+            // A joining member may be sent the whole database.
+            crate::supervise::writeback::watch_incoming(&self.settings.etcd.data_dir);
+        }
+        self.supervisor.start(mode).await.map_err(|e| e.to_string())
     }
 
     /// Stop etcd gracefully within `grace`, then SIGKILL.

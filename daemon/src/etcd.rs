@@ -426,6 +426,44 @@ impl LiveEtcd {
     }
 }
 
+/// The key the daemon writes to move the revision on after a forced
+/// restart (see [`LiveEtcd::move_revision_past`]); deleted again at once.
+pub const REVISION_KEY: &str = "/etcd-warden/revision-bump";
+
+impl LiveEtcd {
+    /// Move this member's revision on by `count + 2` and compact at the
+    /// result: no revision up to `count + 1` past the current one is given
+    /// to any other write, and a watch that starts at any of them, or
+    /// before, is told its history was compacted (so a client re-lists
+    /// instead of trusting what it saw of revisions a forced restart
+    /// dropped). `count + 1` puts of [`REVISION_KEY`], 64 at a time, then
+    /// its delete and a compaction. Returns the revisions before and after.
+    pub(crate) async fn move_revision_past(
+        &self,
+        count: u64,
+        deadline: Duration,
+    ) -> Result<(i64, i64), EtcdError> {
+        use futures_util::{StreamExt, TryStreamExt};
+        let started = tokio::time::Instant::now();
+        let c = self.client(deadline).await?;
+        let left = || deadline.saturating_sub(started.elapsed());
+        let before = within(left(), c.kv_client().get(REVISION_KEY, None)).await?;
+        let before = before.header().map_or(0, |h| h.revision());
+        let puts = futures_util::stream::iter(0..=count)
+            .map(|i| {
+                let mut kv = c.kv_client();
+                async move { kv.put(REVISION_KEY, i.to_string(), None).await }
+            })
+            .buffer_unordered(64)
+            .try_for_each(|_| async { Ok(()) });
+        within(left(), puts).await?;
+        let deleted = within(left(), c.kv_client().delete(REVISION_KEY, None)).await?;
+        let after = deleted.header().map_or(0, |h| h.revision());
+        within(left(), c.kv_client().compact(after, None)).await?;
+        Ok((before, after))
+    }
+}
+
 /// The key of the defragmentation lock: the node that holds it is the only
 /// one defragmenting (or moving leadership to do so). It lives under a
 /// lease, so a daemon that dies while holding it frees it within the

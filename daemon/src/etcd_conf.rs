@@ -44,6 +44,27 @@ pub enum StartMode {
     /// failover logic asks for it, and only with Pacemaker's confirmation
     /// that the peer is down (see [`crate::reconcile::ports::PeerDown`]).
     ForceNewCluster,
+    /// A start whose clients are held off: etcd serves clients only at
+    /// `client_url` (plain HTTP on a loopback port only the daemon knows),
+    /// so that the daemon can move the revision past what a forced restart
+    /// dropped before any client writes; with `force`, the forced restart
+    /// itself. A normal start follows.
+    ClientsHeld {
+        /// The one client URL.
+        client_url: String,
+        /// Whether this start is the forced restart (`--force-new-cluster`).
+        force: bool,
+    },
+}
+
+impl StartMode {
+    /// Whether etcd starts with `--force-new-cluster`.
+    pub(crate) fn forces(&self) -> bool {
+        matches!(
+            self,
+            StartMode::ForceNewCluster | StartMode::ClientsHeld { force: true, .. }
+        )
+    }
 }
 
 /// `--initial-cluster` naming every configured node at its peer URLs.
@@ -64,8 +85,12 @@ pub(crate) fn render(s: &Settings, mode: &StartMode) -> Value {
     };
     put("name", json!(local.name));
     put("data-dir", json!(s.etcd.data_dir.to_string_lossy()));
-    put("listen-client-urls", json!(local.client_urls.join(",")));
-    put("advertise-client-urls", json!(local.client_urls.join(",")));
+    let clients = match mode {
+        StartMode::ClientsHeld { client_url, .. } => client_url.clone(),
+        _ => local.client_urls.join(","),
+    };
+    put("listen-client-urls", json!(clients));
+    put("advertise-client-urls", json!(clients));
     put("listen-peer-urls", json!(local.peer_urls.join(",")));
     put(
         "initial-advertise-peer-urls",
@@ -77,7 +102,10 @@ pub(crate) fn render(s: &Settings, mode: &StartMode) -> Value {
     };
     put("initial-cluster-token", json!(token));
     match mode {
-        StartMode::Normal | StartMode::ForceNewCluster | StartMode::Bootstrap { .. } => {
+        StartMode::Normal
+        | StartMode::ForceNewCluster
+        | StartMode::ClientsHeld { .. }
+        | StartMode::Bootstrap { .. } => {
             put("initial-cluster", json!(every_node(s)));
             put("initial-cluster-state", json!("new"));
         }
@@ -86,10 +114,14 @@ pub(crate) fn render(s: &Settings, mode: &StartMode) -> Value {
             put("initial-cluster-state", json!("existing"));
         }
     }
-    put(
-        "force-new-cluster",
-        json!(matches!(mode, StartMode::ForceNewCluster)),
-    );
+    put("force-new-cluster", json!(mode.forces()));
+    // etcd 3.5 and 3.6 default to it, 3.4 does not: a member that cannot
+    // win an election keeps its term and its vote. A leader that lost its
+    // peer then still reads as the leader of its last term in its own log
+    // when it forces, so the force drops nothing a peer could have
+    // acknowledged (see `reconcile/held.rs`, `ForceDrop::led`); and a
+    // member back from a partition does not depose a working leader.
+    put("pre-vote", json!(true));
     put("logger", json!("zap"));
     match s.etcd.backend {
         // A file, not stderr: a pipe to the daemon would die with the daemon
@@ -118,7 +150,7 @@ pub(crate) fn render(s: &Settings, mode: &StartMode) -> Value {
         put("heartbeat-interval", json!(v));
     }
     let election = match mode {
-        StartMode::ForceNewCluster => forced_election_timeout_ms(s),
+        m if m.forces() => forced_election_timeout_ms(s),
         _ => None,
     };
     if let Some(v) = election.or(t.election_timeout_ms) {
@@ -218,6 +250,7 @@ client_urls = ["https://192.0.2.2:2379"]
         assert_eq!(v["initial-cluster-state"], "new");
         assert_eq!(v["force-new-cluster"], false);
         assert_eq!(v["logger"], "zap");
+        assert_eq!(v["pre-vote"], true, "3.4 defaults to false");
         assert_eq!(v["log-outputs"], json!(["/var/lib/etcd-warden/etcd.log"]));
         assert_eq!(v["snapshot-count"], 10000);
         assert_eq!(v["auto-compaction-retention"], "1h");

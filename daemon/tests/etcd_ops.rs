@@ -160,6 +160,7 @@ fn quorum_loss_is_seen_by_the_linearizable_read_not_by_member_list_and_force_new
 
         // The peer dies.
         let version = c.a.etcd.status(d).await.unwrap().version;
+        let before = c.a.etcd.linearizable_read(d).await.unwrap();
         if let Some(mut ch) = b.0.take() {
             ch.kill().unwrap();
             ch.wait().unwrap();
@@ -189,26 +190,83 @@ fn quorum_loss_is_seen_by_the_linearizable_read_not_by_member_list_and_force_new
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
 
-        // Pacemaker confirmed the peer is fenced: force a new cluster.
+        // Pacemaker confirmed the peer is fenced: force a new cluster, as
+        // if the log's tail held 5 entries the peer may have acknowledged.
         let pid =
             c.a.restart_force_new_cluster(
                 PeerDown {
                     node: "b".into(),
                     evidence: "test: peer SIGKILLed".into(),
                 },
+                5,
                 Duration::from_secs(30),
             )
             .await
             .unwrap();
         assert!(pid > 0);
         let deadline = Instant::now() + Duration::from_secs(20);
-        while c.a.etcd.linearizable_read(d).await.is_err() {
+        let after = loop {
+            if let Ok(rev) = c.a.etcd.linearizable_read(d).await {
+                break rev;
+            }
             assert!(
                 Instant::now() < deadline,
                 "no quorum after force-new-cluster"
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        };
+        // The revision moved on by 7 (6 puts and a delete) and everything
+        // before is compacted: a watch from the first revision that could
+        // have been reused is told so.
+        assert!(after >= before + 7, "{before} -> {after}");
+        let members = c.a.etcd.member_list(d).await.unwrap();
+        let client_url = members[0].client_urls[0].clone();
+        let mut client = etcd_client::Client::connect([client_url], None)
+            .await
+            .unwrap();
+        let mut stream = client
+            .watch(
+                "/",
+                Some(
+                    etcd_client::WatchOptions::new()
+                        .with_prefix()
+                        .with_start_revision(after - 1),
+                ),
+            )
+            .await
+            .unwrap();
+        let compacted = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                let r = stream.message().await.unwrap().expect("the watch ended");
+                if r.compact_revision() != 0 || r.canceled() {
+                    return r.compact_revision();
+                }
+            }
+        })
+        .await
+        .expect("no compaction answer within 10 s");
+        assert_eq!(compacted, after);
+        // A forced restart whose revision step was cut off (the daemon
+        // died): the next start of that data moves the revision on again.
+        c.a.stop_etcd(Duration::from_secs(10)).await.unwrap();
+        c.a.start_moving_revision(3, Duration::from_secs(30))
+            .await
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let again = loop {
+            if let Ok(rev) = c.a.etcd.linearizable_read(d).await {
+                break rev;
+            }
+            assert!(Instant::now() < deadline, "no quorum after the held start");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert!(again >= after + 5, "{after} -> {again}");
+        let kv = client
+            .get("/etcd-warden/revision-bump", None)
+            .await
+            .unwrap();
+        assert!(kv.kvs().is_empty(), "the bump's key is deleted");
+        assert_eq!(c.a.etcd.member_list(d).await.unwrap().len(), 1);
         let members = c.a.etcd.member_list(d).await.unwrap();
         assert_eq!(members.len(), 1, "{members:?}");
         assert_eq!(members[0].name, "a");

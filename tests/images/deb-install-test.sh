@@ -112,13 +112,25 @@ done
 in_root bash -n /usr/share/bash-completion/completions/etcd-warden || fail "the bash completion does not parse"
 ok "bash, zsh and fish completions are installed"
 
-for u in etcd-warden.service etcd-warden-collect.service etcd-warden-collect.timer; do
+for u in etcd-warden.service etcd-warden-collect.service etcd-warden-collect.timer \
+         etcd-warden-snapshot.service etcd-warden-snapshot.timer etcd-warden-migrate-data.service; do
     [ -f "$r/usr/lib/systemd/system/$u" ] || fail "unit $u missing"
 done
 [ -f "$r/usr/share/doc/etcd-warden/examples/config.toml" ] || fail "example configuration missing"
 [ ! -e "$r/etc/etcd-warden/config.toml" ] || fail "the package must not install a node configuration"
 ok "units and the example configuration are installed"
 
+# etcd's data, an archive and a snapshot where the daemon keeps them, owned
+# as the daemon leaves them: removing and purging etcd-warden and
+# etcd-server (whose postrm deletes /var/lib/etcd) must leave them all.
+data_files="/var/lib/etcd-warden/data/member/snap/db /var/lib/etcd-warden/data.archive/1796036400-stale-data/member/snap/db /var/lib/etcd-warden/snapshots/etcd-warden-snapshot-node-a-20261201T120000Z.db /var/lib/etcd-warden/failover-state.json"
+for f in $data_files; do
+    mkdir -p "$r$(dirname "$f")"
+    echo "data $f" > "$r$f"
+done
+in_root chown -R etcd:etcd /var/lib/etcd-warden/data
+
+# No Pacemaker runs in the chroot: prerm does not refuse.
 in_root dpkg -r etcd-warden > "$work/remove.log" 2>&1 || { cat "$work/remove.log" >&2; fail "dpkg -r etcd-warden"; }
 left=0
 while read -r f; do
@@ -132,3 +144,11 @@ done < "$work/files"
 in_root dpkg-query -W -f='${Status}' etcd-warden 2>/dev/null | grep -q 'install ok installed' \
     && fail "etcd-warden still installed after dpkg -r"
 ok "dpkg -r etcd-warden removed all $(wc -l < "$work/files") paths it had installed"
+
+in_root dpkg --purge etcd-warden > "$work/purge.log" 2>&1 || { cat "$work/purge.log" >&2; fail "dpkg --purge etcd-warden"; }
+in_root dpkg --purge etcd-server > "$work/purge-etcd.log" 2>&1 || { cat "$work/purge-etcd.log" >&2; fail "dpkg --purge etcd-server"; }
+[ ! -e "$r/var/lib/etcd" ] || fail "etcd-server's purge left /var/lib/etcd (this check no longer shows its rm -rf)"
+for f in $data_files; do
+    [ "$(cat "$r$f" 2>/dev/null)" = "data $f" ] || fail "$f is gone or changed after purging etcd-warden and etcd-server"
+done
+ok "etcd's data, archive, snapshot and state file survive purging etcd-warden and etcd-server"

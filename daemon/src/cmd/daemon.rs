@@ -59,7 +59,10 @@ pub(crate) fn run_daemon(args: DaemonArgs) -> anyhow::Result<ExitCode> {
             crate::standalone::prepare(dir, args.http_addr.as_deref(), args.autostart)?,
             true,
         ),
-        None => (crate::config::load(&args.config)?, false),
+        None => (
+            crate::data_layout::effective(crate::config::load(&args.config)?),
+            false,
+        ),
     };
     // A current-thread runtime is plenty for a host daemon and keeps idle
     // CPU and memory low.

@@ -10,6 +10,7 @@ pub(crate) mod etcdctl;
 pub(crate) mod generate;
 pub(crate) mod health;
 pub(crate) mod members;
+pub(crate) mod migrate_data;
 pub(crate) mod pcs_config;
 pub(crate) mod recover;
 pub(crate) mod snapshot;

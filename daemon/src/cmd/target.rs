@@ -108,6 +108,6 @@ impl Target {
 pub(crate) fn settings(config: &Path, standalone: Option<&Path>) -> anyhow::Result<Settings> {
     match standalone {
         Some(dir) => crate::standalone::load(dir),
-        None => Ok(crate::config::load(config)?),
+        None => Ok(crate::config::load(config).map(crate::data_layout::effective)?),
     }
 }

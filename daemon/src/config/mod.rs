@@ -42,6 +42,7 @@ mod tests_etcd;
 mod tests_layers;
 
 pub use settings::*;
+pub(crate) use validate::default_archive_dir;
 
 use fragments::Fragment;
 use inputs::{Inputs, Layer, LayerKind};

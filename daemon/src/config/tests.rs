@@ -197,7 +197,10 @@ fn missing_key_lists_files() {
 fn failover_defaults() {
     let s = load(&[("/c.toml", GOOD)]).unwrap();
     let f = &s.failover;
-    assert_eq!(f.archive_dir, PathBuf::from("/var/lib/etcd/warden.archive"));
+    assert_eq!(
+        f.archive_dir,
+        PathBuf::from("/var/lib/etcd-warden/data.archive")
+    );
     assert_eq!(f.archive_keep, 0, "the default never removes an archive");
     assert_eq!(f.reconcile_interval, Duration::from_secs(5));
     assert_eq!(f.reconcile_pending_interval, Duration::from_secs(1));
@@ -298,7 +301,7 @@ fn bad_failover_values_name_file_line_and_key() {
     );
     assert!(e.contains("absolute"), "{e}");
 
-    let e = failover_error("[failover]\narchive_dir = \"/var/lib/etcd/warden/archive\"\n");
+    let e = failover_error("[failover]\narchive_dir = \"/var/lib/etcd-warden/data/archive\"\n");
     assert!(e.contains("inside the data directory"), "{e}");
     let e = failover_error("[failover]\narchive_dir = \"/var/lib\"\n");
     assert!(e.contains("contains the data directory"), "{e}");
@@ -345,12 +348,12 @@ fn with_config_on_shm(extra: &str) -> Result<Settings, ConfigError> {
 
 #[test]
 fn a_state_dir_on_the_data_filesystem_is_refused_unless_the_configuration_is_on_it() {
-    // The defaults, /var/lib/etcd-warden and /var/lib/etcd/warden, share
+    // The defaults, /var/lib/etcd-warden and /var/lib/etcd-warden/data, share
     // the root filesystem, which here does not hold the configuration.
     let e = with_config_on_shm("").unwrap_err().to_string();
     assert!(e.contains("key `paths.state_dir`"), "{e}");
     assert!(
-        e.contains("the state directory /var/lib/etcd-warden and the data directory /var/lib/etcd/warden are on one filesystem"),
+        e.contains("the state directory /var/lib/etcd-warden and the data directory /var/lib/etcd-warden/data are on one filesystem"),
         "{e}"
     );
     assert!(e.contains("mounted at /)"), "{e}");
@@ -569,7 +572,7 @@ fn report_profile_defaults_to_generic_and_names_a_bad_value() {
 fn etcd_user_must_exist_and_defaults_to_etcd() {
     let s = load(&[("/c.toml", GOOD)]).unwrap();
     assert_eq!(s.etcd.user.name, "etcd");
-    assert_eq!(s.etcd.data_dir, PathBuf::from("/var/lib/etcd/warden"));
+    assert_eq!(s.etcd.data_dir, PathBuf::from("/var/lib/etcd-warden/data"));
     let e = load(&[
         ("/c.toml", GOOD),
         ("/d.toml", "[etcd]\nuser = \"no-such-user-here\"\n"),

@@ -219,6 +219,11 @@ fn the_defaults_agree_with_the_constants_other_modules_use() {
         DEFAULT_RECONCILE_PENDING_INTERVAL
     );
     assert_eq!(s.api.socket, PathBuf::from(warden_api::DEFAULT_SOCKET));
+    // The move from the old layout applies to the default paths only.
+    assert_eq!(
+        crate::data_layout::Layout::of(&s).map(|l| l.data),
+        Some(PathBuf::from(crate::data_layout::DATA_DIR))
+    );
     assert_eq!(
         s.report.cib_file,
         PathBuf::from(crate::report_cycle::LIVE_CIB_FILE)

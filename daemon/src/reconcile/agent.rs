@@ -46,7 +46,7 @@ pub(crate) async fn action<P: Pacemaker, E: EtcdOps, S: Supervisor>(
         Action::Stop => {
             let grace = settings.timeouts.stop_grace.min(budget.mul_f32(0.7));
             match ports.supervisor.stop(grace).await {
-                Ok(()) => reply(Outcome::Success, None),
+                Ok(_) => reply(Outcome::Success, None),
                 Err(e) => reply(Outcome::Failed, Some(e.to_string())),
             }
         }

@@ -24,6 +24,7 @@ use super::ports::{EtcdOps, OpsError, PeerDown, Ports, Supervisor};
 use crate::config::Settings;
 use crate::etcd::EtcdError;
 use crate::etcd_conf::StartMode;
+use crate::supervise::ProcState;
 
 /// A step that could not be carried out.
 #[derive(Debug, thiserror::Error)]
@@ -435,6 +436,22 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
             } else {
                 left
             };
+            let owed = match m {
+                StartMode::Normal => paths.read_state().map_err(local)?.revision_bump_owed,
+                _ => None,
+            };
+            if let Some(at_risk) = owed {
+                tracing::warn!(
+                    at_risk,
+                    "a forced restart of this data did not finish moving the revision on; starting with clients held off"
+                );
+                ports
+                    .supervisor
+                    .start_moving_revision(at_risk, left)
+                    .await
+                    .map_err(ops)?;
+                return clear_revision_bump(paths).map_err(local);
+            }
             let Err(e) = ports.supervisor.start(m, wait).await else {
                 return Ok(());
             };
@@ -451,6 +468,7 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
             .supervisor
             .stop(s.timeouts.stop_grace.min(left.mul_f32(0.7)))
             .await
+            .map(|_| ())
             .map_err(ops),
         Step::ForceNewCluster { epoch } => {
             let proof = force_allowed(facts).map_err(|w| unsafe_(&format!("rule 1: {w}")))?;
@@ -466,32 +484,29 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                     st.departed = false;
                 })
                 .map_err(local)?;
-            // The log entries a forced restart drops (past the persisted
-            // commit index) are kept for an operator: stop etcd so that
-            // its log is final, copy its tail, then force. The copy is
-            // evidence, not a condition: a failure is logged, not fatal.
+            // Stop etcd so that its log is final, keep its tail for an
+            // operator, read what the force will drop, then force.
             let started = std::time::Instant::now();
-            ports
+            let running = matches!(ports.supervisor.state().await, ProcState::Running { .. });
+            let graceful = ports
                 .supervisor
                 .stop(s.timeouts.stop_grace.min(left / 2))
                 .await
                 .map_err(ops)?;
-            match super::wal_tail::keep(paths, *epoch, now_unix()) {
-                Ok(Some(dir)) => tracing::info!(
-                    copy = %dir.display(),
-                    took_ms = started.elapsed().as_millis() as u64,
-                    "kept the write-ahead log's tail before the forced restart"
-                ),
-                Ok(None) => {}
-                Err(e) => tracing::warn!(error = %e, "could not keep the write-ahead log's tail"),
+            keep_wal_tail(paths, *epoch, started);
+            let at_risk = revisions_at_risk(paths, running && graceful);
+            if at_risk > 0 {
+                paths
+                    .update_state(|st| st.revision_bump_owed = Some(at_risk))
+                    .map_err(local)?;
             }
             let left = left.saturating_sub(started.elapsed());
             ports
                 .supervisor
-                .restart_force_new_cluster(proof, left)
+                .restart_force_new_cluster(proof, at_risk, left)
                 .await
-                .map(|_| ())
-                .map_err(ops)
+                .map_err(ops)?;
+            clear_revision_bump(paths).map_err(local)
         }
         Step::ArchiveDataDir { reason } => {
             if matches!(facts.etcd, warden_failover::EtcdView::Running(_)) {
@@ -671,3 +686,54 @@ pub(crate) fn initial_cluster(s: &Settings, members: &[warden_failover::MemberIn
 #[cfg(test)]
 #[path = "exec_tests.rs"]
 mod tests;
+
+/// Keep the WAL's tail beside the archives before a forced restart (see
+/// `wal_tail`). Evidence, not a condition: a failure is logged.
+fn keep_wal_tail(paths: &LocalPaths, epoch: u64, started: std::time::Instant) {
+    match super::wal_tail::keep(paths, epoch, now_unix()) {
+        Ok(Some(dir)) => tracing::info!(
+            kept = %dir.display(),
+            took_ms = started.elapsed().as_millis() as u64,
+            "kept the write-ahead log's tail before the forced restart"
+        ),
+        Ok(None) => {}
+        Err(e) => tracing::warn!(error = %e, "could not keep the write-ahead log's tail"),
+    }
+}
+
+/// How many revisions a peer may have acknowledged that a forced restart
+/// of the local data drops (see [`super::held::ForceDrop`]). A log that
+/// cannot be read gives [`UNREAD_TAIL_REVISIONS`]: unknown is not none.
+fn revisions_at_risk(paths: &LocalPaths, stopped_gracefully: bool) -> u64 {
+    match super::held::force_drop(&paths.member_dir()) {
+        Some(d) => {
+            let n = d.revisions_at_risk(stopped_gracefully);
+            tracing::info!(
+                entries_past_commit = d.entries,
+                led = d.led,
+                stopped_gracefully,
+                at_risk = n,
+                "read the log entries the forced restart drops"
+            );
+            n
+        }
+        None => {
+            tracing::warn!(
+                "cannot read the write-ahead log's tail; assuming {UNREAD_TAIL_REVISIONS} revisions are at risk"
+            );
+            UNREAD_TAIL_REVISIONS
+        }
+    }
+}
+
+/// Revisions assumed at risk when the log's tail cannot be read: more than
+/// etcd's raft keeps in flight (256 messages of entries batched under
+/// load), few enough that moving past them takes well under a second.
+const UNREAD_TAIL_REVISIONS: u64 = 1000;
+
+/// The forced restart's revision step is done: nothing is owed.
+fn clear_revision_bump(paths: &LocalPaths) -> Result<(), super::local::LocalError> {
+    paths
+        .update_state(|st| st.revision_bump_owed = None)
+        .map(|_| ())
+}

@@ -43,6 +43,8 @@ struct Fake {
     /// The state file's epoch as seen at the force (must be written first).
     state: Option<LocalPaths>,
     epoch_at_force: Mutex<Option<u64>>,
+    /// The revisions owed as the state file said at the force.
+    owed_at_force: Mutex<Option<u64>>,
     /// The deadline each membership call was given.
     deadlines: Mutex<Vec<Duration>>,
     /// A start's wait for an answer ends without one, and etcd then runs
@@ -107,15 +109,26 @@ impl Supervisor for Fake {
             ))),
         }
     }
-    async fn stop(&self, _g: Duration) -> Result<(), OpsError> {
+    async fn stop(&self, _g: Duration) -> Result<bool, OpsError> {
         self.log("stop".into());
-        Ok(())
+        Ok(true)
     }
-    async fn restart_force_new_cluster(&self, p: PeerDown, _d: Duration) -> Result<u32, OpsError> {
+    async fn start_moving_revision(&self, at_risk: u64, _d: Duration) -> Result<u32, OpsError> {
+        self.log(format!("start moving the revision past {at_risk}"));
+        Ok(1)
+    }
+    async fn restart_force_new_cluster(
+        &self,
+        p: PeerDown,
+        at_risk: u64,
+        _d: Duration,
+    ) -> Result<u32, OpsError> {
         if let Some(s) = &self.state {
-            *self.epoch_at_force.lock().unwrap() = s.read_state().unwrap().pending_epoch;
+            let st = s.read_state().unwrap();
+            *self.epoch_at_force.lock().unwrap() = st.pending_epoch;
+            *self.owed_at_force.lock().unwrap() = st.revision_bump_owed;
         }
-        self.log(format!("force {}", p.node));
+        self.log(format!("force {} (at risk {at_risk})", p.node));
         Ok(1)
     }
 }
@@ -497,12 +510,74 @@ async fn force_records_the_epoch_first() {
     )
     .await;
     assert!(r.failed.is_none(), "{:?}", r.failed);
-    // Stopped first, so that the log's tail can be kept, then forced.
-    assert_eq!(fake.calls(), vec!["stop", "force b"]);
+    // Stopped first, so that the log's tail can be kept, then forced; a
+    // data directory without a readable log counts as 1000 at risk.
+    assert_eq!(fake.calls(), vec!["stop", "force b (at risk 1000)"]);
     // On disk before the restart, as an intent: the epoch itself changes
     // only once the live member list shows this node alone.
     assert_eq!(*fake.epoch_at_force.lock().unwrap(), Some(4));
     assert_eq!(p.read_state().unwrap().epoch, 0);
+}
+
+#[tokio::test]
+async fn a_force_that_drops_entries_owes_their_revisions_until_it_is_done() {
+    use super::super::held::{TestRecord::*, write_test_records};
+    let t = tempfile::tempdir().unwrap();
+    let p = with_data(t.path());
+    // A follower's log: two requests past its commit index.
+    write_test_records(
+        &p.member_dir().join("wal"),
+        0,
+        0,
+        &[
+            Meta(1),
+            State(3, 2, 2),
+            Entry(1, 3, true),
+            Entry(2, 3, true),
+            Entry(3, 3, true),
+            Entry(4, 3, true),
+        ],
+    );
+    let fake = Fake {
+        state: Some(p.clone()),
+        ..Default::default()
+    };
+    let r = run(
+        &fake,
+        &p,
+        &facts(true),
+        &[Step::ForceNewCluster { epoch: 4 }],
+    )
+    .await;
+    assert!(r.failed.is_none(), "{:?}", r.failed);
+    assert_eq!(fake.calls(), vec!["stop", "force b (at risk 2)"]);
+    assert_eq!(
+        *fake.owed_at_force.lock().unwrap(),
+        Some(2),
+        "written down first"
+    );
+    assert_eq!(p.read_state().unwrap().revision_bump_owed, None, "done");
+    // A daemon that died inside that step left it owed: the next start of
+    // the data holds clients off until the revision moved on.
+    p.update_state(|st| st.revision_bump_owed = Some(2))
+        .unwrap();
+    let fake = Fake::default();
+    let start = Step::StartEtcd {
+        mode: Mode::Existing,
+    };
+    let r = run(&fake, &p, &facts(true), std::slice::from_ref(&start)).await;
+    assert!(r.failed.is_none(), "{:?}", r.failed);
+    assert_eq!(fake.calls(), vec!["start moving the revision past 2"]);
+    assert_eq!(p.read_state().unwrap().revision_bump_owed, None);
+    // Then a start is a start.
+    let fake = Fake::default();
+    let r = run(&fake, &p, &facts(true), &[start]).await;
+    assert!(r.failed.is_none(), "{:?}", r.failed);
+    assert!(
+        fake.calls().iter().all(|c| !c.contains("moving")),
+        "{:?}",
+        fake.calls()
+    );
 }
 
 #[tokio::test]

@@ -61,45 +61,62 @@ fn wal_last_index(wal: &Path) -> Option<u64> {
 /// The index of the last entry record and the highest snapshot record of
 /// one segment, read up to its first zero frame, torn or unreadable record.
 fn scan_segment(f: File) -> (Option<u64>, Option<u64>) {
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut r = BufReader::with_capacity(1 << 18, f);
     let (mut entry, mut snapshot) = (None, None);
-    let mut pos: u64 = 0;
-    let mut buf = Vec::new();
-    loop {
-        let mut head = [0u8; 8];
-        if r.read_exact(&mut head).is_err() {
-            break;
-        }
-        let Some(size) = frame_size(u64::from_le_bytes(head)) else {
-            break;
-        };
-        pos += 8;
-        let total = size.record + size.padding;
-        if total > len.saturating_sub(pos) {
-            break;
-        }
-        let Ok(n) = usize::try_from(total) else {
-            break;
-        };
-        buf.resize(n, 0);
-        if r.read_exact(&mut buf).is_err() {
-            break;
-        }
-        pos += total;
-        let Some((kind, data)) = buf.get(..n - size.padding as usize).and_then(record) else {
-            break;
-        };
+    for (kind, data) in Records::new(f) {
         match kind {
-            ENTRY_RECORD => match field_varint(data, 3) {
+            ENTRY_RECORD => match field_varint(&data, 3) {
                 Some(i) => entry = Some(i),
                 None => break,
             },
-            SNAPSHOT_RECORD => snapshot = snapshot.max(field_varint(data, 1)),
+            SNAPSHOT_RECORD => snapshot = snapshot.max(field_varint(&data, 1)),
             _ => {}
         }
     }
     (entry, snapshot)
+}
+
+/// The records of one WAL segment in order (type and data), up to its
+/// first zero frame, torn or unreadable record.
+struct Records {
+    r: BufReader<File>,
+    left: u64,
+    buf: Vec<u8>,
+}
+
+impl Records {
+    fn new(f: File) -> Records {
+        let left = f.metadata().map(|m| m.len()).unwrap_or(0);
+        Records {
+            r: BufReader::with_capacity(1 << 18, f),
+            left,
+            buf: Vec::new(),
+        }
+    }
+}
+
+impl Iterator for Records {
+    type Item = (u64, Vec<u8>);
+
+    fn next(&mut self) -> Option<(u64, Vec<u8>)> {
+        let mut head = [0u8; 8];
+        self.r.read_exact(&mut head).ok()?;
+        let size = frame_size(u64::from_le_bytes(head))?;
+        self.left = self.left.checked_sub(8)?;
+        let total = size.record + size.padding;
+        if total > self.left {
+            self.left = 0;
+            return None;
+        }
+        let n = usize::try_from(total).ok()?;
+        self.buf.resize(n, 0);
+        self.r.read_exact(&mut self.buf).ok()?;
+        self.left -= total;
+        let (kind, data) = self
+            .buf
+            .get(..n - usize::try_from(size.padding).ok()?)
+            .and_then(record)?;
+        Some((kind, data.to_vec()))
+    }
 }
 
 /// One frame's record and padding lengths.
@@ -140,13 +157,29 @@ fn record(b: &[u8]) -> Option<(u64, &[u8])> {
 /// The varint field `number` of a protobuf message (a raft entry's index is
 /// field 3, a WAL snapshot's field 1).
 fn field_varint(b: &[u8], number: u64) -> Option<u64> {
+    last_field(b, number, |v| match v {
+        Value::Varint(x) => Some(x),
+        _ => None,
+    })
+}
+
+/// The bytes field `number` of a protobuf message.
+fn field_bytes(b: &[u8], number: u64) -> Option<&[u8]> {
+    last_field(b, number, |v| match v {
+        Value::Bytes(x) => Some(x),
+        _ => None,
+    })
+}
+
+/// The last field `number` of a protobuf message that `pick` accepts;
+/// `None` also when the message cannot be read to its end.
+fn last_field<'a, T>(b: &'a [u8], number: u64, pick: impl Fn(Value<'a>) -> Option<T>) -> Option<T> {
     let mut rest = b;
     let mut found = None;
     while !rest.is_empty() {
-        if let (n, Value::Varint(v)) = next_field(&mut rest)?
-            && n == number
-        {
-            found = Some(v);
+        let (n, v) = next_field(&mut rest)?;
+        if n == number {
+            found = pick(v).or(found);
         }
     }
     found
@@ -208,34 +241,157 @@ pub(crate) fn ids(member: &Path) -> Option<(u64, u64)> {
         .filter_map(|e| e.file_name().into_string().ok())
         .filter(|n| n.ends_with(".wal"))
         .max()?;
-    let mut r = BufReader::new(File::open(wal.join(name)).ok()?);
     // The metadata comes right after the CRC record; a few records is
     // all this reads.
-    for _ in 0..4 {
-        let mut head = [0u8; 8];
-        r.read_exact(&mut head).ok()?;
-        let size = frame_size(u64::from_le_bytes(head))?;
-        let n = usize::try_from(size.record + size.padding).ok()?;
-        if n > 1 << 20 {
-            return None;
-        }
-        let mut buf = vec![0u8; n];
-        r.read_exact(&mut buf).ok()?;
-        let (kind, data) = buf
-            .get(..n - usize::try_from(size.padding).ok()?)
-            .and_then(record)?;
-        if kind == METADATA_RECORD {
-            return Some((field_varint(data, 1)?, field_varint(data, 2)?));
+    Records::new(File::open(wal.join(name)).ok()?)
+        .take(4)
+        .find(|(kind, _)| *kind == METADATA_RECORD)
+        .and_then(|(_, data)| Some((field_varint(&data, 1)?, field_varint(&data, 2)?)))
+}
+
+/// WAL record type of raft's hard state (`raftpb.HardState`: term = 1,
+/// vote = 2, commit = 3).
+const STATE_RECORD: u64 = 3;
+
+/// The log entries a `--force-new-cluster` of a member drops: etcd keeps
+/// its log up to the commit index the member persisted and drops every
+/// entry past it, and a write the peer acknowledged may be among them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ForceDrop {
+    /// Entries past the persisted commit index that carry a request (each
+    /// was given at most one revision), or an upper bound when the log's
+    /// tail is not all in the segments read.
+    pub(crate) entries: u64,
+    /// Whether this member led its last term: it voted for itself in that
+    /// term, its log holds entries of that term and its persisted commit
+    /// index covers the first of them. With two voters the peer could not
+    /// lead that term (it lacked this member's vote), so it learnt of no
+    /// commit past the one this leader persisted, if etcd was stopped
+    /// cleanly (it saves each batch's commit index before it ends).
+    pub(crate) led: bool,
+}
+
+impl ForceDrop {
+    /// How many revisions the peer may have acknowledged that the force
+    /// drops, given whether etcd ended by a graceful stop.
+    pub(crate) fn revisions_at_risk(&self, stopped_gracefully: bool) -> u64 {
+        if self.led && stopped_gracefully {
+            0
+        } else {
+            self.entries
         }
     }
-    None
+}
+
+/// What a forced restart of the data in `member` drops, read from the two
+/// newest WAL segments. `None` when no segment can be read.
+pub(crate) fn force_drop(member: &Path) -> Option<ForceDrop> {
+    let wal = member.join("wal");
+    let mut names: Vec<String> = std::fs::read_dir(&wal)
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".wal"))
+        .collect();
+    names.sort();
+    let newest_start = names
+        .last()
+        .and_then(|n| n.strip_suffix(".wal")?.split_once('-'))
+        .and_then(|(_, i)| u64::from_str_radix(i, 16).ok())?;
+    let mut log = Tail::default();
+    for name in names.iter().rev().take(2).rev() {
+        log.read(File::open(wal.join(name)).ok()?);
+    }
+    Some(log.drop_of_force(newest_start.saturating_sub(1)))
+}
+
+/// What the newest segments say about the log's tail.
+#[derive(Debug, Default)]
+struct Tail {
+    node: Option<u64>,
+    /// The last hard state: term, vote, commit.
+    state: (u64, u64, u64),
+    /// The entries in log order (a rewritten index replaces the rest):
+    /// index, term, whether it carries a request.
+    entries: Vec<(u64, u64, bool)>,
+}
+
+impl Tail {
+    fn read(&mut self, f: File) {
+        for (kind, data) in Records::new(f) {
+            match kind {
+                METADATA_RECORD => self.node = field_varint(&data, 1).or(self.node),
+                STATE_RECORD => {
+                    let get = |n| field_varint(&data, n).unwrap_or(0);
+                    self.state = (get(1), get(2), get(3));
+                }
+                ENTRY_RECORD => self.entry(&data),
+                _ => {}
+            }
+        }
+    }
+
+    /// raftpb.Entry: Type = 1 (0 is a normal entry), Term = 2, Index = 3,
+    /// Data = 4.
+    fn entry(&mut self, data: &[u8]) {
+        let Some(index) = field_varint(data, 3) else {
+            return;
+        };
+        let term = field_varint(data, 2).unwrap_or(0);
+        let normal = field_varint(data, 1).unwrap_or(0) == 0;
+        let carries = normal && field_bytes(data, 4).is_some_and(|d| !d.is_empty());
+        let keep = self.entries.partition_point(|e| e.0 < index);
+        self.entries.truncate(keep);
+        self.entries.push((index, term, carries));
+    }
+
+    /// `before_newest`: the index before the newest segment's first, the
+    /// log's end when the segments hold no entry.
+    fn drop_of_force(&self, before_newest: u64) -> ForceDrop {
+        let (term, vote, commit) = self.state;
+        let last = self.entries.last().map_or(before_newest, |e| e.0);
+        let whole = self.entries.first().is_some_and(|e| e.0 <= commit + 1);
+        let entries = if whole {
+            let past = self.entries.iter().filter(|e| e.0 > commit && e.2);
+            past.count() as u64
+        } else {
+            last.saturating_sub(commit)
+        };
+        let first_of_term = self.entries.iter().find(|e| e.1 == term).map(|e| e.0);
+        let led = self.node.is_some_and(|n| n == vote && n != 0)
+            && first_of_term.is_some_and(|i| i <= commit);
+        ForceDrop { entries, led }
+    }
 }
 
 /// A WAL segment as etcd writes it, for tests: a CRC record, then one
-/// entry record per index (padded frames, as etcd 3.1 and later write
-/// them), then the preallocated zeros.
+/// entry record per index (term 7, carrying a request), then the
+/// preallocated zeros.
 #[cfg(test)]
 pub(crate) fn write_test_segment(wal: &Path, seq: u64, start: u64, entries: &[u64]) {
+    let records: Vec<TestRecord> = entries
+        .iter()
+        .map(|&i| TestRecord::Entry(i, 7, true))
+        .collect();
+    write_test_records(wal, seq, start, &records);
+}
+
+/// A record of a test segment.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum TestRecord {
+    /// Metadata: the member id.
+    Meta(u64),
+    /// Hard state: term, vote, commit.
+    State(u64, u64, u64),
+    /// An entry: index, term, whether it carries a request.
+    Entry(u64, u64, bool),
+}
+
+/// A WAL segment of `records` after a CRC record, padded frames as etcd
+/// 3.1 and later write them, then the preallocated zeros.
+#[cfg(test)]
+pub(crate) fn write_test_records(wal: &Path, seq: u64, start: u64, records: &[TestRecord]) {
     fn put_varint(out: &mut Vec<u8>, mut v: u64) {
         while v >= 0x80 {
             out.push((v as u8) | 0x80);
@@ -243,12 +399,14 @@ pub(crate) fn write_test_segment(wal: &Path, seq: u64, start: u64, entries: &[u6
         }
         out.push(v as u8);
     }
+    fn field(out: &mut Vec<u8>, number: u64, v: u64) {
+        put_varint(out, number << 3);
+        put_varint(out, v);
+    }
     fn frame(out: &mut Vec<u8>, kind: u64, data: &[u8]) {
         let mut rec = Vec::new();
-        put_varint(&mut rec, 1 << 3);
-        put_varint(&mut rec, kind);
-        put_varint(&mut rec, 2 << 3);
-        put_varint(&mut rec, 0x1234_5678);
+        field(&mut rec, 1, kind);
+        field(&mut rec, 2, 0x1234_5678);
         put_varint(&mut rec, (3 << 3) | 2);
         put_varint(&mut rec, data.len() as u64);
         rec.extend_from_slice(data);
@@ -263,19 +421,33 @@ pub(crate) fn write_test_segment(wal: &Path, seq: u64, start: u64, entries: &[u6
     }
     let mut out = Vec::new();
     frame(&mut out, 4, &[]);
-    for &i in entries {
-        // raftpb.Entry: Type = 1, Term = 2, Index = 3, Data = 4.
-        let mut e = Vec::new();
-        put_varint(&mut e, 1 << 3);
-        put_varint(&mut e, 0);
-        put_varint(&mut e, 2 << 3);
-        put_varint(&mut e, 7);
-        put_varint(&mut e, 3 << 3);
-        put_varint(&mut e, i);
-        put_varint(&mut e, (4 << 3) | 2);
-        put_varint(&mut e, 5);
-        e.extend_from_slice(b"value");
-        frame(&mut out, ENTRY_RECORD, &e);
+    for r in records {
+        let mut d = Vec::new();
+        let kind = match *r {
+            TestRecord::Meta(node) => {
+                field(&mut d, 1, node);
+                field(&mut d, 2, 0xc1);
+                METADATA_RECORD
+            }
+            TestRecord::State(term, vote, commit) => {
+                field(&mut d, 1, term);
+                field(&mut d, 2, vote);
+                field(&mut d, 3, commit);
+                STATE_RECORD
+            }
+            TestRecord::Entry(index, term, carries) => {
+                field(&mut d, 1, 0);
+                field(&mut d, 2, term);
+                field(&mut d, 3, index);
+                if carries {
+                    put_varint(&mut d, (4 << 3) | 2);
+                    put_varint(&mut d, 5);
+                    d.extend_from_slice(b"value");
+                }
+                ENTRY_RECORD
+            }
+        };
+        frame(&mut out, kind, &d);
     }
     out.resize(out.len() + 4096, 0);
     std::fs::create_dir_all(wal).unwrap();
@@ -332,6 +504,114 @@ mod tests {
         ]);
         std::fs::write(&seg, &data).unwrap();
         assert_eq!(last_index(&t.path().join("member")), Some(3));
+    }
+
+    #[test]
+    fn a_followers_tail_past_its_commit_is_at_risk() {
+        use TestRecord::{Entry, Meta, State};
+        let t = tempfile::tempdir().unwrap();
+        let member = t.path().join("member");
+        assert_eq!(force_drop(&member), None, "no log");
+        // A follower (it voted for node 2) with entries 8..10 past its
+        // commit index 7; 9 is a leader's empty entry.
+        let mut recs = vec![Meta(1), State(3, 2, 4)];
+        recs.extend((5..=8).map(|i| Entry(i, 3, true)));
+        recs.extend([State(3, 2, 7), Entry(9, 3, false), Entry(10, 3, true)]);
+        write_test_records(&member.join("wal"), 0, 0, &recs);
+        let d = force_drop(&member).unwrap();
+        assert_eq!(
+            d,
+            ForceDrop {
+                entries: 2,
+                led: false
+            }
+        );
+        assert_eq!(d.revisions_at_risk(true), 2);
+        // A rewritten index replaces the tail after it.
+        recs.push(Entry(8, 3, false));
+        write_test_records(&member.join("wal"), 0, 0, &recs);
+        assert_eq!(force_drop(&member).unwrap().entries, 0);
+    }
+
+    #[test]
+    fn a_leader_stopped_cleanly_puts_nothing_at_risk() {
+        use TestRecord::{Entry, Meta, State};
+        let t = tempfile::tempdir().unwrap();
+        let member = t.path().join("member");
+        let wal = member.join("wal");
+        // Node 1 voted for itself in term 4, led it (entry 6 is its first),
+        // and its commit index covers that entry: entries past it are its
+        // own, never known committed by the peer.
+        write_test_records(&wal, 0, 0, &[Meta(1), State(3, 2, 5), Entry(5, 3, true)]);
+        write_test_records(
+            &wal,
+            1,
+            6,
+            &[
+                Meta(1),
+                State(4, 1, 6),
+                Entry(6, 4, false),
+                Entry(7, 4, true),
+                Entry(8, 4, true),
+            ],
+        );
+        let d = force_drop(&member).unwrap();
+        assert_eq!(
+            d,
+            ForceDrop {
+                entries: 2,
+                led: true
+            }
+        );
+        assert_eq!(d.revisions_at_risk(true), 0);
+        assert_eq!(
+            d.revisions_at_risk(false),
+            2,
+            "a killed leader may not have saved its commit"
+        );
+        // Before its commit covers its own term, an older leader's entries
+        // past that commit may have been acknowledged.
+        write_test_records(
+            &wal,
+            1,
+            6,
+            &[
+                Meta(1),
+                State(4, 1, 5),
+                Entry(6, 4, false),
+                Entry(7, 4, true),
+            ],
+        );
+        assert_eq!(
+            force_drop(&member).unwrap(),
+            ForceDrop {
+                entries: 1,
+                led: false
+            }
+        );
+        // A candidate of a term nobody led: no entry of that term.
+        write_test_records(&wal, 1, 6, &[Meta(1), State(5, 1, 5), Entry(6, 4, true)]);
+        assert!(!force_drop(&member).unwrap().led);
+    }
+
+    #[test]
+    fn a_tail_reaching_past_the_segments_read_is_bounded_by_index() {
+        use TestRecord::{Entry, Meta, State};
+        let t = tempfile::tempdir().unwrap();
+        let member = t.path().join("member");
+        let wal = member.join("wal");
+        // Each segment starts with the hard state at its cut.
+        write_test_records(&wal, 0, 0, &[Meta(1), State(3, 2, 1)]);
+        write_test_records(&wal, 1, 5, &[Meta(1), State(3, 2, 1), Entry(5, 3, true)]);
+        write_test_records(&wal, 2, 9, &[Meta(1), State(3, 2, 1), Entry(9, 3, false)]);
+        // Entries 2..4 and 6..8 are in no segment read: every index past
+        // the commit counts.
+        assert_eq!(force_drop(&member).unwrap().entries, 8);
+        // Without a hard state in the segments read, the commit index is
+        // unknown: all of the log counts.
+        write_test_records(&wal, 1, 5, &[Meta(1), Entry(5, 3, true)]);
+        write_test_records(&wal, 2, 9, &[Meta(1), Entry(9, 3, false)]);
+        assert_eq!(force_drop(&member).unwrap().entries, 9);
     }
 
     fn free_port() -> u16 {
@@ -464,5 +744,10 @@ mod tests {
         etcd.stop();
         // The newest segment after snapshots (every 25 entries) and cuts.
         assert_eq!(ids(&dir.join("member")), Some(want));
+        // A lone member leads its term and, stopped cleanly, has committed
+        // its whole log: a force would drop nothing.
+        let d = force_drop(&dir.join("member")).unwrap();
+        assert!(d.led, "{d:?}");
+        assert_eq!(d.revisions_at_risk(true), 0, "{d:?}");
     }
 }

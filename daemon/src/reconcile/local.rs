@@ -103,6 +103,12 @@ pub struct StateFile {
     /// the next quorate look.
     #[serde(default)]
     pub(crate) epoch_unknown: bool,
+    /// Revisions a forced restart of this data may have dropped that were
+    /// not yet moved past (written before the force, cleared once its
+    /// revision step is done): the next start holds clients off until it
+    /// is (see `force_held.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) revision_bump_owed: Option<u64>,
 }
 
 impl StateFile {

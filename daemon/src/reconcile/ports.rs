@@ -150,12 +150,26 @@ pub trait Supervisor: Send + Sync {
         mode: StartMode,
         deadline: Duration,
     ) -> impl Future<Output = Result<u32, OpsError>> + Send;
-    /// Stop etcd (graceful within `grace`, then SIGKILL).
-    fn stop(&self, grace: Duration) -> impl Future<Output = Result<(), OpsError>> + Send;
-    /// Stop etcd and start it again with `--force-new-cluster`.
+    /// Stop etcd (graceful within `grace`, then SIGKILL). Returns whether
+    /// it ended by the graceful signal.
+    fn stop(&self, grace: Duration) -> impl Future<Output = Result<bool, OpsError>> + Send;
+    /// Stop etcd and start it again with `--force-new-cluster`. When the
+    /// forced restart drops log entries that may hold `at_risk` revisions
+    /// a peer acknowledged, clients are held off until the revision has
+    /// moved past them.
     fn restart_force_new_cluster(
         &self,
         peer_down: PeerDown,
+        at_risk: u64,
+        deadline: Duration,
+    ) -> impl Future<Output = Result<u32, OpsError>> + Send;
+    /// Start etcd on its data with clients held off, move the revision
+    /// past `at_risk` revisions if the data is a forced one-member
+    /// cluster, then restart it normally: the end of a forced restart
+    /// whose revision step was cut off.
+    fn start_moving_revision(
+        &self,
+        at_risk: u64,
         deadline: Duration,
     ) -> impl Future<Output = Result<u32, OpsError>> + Send;
 }

@@ -730,10 +730,10 @@ impl Supervisor for Sim {
     async fn start(&self, mode: StartMode, _d: Duration) -> Result<u32, OpsError> {
         let me = self.settings.node_name.clone();
         let what = match &mode {
-            StartMode::Normal => "existing",
+            StartMode::Normal | StartMode::ClientsHeld { force: false, .. } => "existing",
             StartMode::Bootstrap { .. } => "new",
             StartMode::JoinExisting { .. } => "join",
-            StartMode::ForceNewCluster => "force",
+            StartMode::ForceNewCluster | StartMode::ClientsHeld { force: true, .. } => "force",
         };
         // etcd creates its member directory when it starts on none.
         std::fs::create_dir_all(self.paths.member_dir()).unwrap();
@@ -766,7 +766,7 @@ impl Supervisor for Sim {
         Ok(4242)
     }
 
-    async fn stop(&self, _grace: Duration) -> Result<(), OpsError> {
+    async fn stop(&self, _grace: Duration) -> Result<bool, OpsError> {
         let me = self.settings.node_name.clone();
         self.with(|w| {
             w.log.push("stop".into());
@@ -774,12 +774,17 @@ impl Supervisor for Sim {
                 m.up = false;
             }
         });
-        Ok(())
+        Ok(true)
+    }
+
+    async fn start_moving_revision(&self, _at_risk: u64, d: Duration) -> Result<u32, OpsError> {
+        self.start(StartMode::Normal, d).await
     }
 
     async fn restart_force_new_cluster(
         &self,
         peer_down: PeerDown,
+        _at_risk: u64,
         _d: Duration,
     ) -> Result<u32, OpsError> {
         let me = self.settings.node_name.clone();

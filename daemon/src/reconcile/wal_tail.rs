@@ -8,10 +8,13 @@
 //! entries for an operator (`etcd-dump-logs` reads it from `DIR/member/wal`), never for a
 //! decision: what a forced cluster serves is what etcd keeps.
 //!
-//! Only the used part of the newest segments is copied: a segment is
-//! preallocated (64 MiB) and the entries past the commit index are the last
-//! records written, so the copy costs little on the path from a fence to
-//! writes again.
+//! The newest segments are hard links, not copies: the entries past the
+//! commit index are the last records written, etcd never rewrites a record
+//! (a restart zeroes only the unused rest of the last segment and appends),
+//! and a link costs nothing on the path from a fence to writes again. The
+//! linked last segment goes on growing with what the forced member writes
+//! after them; a segment etcd later removes stays here. Where a link is
+//! impossible (another filesystem), the used part is copied.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -23,8 +26,8 @@ use super::local::{LocalError, LocalPaths, io, sync_dir};
 /// before in case a segment was cut just before the last records.
 const SEGMENTS: usize = 2;
 
-/// Copies the used part of the newest WAL segments of `paths`' member
-/// directory into a new directory of the archive directory, named by
+/// Links (or copies the used part of) the newest WAL segments of `paths`'
+/// member directory into a new directory of the archive directory, named by
 /// `epoch` and `now_unix`. `Ok(None)` when there is no WAL.
 pub(super) fn keep(
     paths: &LocalPaths,
@@ -54,15 +57,18 @@ pub(super) fn keep(
     let wal_dest = dest.join("wal");
     std::fs::create_dir_all(&wal_dest).map_err(io("cannot create", &wal_dest))?;
     for seg in segments.iter().rev().take(SEGMENTS) {
-        let name = seg.file_name().unwrap_or_default();
-        copy_used(seg, &wal_dest.join(name))?;
+        let to = wal_dest.join(seg.file_name().unwrap_or_default());
+        if std::fs::hard_link(seg, &to).is_err() {
+            copy_used(seg, &to)?;
+        }
     }
     let note = format!(
-        "The newest write-ahead log segments of this node's etcd, copied just before it was \
-         restarted with --force-new-cluster (epoch {epoch}). The forced restart drops log \
-         entries past the commit index this member had persisted; they are kept here for \
-         inspection, nothing reads them back. To read them, copy this wal/ directory to \
-         DIR/member/wal and run etcd-dump-logs DIR.\n"
+        "The newest write-ahead log segments of this node's etcd, kept (hard links, or copies \
+         on another filesystem) just before it was restarted with --force-new-cluster (epoch \
+         {epoch}). The forced restart drops log entries past the commit index this member had \
+         persisted; they are kept here for inspection, nothing reads them back. The last \
+         segment also holds what the forced member wrote after them. To read them, copy this \
+         wal/ directory to DIR/member/wal and run etcd-dump-logs DIR.\n"
     );
     std::fs::write(dest.join("reason"), note).map_err(io("cannot write", &dest))?;
     sync_dir(&wal_dest)?;
@@ -108,7 +114,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_used_part_of_the_newest_segments_is_kept() {
+    fn the_newest_segments_are_kept() {
         let t = tempfile::tempdir().unwrap();
         let p = LocalPaths {
             data_dir: t.path().join("data"),
@@ -146,10 +152,24 @@ mod tests {
                 "0000000000000002-0000000000000140.wal"
             ]
         );
-        let len = |n: &str| std::fs::metadata(kept.join(n)).unwrap().len();
-        assert_eq!(len("0000000000000001-00000000000000a0.wal"), 300);
-        assert_eq!(len("0000000000000002-0000000000000140.wal"), 70_000);
+        // Links: the same files, at no cost.
+        use std::os::unix::fs::MetadataExt;
+        for n in &names {
+            let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
+            assert_eq!(ino(&kept.join(n)), ino(&wal.join(n)), "{n}");
+        }
         // The member directory itself is untouched.
         assert!(wal.join("0000000000000000-0000000000000000.wal").exists());
+    }
+
+    #[test]
+    fn a_copy_holds_the_used_part_only() {
+        let t = tempfile::tempdir().unwrap();
+        let (from, to) = (t.path().join("a.wal"), t.path().join("b.wal"));
+        let mut data = vec![7u8; 70_000];
+        data.resize(200_000, 0);
+        std::fs::write(&from, data).unwrap();
+        copy_used(&from, &to).unwrap();
+        assert_eq!(std::fs::read(&to).unwrap(), vec![7u8; 70_000]);
     }
 }

@@ -77,7 +77,7 @@ pub(crate) fn archive_probe(s: &Settings) -> Result<(), String> {
     let data = &s.etcd.data_dir;
     let archive = &s.failover.archive_dir;
     let hint = format!(
-        "archiving renames the member directory from {} into {}, so both must be writable and on one mount; under the systemd unit, keep both under one ReadWritePaths= entry (the defaults: /var/lib/etcd/warden and /var/lib/etcd/warden.archive under ReadWritePaths=/var/lib/etcd)",
+        "archiving renames the member directory from {} into {}, so both must be writable and on one mount; under the systemd unit, keep both under one writable path (the defaults: /var/lib/etcd-warden/data and /var/lib/etcd-warden/data.archive, both in the unit's StateDirectory=etcd-warden)",
         data.display(),
         archive.display()
     );

@@ -17,7 +17,7 @@
 
 mod adopt;
 
-use adopt::parse_pid_file;
+pub(crate) use adopt::parse_pid_file;
 
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};

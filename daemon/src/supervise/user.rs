@@ -1,7 +1,7 @@
 //! etcd under its own account (`etcd.user`, `etcd` by default): Debian's
-//! etcd-server package creates the user `etcd` and `/var/lib/etcd` as
-//! `etcd:etcd 0700`, which root without `CAP_DAC_OVERRIDE` cannot write and
-//! which etcd should own. The daemon stays root (it needs Pacemaker's files
+//! etcd-server package creates the user `etcd`; the daemon creates etcd's
+//! data directory `etcd:etcd 0700`, which root without `CAP_DAC_OVERRIDE`
+//! cannot write and which etcd should own. The daemon stays root (it needs Pacemaker's files
 //! and the socket's group) and drops privileges in etcd's process alone,
 //! between fork and exec (the standard library's `uid`/`gid` of a command):
 //! the supplementary groups are cleared, then the gid and the uid are the
@@ -94,7 +94,7 @@ fn data_dir(s: &Settings, who: &Who<'_>) -> Result<(), SuperviseError> {
         let parent = dir.parent().unwrap_or(Path::new("/"));
         if !parent.is_dir() {
             return Err(spawn_err(format!(
-                "the directory {} that holds etcd's data directory {} does not exist (Debian's etcd-server package creates /var/lib/etcd as etcd:etcd 0700)",
+                "the directory {} that holds etcd's data directory {} does not exist (etcd-warden.service creates /var/lib/etcd-warden, the default's, as its StateDirectory=)",
                 parent.display(),
                 dir.display()
             )));

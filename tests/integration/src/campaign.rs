@@ -7,9 +7,13 @@
 //! before), then heals everything an operator would (powers nodes on, heals
 //! the network, ends maintenance and standby) and waits, up to a deadline,
 //! for two voters and etcd started on both. Independent clients write to
-//! each node throughout; afterwards every acknowledged write must be read
-//! back, no revision may be acknowledged twice, and a write acknowledged
-//! before another was sent must have the lower revision.
+//! each node throughout and a watcher on each node follows every key;
+//! afterwards every acknowledged write must be read back, no revision may
+//! be acknowledged twice, a write acknowledged before another was sent
+//! must have the lower revision, and no watch may deliver a revision twice,
+//! go backwards, or skip events without a compaction error. The one loss
+//! measured instead of failed: writes a follower's forced restart drops in
+//! the commit-index window (`follower-forces`, see [`window_losses`]).
 //!
 //! The round's faults are drawn from its seed, so `SEED` replays a
 //! campaign; the delays are wall-clock sleeps on purpose: the point is that
@@ -23,6 +27,7 @@ use anyhow::{Context, Result, bail, ensure};
 
 use crate::gateway;
 use crate::twonode::{Topology, WardenCluster, poll};
+use crate::watcher::Watcher;
 use crate::writer::{self, Writer};
 
 /// How long a round's pair may take to recover once every fault is healed.
@@ -88,6 +93,18 @@ pub enum Fault {
     /// at a random moment. The window in which the leader acknowledged a
     /// write its follower has not yet learned is committed.
     LeaderOnLoserThenPartition { after: Duration },
+    /// As above, with node2's daemon paused (SIGSTOP) from before the move
+    /// so that it cannot hand the leadership back: node1, a follower,
+    /// wins the fence race and forces from a log whose tail may hold writes
+    /// node2 acknowledged. The forced restart must move the revision past
+    /// them before any client writes.
+    FollowerForces { after: Duration },
+    /// Four clients write through the leader (node1, the fence race's
+    /// winner, where the daemons keep it); after `after` the network is
+    /// cut while node1 cannot fence node2 (its fence device fails), so
+    /// node2 fences node1 once its delay has passed and forces from its
+    /// follower's log.
+    WinnerCannotFence { after: Duration },
     /// The node's daemon is killed (SIGKILL) and restarted after a delay,
     /// as systemd would.
     DaemonKill {
@@ -114,6 +131,19 @@ pub enum Fault {
         node: &'static str,
         confirm_after: Duration,
     },
+    /// The node loses power and is fenced; while it is off its daemon's
+    /// state file is lost (moved aside, as with a reimaged OS disk); it
+    /// boots after `back_after`.
+    LostStateFile {
+        node: &'static str,
+        back_after: Duration,
+    },
+    /// The node loses power and is fenced, and comes back as a replaced
+    /// machine: its etcd data, archives and state directory moved aside.
+    ReplacedNode {
+        node: &'static str,
+        back_after: Duration,
+    },
 }
 
 impl fmt::Display for Fault {
@@ -126,6 +156,12 @@ impl fmt::Display for Fault {
             Fault::Partition => write!(f, "partition"),
             Fault::LeaderOnLoserThenPartition { after } => {
                 write!(f, "leader-to-node2+partition ({})", s(after))
+            }
+            Fault::FollowerForces { after } => {
+                write!(f, "follower-forces ({})", s(after))
+            }
+            Fault::WinnerCannotFence { after } => {
+                write!(f, "winner-cannot-fence ({})", s(after))
             }
             Fault::DaemonKill {
                 node,
@@ -142,6 +178,12 @@ impl fmt::Display for Fault {
                 node,
                 confirm_after,
             } => write!(f, "fence-fails+confirm {node} ({})", s(confirm_after)),
+            Fault::LostStateFile { node, back_after } => {
+                write!(f, "lost-state-file {node} (on after {})", s(back_after))
+            }
+            Fault::ReplacedNode { node, back_after } => {
+                write!(f, "replaced-node {node} (on after {})", s(back_after))
+            }
         }
     }
 }
@@ -149,14 +191,26 @@ impl fmt::Display for Fault {
 /// Draws one fault.
 pub fn draw(rng: &mut Rng) -> Fault {
     match rng.below(10) {
-        0 | 1 => Fault::PowerLoss {
+        0 => Fault::PowerLoss {
             node: rng.node(),
             back_after: rng.delay(8000),
         },
+        1 => {
+            let (node, back_after) = (rng.node(), rng.delay(8000));
+            match rng.below(3) {
+                0 => Fault::PowerLoss { node, back_after },
+                1 => Fault::LostStateFile { node, back_after },
+                _ => Fault::ReplacedNode { node, back_after },
+            }
+        }
         2 => Fault::Partition,
-        3 => Fault::LeaderOnLoserThenPartition {
-            after: Duration::from_millis(1000 + rng.below(2000)),
-        },
+        3 => {
+            let after = Duration::from_millis(1000 + rng.below(2000));
+            match rng.below(2) {
+                0 => Fault::LeaderOnLoserThenPartition { after },
+                _ => Fault::FollowerForces { after },
+            }
+        }
         4 => Fault::DaemonKill {
             node: rng.node(),
             restart_after: rng.delay(3000),
@@ -172,9 +226,14 @@ pub fn draw(rng: &mut Rng) -> Fault {
             },
         },
         7 => Fault::GracefulReboot { node: rng.node() },
-        8 => Fault::FenceFailsThenConfirm {
-            node: rng.node(),
-            confirm_after: rng.delay(5000),
+        8 => match rng.below(2) {
+            0 => Fault::FenceFailsThenConfirm {
+                node: rng.node(),
+                confirm_after: rng.delay(5000),
+            },
+            _ => Fault::WinnerCannotFence {
+                after: Duration::from_millis(1000 + rng.below(2000)),
+            },
         },
         _ => Fault::TotalOutage {
             first: rng.node(),
@@ -230,12 +289,22 @@ pub struct Tally {
     pub stuck_explained: usize,
     /// Unsafe.
     pub unsafe_: usize,
+    /// Rounds in which a follower's force dropped writes node2 had just
+    /// acknowledged (the commit-index window), and how many.
+    pub window_rounds: usize,
+    /// Writes so dropped.
+    pub window_lost: usize,
 }
 
 impl Tally {
-    /// Adds a round's verdict.
-    pub fn add(&mut self, v: &Verdict) {
+    /// Adds a round's verdict and window losses.
+    pub fn add(&mut self, j: &Judged) {
         self.rounds += 1;
+        if !j.window_lost.is_empty() {
+            self.window_rounds += 1;
+            self.window_lost += j.window_lost.len();
+        }
+        let v = &j.verdict;
         match v {
             Verdict::Passed => self.passed += 1,
             Verdict::Lost(_) => self.lost += 1,
@@ -266,6 +335,13 @@ impl fmt::Display for Tally {
         )?;
         if self.stuck > 0 {
             write!(f, " ({} stuck explained)", self.stuck_explained)?;
+        }
+        if self.window_rounds > 0 {
+            write!(
+                f,
+                "; {} writes dropped by a follower's force in {} rounds (the commit-index window)",
+                self.window_lost, self.window_rounds
+            )?;
         }
         Ok(())
     }
@@ -324,6 +400,12 @@ fn power_on(w: &WardenCluster, node: &str) -> Result<()> {
 /// network; returns the fenced node.
 fn partition_until_fenced(w: &WardenCluster) -> Result<&'static str> {
     w.c.cut("node1", "node2")?;
+    fenced_then_heal(w)
+}
+
+/// Waits, with the network cut, until the fence race has a winner; heals
+/// the network; returns the fenced node.
+fn fenced_then_heal(w: &WardenCluster) -> Result<&'static str> {
     let loser = poll("the fence race to end", STEP, || {
         Ok(match (up(w, "node1"), up(w, "node2")) {
             (true, false) => Some("node2"),
@@ -334,6 +416,154 @@ fn partition_until_fenced(w: &WardenCluster) -> Result<&'static str> {
     });
     w.c.heal("node1", "node2")?;
     loser
+}
+
+/// Four clients writing through `node` under keys of their own (a second
+/// window fault in the same round would otherwise write the same keys with
+/// the same values, and the first one's acknowledgements would read as
+/// lost: same value, later revision).
+fn window_writers(w: &WardenCluster, node: &str) -> Result<Writer> {
+    let mut targets = Vec::new();
+    for i in 1..=4 {
+        targets.push((format!("{node}c{i}"), w.netns(node)?, w.client_addr(node)?));
+    }
+    let k = WINDOW_FAULTS.fetch_add(1, Ordering::Relaxed);
+    Writer::start(&format!("{WINDOW_PREFIX}/w{k:05}"), targets)
+}
+
+/// The [`Fault::FollowerForces`] fault up to the fence: node2's daemon
+/// paused, the leader moved to node2, four clients on it for `after`, the
+/// network cut. Returns the clients' acks and when the network was cut;
+/// node2 is left powered off.
+fn follower_forces(w: &WardenCluster, after: Duration) -> Result<(Vec<writer::Ack>, Instant)> {
+    let daemon = w.daemon_pid("node2").context("node2 runs no daemon")?;
+    w.c.exec_ok("node2", &["kill", "-STOP", &daemon.to_string()])?;
+    let cont = |w: &WardenCluster| {
+        if up(w, "node2") {
+            let _ = w.c.exec("node2", &["kill", "-CONT", &daemon.to_string()]);
+        }
+    };
+    if let Err(e) = move_leader(w, "node2") {
+        eprintln!("  (leader not moved: {e:#})");
+    }
+    let extra = match window_writers(w, "node2") {
+        Ok(x) => x,
+        Err(e) => {
+            cont(w);
+            return Err(e);
+        }
+    };
+    std::thread::sleep(after);
+    // etcd's leader tells its follower of a commit in its next message,
+    // one network delay after it acknowledged the write: on a fast link
+    // that window is a fraction of a millisecond. A slow link from node2
+    // to node1 for etcd's peer traffic widens it to the queue's delay.
+    let slowed = slow_peer_link(w, "node2", "node1");
+    if slowed.is_ok() {
+        std::thread::sleep(SLOW_LINK_FOR);
+    }
+    let mut cut = Instant::now();
+    let loser = w.c.cut("node1", "node2").and_then(|()| {
+        // No write is committed once the link is down: acks up to here.
+        cut = Instant::now();
+        if slowed.is_ok() {
+            w.c.exec_ok("node2", &["tc", "qdisc", "del", "dev", "to-node1", "root"])?;
+        }
+        fenced_then_heal(w)
+    });
+    let own = extra.finish();
+    cont(w);
+    let loser = loser?;
+    ensure!(
+        loser == "node2",
+        "node1 lost the fence race to a node with its daemon paused"
+    );
+    Ok((own, cut))
+}
+
+/// Faults that set files aside in this process (names their directory).
+static SET_ASIDE: AtomicUsize = AtomicUsize::new(0);
+
+/// Moves each of `paths` that exists into a new directory under the
+/// cluster's root (`set-aside/<node>-<n>/`): a lost disk's content is
+/// kept, never deleted.
+fn set_aside(w: &WardenCluster, node: &str, paths: &[std::path::PathBuf]) -> Result<()> {
+    let n = SET_ASIDE.fetch_add(1, Ordering::Relaxed);
+    let dir = w.c.root().join("set-aside").join(format!("{node}-{n}"));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    for (i, p) in paths.iter().enumerate().filter(|(_, p)| p.exists()) {
+        // Numbered: two directories may hold entries of one name.
+        let name = p.file_name().unwrap_or_default().to_string_lossy();
+        let to = dir.join(format!("{i:02}-{name}"));
+        std::fs::rename(p, &to)
+            .with_context(|| format!("moving {} to {}", p.display(), to.display()))?;
+    }
+    Ok(())
+}
+
+/// The entries of directory `dir` (none when it cannot be read).
+fn entries(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|rd| rd.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default()
+}
+
+/// How long etcd's peer traffic from node2 to node1 is slowed before the cut.
+const SLOW_LINK_FOR: Duration = Duration::from_millis(700);
+
+/// Shapes etcd's peer traffic (port 2380, either end) leaving `from`
+/// towards `to` to 200 kbit/s (an HTB class; the rest of the link, Corosync
+/// included, is not limited). Removed with `tc qdisc del dev to-TO root`.
+fn slow_peer_link(w: &WardenCluster, from: &str, to: &str) -> Result<()> {
+    let dev = format!("to-{to}");
+    let tc = |args: &[&str]| -> Result<()> {
+        let mut argv = vec!["tc"];
+        argv.extend_from_slice(args);
+        w.c.exec_ok(from, &argv).map(|_| ())
+    };
+    let port = crate::twonode::PEER_PORT.to_string();
+    tc(&[
+        "qdisc", "add", "dev", &dev, "root", "handle", "1:", "htb", "default", "10",
+    ])?;
+    tc(&[
+        "class", "add", "dev", &dev, "parent", "1:", "classid", "1:10", "htb", "rate", "10gbit",
+    ])?;
+    tc(&[
+        "class", "add", "dev", &dev, "parent", "1:", "classid", "1:30", "htb", "rate", "200kbit",
+        "ceil", "200kbit",
+    ])?;
+    for end in ["dport", "sport"] {
+        tc(&[
+            "filter", "add", "dev", &dev, "parent", "1:", "protocol", "ip", "u32", "match", "ip",
+            end, &port, "0xffff", "flowid", "1:30",
+        ])?;
+    }
+    Ok(())
+}
+
+/// The [`Fault::WinnerCannotFence`] fault up to the fence: four clients on
+/// node1 for `after`, node1's fencing of node2 failing, the network cut
+/// until node2 fenced node1. Returns the clients' acks and when the network
+/// was cut; node1 is left powered off.
+fn winner_cannot_fence(w: &WardenCluster, after: Duration) -> Result<(Vec<writer::Ack>, Instant)> {
+    let extra = window_writers(w, "node1")?;
+    std::thread::sleep(after);
+    let fails = warden_harness::fence_agent::set_fails(w.c.root(), "node2", true);
+    let mut cut = Instant::now();
+    let loser = fails
+        .and_then(|()| w.c.cut("node1", "node2"))
+        .and_then(|()| {
+            cut = Instant::now();
+            fenced_then_heal(w)
+        });
+    let own = extra.finish();
+    warden_harness::fence_agent::set_fails(w.c.root(), "node2", false)?;
+    let loser = loser?;
+    ensure!(
+        loser == "node1",
+        "node2 was fenced although node1's fencing of it failed"
+    );
+    Ok((own, cut))
 }
 
 /// Moves etcd's leadership to `to` (asked of the current leader).
@@ -414,16 +644,27 @@ fn graceful_stop(w: &WardenCluster, node: &str) -> Result<()> {
     Ok(())
 }
 
+/// What applying a fault left for the round's judgement.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// The acks of the fault's own clients (the window faults').
+    pub own: Vec<writer::Ack>,
+    /// When the network was cut, and the node of the leader the other
+    /// node forced without ([`Fault::FollowerForces`],
+    /// [`Fault::WinnerCannotFence`]).
+    pub window_cut: Option<(Instant, &'static str)>,
+}
+
 /// Applies one fault. Faults that power a node off power it on again
 /// themselves (after their delay), so the next fault may hit the return.
-/// Returns the acks of the fault's own clients (the window fault's).
-pub fn apply(w: &WardenCluster, f: &Fault, rng: &mut Rng) -> Result<Vec<writer::Ack>> {
-    let mut own = Vec::new();
+pub fn apply(w: &WardenCluster, f: &Fault, rng: &mut Rng) -> Result<Applied> {
+    let mut done = Applied::default();
+    let own = &mut done.own;
     match f {
         Fault::PowerLoss { node, back_after } => {
             if !up(w, other(node)) {
                 // Two nodes down at once is the total outage, drawn apart.
-                return Ok(own);
+                return Ok(done);
             }
             power_off(w, node)?;
             std::thread::sleep(*back_after);
@@ -431,7 +672,7 @@ pub fn apply(w: &WardenCluster, f: &Fault, rng: &mut Rng) -> Result<Vec<writer::
         }
         Fault::Partition => {
             if !(up(w, "node1") && up(w, "node2")) {
-                return Ok(own);
+                return Ok(done);
             }
             let loser = partition_until_fenced(w)?;
             std::thread::sleep(rng.delay(3000));
@@ -439,40 +680,65 @@ pub fn apply(w: &WardenCluster, f: &Fault, rng: &mut Rng) -> Result<Vec<writer::
         }
         Fault::LeaderOnLoserThenPartition { after } => {
             if !(up(w, "node1") && up(w, "node2")) {
-                return Ok(own);
+                return Ok(done);
             }
             // Best effort: while a member is rejoining there may be no
             // leader to move; the partition still happens.
             if let Err(e) = move_leader(w, "node2") {
                 eprintln!("  (leader not moved: {e:#})");
             }
-            let mut targets = Vec::new();
-            for i in 1..=4 {
-                targets.push((
-                    format!("node2c{i}"),
-                    w.netns("node2")?,
-                    w.client_addr("node2")?,
-                ));
-            }
-            // Keys of their own for each window fault: a second one in the
-            // same round would otherwise write the same keys with the same
-            // values, and the first one's acknowledgements would read as
-            // lost (same value, later revision).
-            let k = WINDOW_FAULTS.fetch_add(1, Ordering::Relaxed);
-            let extra = Writer::start(&format!("{WINDOW_PREFIX}/w{k:05}"), targets)?;
+            let extra = window_writers(w, "node2")?;
             std::thread::sleep(*after);
             let loser = partition_until_fenced(w);
-            own = extra.finish();
+            *own = extra.finish();
             let loser = loser?;
             std::thread::sleep(rng.delay(2000));
             power_on(w, loser)?;
+        }
+        Fault::FollowerForces { after } => {
+            if !(up(w, "node1") && up(w, "node2")) {
+                return Ok(done);
+            }
+            let (acks, cut) = follower_forces(w, *after)?;
+            *own = acks;
+            done.window_cut = Some((cut, "node2"));
+            std::thread::sleep(rng.delay(2000));
+            power_on(w, "node2")?;
+        }
+        Fault::WinnerCannotFence { after } => {
+            if !(up(w, "node1") && up(w, "node2")) {
+                return Ok(done);
+            }
+            let (acks, cut) = winner_cannot_fence(w, *after)?;
+            *own = acks;
+            done.window_cut = Some((cut, "node1"));
+            std::thread::sleep(rng.delay(2000));
+            power_on(w, "node1")?;
+        }
+        Fault::LostStateFile { node, back_after } | Fault::ReplacedNode { node, back_after } => {
+            if !(up(w, node) && up(w, other(node))) {
+                return Ok(done);
+            }
+            power_off(w, node)?;
+            let state = w.state_dir(node)?;
+            let mut lost = vec![state.join("failover-state.json")];
+            if matches!(f, Fault::ReplacedNode { .. }) {
+                // The directories stay (as a new machine's package makes
+                // them); what they held goes.
+                lost = vec![w.archive_dir(node)?];
+                lost.extend(entries(&w.data_dir(node)?));
+                lost.extend(entries(&state));
+            }
+            set_aside(w, node, &lost)?;
+            std::thread::sleep(*back_after);
+            power_on(w, node)?;
         }
         Fault::DaemonKill {
             node,
             restart_after,
         } => {
             if !up(w, node) {
-                return Ok(own);
+                return Ok(done);
             }
             if let Some(pid) = w.daemon_pid(node) {
                 kill9(w, node, i64::from(pid))?;
@@ -516,7 +782,7 @@ pub fn apply(w: &WardenCluster, f: &Fault, rng: &mut Rng) -> Result<Vec<writer::
         }
         Fault::Standby { node, lasts } => {
             if !up(w, node) {
-                return Ok(own);
+                return Ok(done);
             }
             crm_attribute(w, &["--node", node, "--name", "standby", "--update", "on"])?;
             std::thread::sleep(*lasts);
@@ -524,7 +790,7 @@ pub fn apply(w: &WardenCluster, f: &Fault, rng: &mut Rng) -> Result<Vec<writer::
         }
         Fault::GracefulReboot { node } => {
             if !up(w, node) {
-                return Ok(own);
+                return Ok(done);
             }
             graceful_stop(w, node)?;
             power_on(w, node)?;
@@ -535,7 +801,7 @@ pub fn apply(w: &WardenCluster, f: &Fault, rng: &mut Rng) -> Result<Vec<writer::
         } => {
             let survivor = other(node);
             if !(up(w, node) && up(w, survivor)) {
-                return Ok(own);
+                return Ok(done);
             }
             warden_harness::fence_agent::set_fails(w.c.root(), node, true)?;
             let result = (|| {
@@ -583,7 +849,7 @@ pub fn apply(w: &WardenCluster, f: &Fault, rng: &mut Rng) -> Result<Vec<writer::
             power_on(w, other(first))?;
         }
     }
-    Ok(own)
+    Ok(done)
 }
 
 /// Heals what a round may have left: network, maintenance, standby, nodes
@@ -624,43 +890,81 @@ fn reasons(w: &WardenCluster) -> String {
         .join(" | ")
 }
 
-/// Runs one round on `w`: faults, heal, recovery, checks.
-pub fn round(w: &WardenCluster, n: usize, rng: &mut Rng) -> (Vec<Fault>, Verdict) {
+/// Runs one round of 1–3 faults drawn from `rng`; see [`round_of`].
+pub fn round(w: &WardenCluster, n: usize, rng: &mut Rng) -> (Vec<Fault>, Judged) {
     let faults: Vec<Fault> = (0..1 + rng.below(3)).map(|_| draw(rng)).collect();
+    let judged = round_of(w, n, &faults, rng);
+    (faults, judged)
+}
+
+/// Runs one round of `faults` (delays drawn from `rng`) with writers and
+/// watchers on both nodes, heals, waits for the pair, and judges it.
+pub fn round_of(w: &WardenCluster, n: usize, faults: &[Fault], rng: &mut Rng) -> Judged {
     let all = w.nodes();
     let prefix = format!("/campaign/r{n:04}");
     let writer = match w.writer(&prefix, &all) {
         Ok(wr) => wr,
-        Err(e) => return (faults, Verdict::Unsafe(format!("writer: {e:#}"))),
+        Err(e) => return Verdict::Unsafe(format!("writer: {e:#}")).into(),
+    };
+    // Every round's keys and the window faults' ("/campaign-window").
+    let watcher = match Watcher::on_every_node(w, "/campaign") {
+        Ok(x) => x,
+        Err(e) => return Verdict::Unsafe(format!("watcher: {e:#}")).into(),
     };
     let mut window = Vec::new();
-    for f in &faults {
+    let mut cuts = Vec::new();
+    for f in faults {
         match apply(w, f, rng) {
-            Ok(own) => window.extend(own),
+            Ok(done) => {
+                window.extend(done.own);
+                cuts.extend(done.window_cut);
+            }
             Err(e) => {
                 drop(writer);
-                return (
-                    faults.clone(),
-                    Verdict::Stuck(format!("{f}: {e:#}; {}", reasons(w))),
-                );
+                return Verdict::Stuck(format!("{f}: {e:#}; {}", reasons(w))).into();
             }
         }
         std::thread::sleep(rng.delay(5000));
     }
     if let Err(e) = heal(w) {
-        return (
-            faults,
-            Verdict::Stuck(format!("heal: {e:#}; {}", reasons(w))),
-        );
+        return Verdict::Stuck(format!("heal: {e:#}; {}", reasons(w))).into();
     }
     if let Err(e) = recovered(w, &all) {
-        return (faults, Verdict::Stuck(format!("{e:#}; {}", reasons(w))));
+        return Verdict::Stuck(format!("{e:#}; {}", reasons(w))).into();
     }
     // A write or two once recovered, so the check covers the whole round.
     let t = Instant::now();
     let _ = writer.wait_ack_after(None, t, Duration::from_secs(30));
     let mut acks = writer.finish();
-    (faults, judge(w, &mut acks, &prefix, window, &all))
+    let watched = watcher.finish();
+    let mut judged = judge(w, &mut acks, &prefix, window, &all, &cuts);
+    if judged.verdict == Verdict::Passed
+        && let Err(e) = watched.check()
+    {
+        judged.verdict = Verdict::Unsafe(format!("watch: {e:#}"));
+    }
+    judged
+}
+
+/// A round's verdict, and the writes lost in the commit-index window of a
+/// follower's force (see [`window_losses`]), which are measured, not
+/// failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Judged {
+    /// How the round ended.
+    pub verdict: Verdict,
+    /// Acknowledged writes a follower's forced restart dropped: each one
+    /// the last write a client on node2 had acknowledged before the cut.
+    pub window_lost: Vec<String>,
+}
+
+impl From<Verdict> for Judged {
+    fn from(verdict: Verdict) -> Self {
+        Judged {
+            verdict,
+            window_lost: Vec::new(),
+        }
+    }
 }
 
 /// Waits until the pair is back to full strength and Pacemaker has
@@ -694,10 +998,12 @@ fn judge(
     prefix: &str,
     window: Vec<writer::Ack>,
     all: &[String],
-) -> Verdict {
+    cuts: &[(Instant, &str)],
+) -> Judged {
     if let Err(e) = writer::check_unique_revisions(&[acks.as_slice(), window.as_slice()].concat()) {
-        return Verdict::Unsafe(format!("{e:#}"));
+        return Verdict::Unsafe(format!("{e:#}")).into();
     }
+    let mut window_lost = std::collections::BTreeSet::new();
     for (what, set, pfx) in [
         ("writes", &*acks, prefix),
         ("window writes", &window, WINDOW_PREFIX),
@@ -706,22 +1012,72 @@ fn judge(
             continue;
         }
         for r in all {
-            match w.read(r, pfx) {
-                Ok(kvs) => {
-                    if let Err(e) = writer::check_all_present(set, &kvs) {
-                        return Verdict::Lost(format!("{what} through {r}: {e:#}"));
-                    }
+            let kvs = match w.read(r, pfx) {
+                Ok(kvs) => kvs,
+                Err(e) => {
+                    return Verdict::Stuck(format!("reading back through {r}: {e:#}")).into();
                 }
-                Err(e) => return Verdict::Stuck(format!("reading back through {r}: {e:#}")),
+            };
+            let (in_window, lost) = window_losses(set, &writer::lost_acks(set, &kvs), cuts);
+            if !lost.is_empty() {
+                return Verdict::Lost(format!(
+                    "{what} through {r}: {} of {} acknowledged writes lost, e.g. {:?}",
+                    lost.len(),
+                    set.len(),
+                    &lost[..lost.len().min(5)]
+                ))
+                .into();
             }
+            window_lost.extend(in_window);
         }
     }
     let mut everything = std::mem::take(acks);
     everything.extend(window);
+    let window_lost: Vec<String> = window_lost.into_iter().collect();
+    // A dropped write keeps its place in real time but not in the history.
+    everything.retain(|a| !window_lost.contains(&a.key));
     if let Err(e) = writer::check_real_time_order(&everything) {
-        return Verdict::Order(format!("{e:#}"));
+        return Judged {
+            verdict: Verdict::Order(format!("{e:#}")),
+            window_lost,
+        };
     }
-    Verdict::Passed
+    Judged {
+        verdict: Verdict::Passed,
+        window_lost,
+    }
+}
+
+/// Splits `lost` (acks of `acks` a read did not return) into the keys of
+/// those a follower's forced restart may drop, and descriptions of the
+/// rest. Dropped: a write the leader's node acknowledged, the last its
+/// client sent before a cut in `cuts` (when, and the leader's node), after
+/// which the other node forced from its follower's log (a follower learns
+/// that an entry is committed only from the leader's next message, and a
+/// client's next write is that message's earliest cause). By the time it
+/// was sent, not answered: the answer to a write committed just before the
+/// cut may reach the client after it.
+pub fn window_losses(
+    acks: &[writer::Ack],
+    lost: &[&writer::Ack],
+    cuts: &[(Instant, &str)],
+) -> (Vec<String>, Vec<String>) {
+    let last_before = |a: &writer::Ack, (cut, leader): (Instant, &str)| {
+        a.node.starts_with(leader)
+            && a.sent < cut
+            && !acks
+                .iter()
+                .any(|b| b.node == a.node && b.sent > a.sent && b.sent < cut)
+    };
+    let (dropped, rest): (Vec<&&writer::Ack>, Vec<&&writer::Ack>) = lost
+        .iter()
+        .partition(|a| cuts.iter().any(|&c| last_before(a, c)));
+    (
+        dropped.iter().map(|a| a.key.clone()).collect(),
+        rest.iter()
+            .map(|a| format!("{} (acked by {} at revision {})", a.key, a.node, a.revision))
+            .collect(),
+    )
 }
 
 /// Keeps what explains a failed round before its cluster is torn down:
@@ -796,9 +1152,10 @@ pub fn run_rounds(round_seeds: &[u64], mut line: impl FnMut(String)) -> Result<T
         };
         let mut rng = Rng::new(round_seed);
         let t = Instant::now();
-        let (faults, verdict) = round(&w, n, &mut rng);
+        let (faults, judged) = round(&w, n, &mut rng);
+        let verdict = &judged.verdict;
         let faults: Vec<String> = faults.iter().map(ToString::to_string).collect();
-        let detail = match &verdict {
+        let mut detail = match verdict {
             Verdict::Passed => String::new(),
             Verdict::Lost(d) | Verdict::Order(d) | Verdict::Stuck(d) | Verdict::Unsafe(d) => {
                 format!(": {d}")
@@ -810,8 +1167,15 @@ pub fn run_rounds(round_seeds: &[u64], mut line: impl FnMut(String)) -> Result<T
             verdict.word(),
             t.elapsed().as_secs_f64()
         ));
-        tally.add(&verdict);
-        if verdict == Verdict::Passed {
+        if !judged.window_lost.is_empty() {
+            detail.push_str(&format!(
+                " ({} dropped in the commit-index window: {:?})",
+                judged.window_lost.len(),
+                judged.window_lost
+            ));
+        }
+        tally.add(&judged);
+        if *verdict == Verdict::Passed {
             cluster = Some(w);
         } else {
             match keep_evidence(&w, n, round_seed) {
@@ -857,17 +1221,65 @@ mod tests {
     #[test]
     fn the_tally_fails_on_anything_but_explained_stuck_rounds() {
         let mut t = Tally::default();
-        t.add(&Verdict::Passed);
-        t.add(&Verdict::Stuck(
-            "node1 holds the newest data: etcd-warden recover force-new-cluster --node node1"
-                .into(),
-        ));
+        t.add(&Verdict::Passed.into());
+        t.add(
+            &Verdict::Stuck(
+                "node1 holds the newest data: etcd-warden recover force-new-cluster --node node1"
+                    .into(),
+            )
+            .into(),
+        );
         assert!(t.ok(), "{t}");
-        t.add(&Verdict::Stuck("waiting".into()));
+        t.add(&Judged {
+            verdict: Verdict::Passed,
+            window_lost: vec!["/campaign-window/w00001/node2c1/7".into()],
+        });
+        assert!(t.ok(), "window losses are measured, not failed: {t}");
+        t.add(&Verdict::Stuck("waiting".into()).into());
         assert!(!t.ok());
         assert_eq!(
             t.to_string(),
-            "campaign: 3 rounds, 1 passed, 0 lost, 0 order, 2 stuck, 0 unsafe (1 stuck explained)"
+            "campaign: 4 rounds, 2 passed, 0 lost, 0 order, 2 stuck, 0 unsafe (1 stuck explained); \
+             1 writes dropped by a follower's force in 1 rounds (the commit-index window)"
         );
+    }
+
+    fn ack(node: &str, key: &str, at: Instant) -> writer::Ack {
+        answered(node, key, at, at)
+    }
+
+    fn answered(node: &str, key: &str, sent: Instant, at: Instant) -> writer::Ack {
+        writer::Ack {
+            node: node.into(),
+            key: key.into(),
+            value: "v".into(),
+            revision: 1,
+            cluster_id: 1,
+            sent,
+            at,
+            wall: std::time::SystemTime::now(),
+        }
+    }
+
+    #[test]
+    fn only_a_node2_clients_last_write_before_a_cut_counts_as_the_window() {
+        let t0 = Instant::now();
+        let s = |ms| t0 + Duration::from_millis(ms);
+        let acks = vec![
+            ack("node2c1", "a1", s(10)),
+            ack("node2c1", "a2", s(20)),
+            ack("node2c2", "b1", s(15)),
+            ack("node1", "c1", s(18)),
+            ack("node2c1", "a3", s(90)),
+            // Sent before the cut, answered after it.
+            answered("node2c3", "d1", s(25), s(40)),
+        ];
+        let cut = [(s(30), "node2")];
+        let lost: Vec<&writer::Ack> = acks.iter().collect();
+        let (window, rest) = window_losses(&acks, &lost, &cut);
+        assert_eq!(window, ["a2", "b1", "d1"]);
+        assert_eq!(rest.len(), 3, "{rest:?}");
+        let (window, _) = window_losses(&acks, &lost, &[]);
+        assert!(window.is_empty(), "no follower's force, no window");
     }
 }

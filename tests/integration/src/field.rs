@@ -308,10 +308,15 @@ pub fn power_cycle(c: &FieldCluster, w: &Writer, victim: &str) -> Result<PowerCy
     })
 }
 
-/// The entries of `node`'s archive directory (`/var/lib/etcd/warden.archive`).
+/// Where the package keeps etcd's data on a field node, and its archives.
+pub const DATA_DIR: &str = "/var/lib/etcd-warden/data";
+/// See [`DATA_DIR`].
+pub const ARCHIVE_DIR: &str = "/var/lib/etcd-warden/data.archive";
+
+/// The entries of `node`'s archive directory ([`ARCHIVE_DIR`]).
 pub fn archives(c: &FieldCluster, node: &str) -> Result<Vec<String>> {
     Ok(
-        c.node_sh_ok(node, "ls /var/lib/etcd/warden.archive 2>/dev/null || true")?
+        c.node_sh_ok(node, &format!("ls {ARCHIVE_DIR} 2>/dev/null || true"))?
             .stdout
             .split_whitespace()
             .map(str::to_owned)
@@ -322,6 +327,6 @@ pub fn archives(c: &FieldCluster, node: &str) -> Result<Vec<String>> {
 /// Removes `node`'s archives (a benchmark's many cycles would pile them up;
 /// a test never does this).
 pub fn remove_archives(c: &FieldCluster, node: &str) -> Result<()> {
-    c.node_sh_ok(node, "rm -rf /var/lib/etcd/warden.archive/*")?;
+    c.node_sh_ok(node, &format!("rm -rf {ARCHIVE_DIR}/*"))?;
     Ok(())
 }

@@ -93,9 +93,10 @@ impl Unit {
         let runtime_mode = one("RuntimeDirectoryMode", "0755");
         Ok(Unit {
             path: path.to_path_buf(),
+            // A `-` prefix only lets a missing path pass; `+` is not used.
             read_write: all("ReadWritePaths")
                 .into_iter()
-                .map(PathBuf::from)
+                .map(|p| PathBuf::from(p.trim_start_matches('-')))
                 .collect(),
             state: all("StateDirectory")
                 .into_iter()
@@ -210,7 +211,8 @@ impl Unit {
 }
 
 /// The node's disk as a Debian host has it after `apt install etcd-server`:
-/// `/var/lib/etcd` owned by `etcd:etcd`, mode 0700, nothing in it. The
+/// `/var/lib/etcd` owned by `etcd:etcd`, mode 0700, nothing in it (the
+/// unit keeps it writable for data an earlier package left there). The
 /// machine gets the mount points that are missing (empty directories).
 pub fn prepare_disk(unit: &Unit, disk: &Path) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;

@@ -226,8 +226,9 @@ impl WardenCluster {
     }
 
     /// As [`Self::start`], with `node`'s daemon in `unit`'s sandbox and on
-    /// the default paths (data in /var/lib/etcd/warden, etcd as the `etcd`
-    /// user), its /var/lib/etcd prepared as Debian's package leaves it.
+    /// the default paths (data in /var/lib/etcd-warden/data, etcd as the
+    /// `etcd` user), its /var/lib/etcd prepared as Debian's package leaves
+    /// it.
     pub fn start_sandboxed(
         nodes: usize,
         topology: Topology,
@@ -304,6 +305,29 @@ impl WardenCluster {
     /// The node's etcd data directory.
     pub fn data_dir(&self, node: &str) -> Result<PathBuf> {
         Ok(self.c.node_dir(node)?.join("etcd"))
+    }
+
+    /// The daemon's state directory of `node`: `paths.state_dir` as its
+    /// configuration names it.
+    pub fn state_dir(&self, node: &str) -> Result<PathBuf> {
+        let cfg = self.config_path(node)?;
+        let text =
+            std::fs::read_to_string(&cfg).with_context(|| format!("reading {}", cfg.display()))?;
+        text.lines()
+            .filter_map(|l| l.trim().strip_prefix("state_dir"))
+            .filter_map(|rest| rest.trim().strip_prefix('='))
+            .map(|v| PathBuf::from(v.trim().trim_matches('"')))
+            .next()
+            .with_context(|| format!("{} names no state_dir", cfg.display()))
+    }
+
+    /// The archive directory of `node`: the default `<data_dir>.archive`
+    /// (the harness's configuration sets no `failover.archive_dir`).
+    pub fn archive_dir(&self, node: &str) -> Result<PathBuf> {
+        let data = self.data_dir(node)?;
+        let mut name = data.file_name().unwrap_or_default().to_os_string();
+        name.push(".archive");
+        Ok(data.with_file_name(name))
     }
 
     /// etcd's client address of `node`.

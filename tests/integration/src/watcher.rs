@@ -103,6 +103,17 @@ pub struct Watcher {
 }
 
 impl Watcher {
+    /// Starts one watcher on `prefix` per node of `w`, etcdctl's messages
+    /// in the cluster's root directory.
+    pub fn on_every_node(w: &crate::twonode::WardenCluster, prefix: &str) -> Result<Self> {
+        let targets = w
+            .nodes()
+            .into_iter()
+            .map(|n| Ok((n.clone(), w.netns(&n)?, w.client_addr(&n)?)))
+            .collect::<Result<Vec<_>>>()?;
+        Watcher::start(prefix, targets, Some(w.c.root().to_path_buf()))
+    }
+
     /// Starts one watcher per `(node, netns, etcd client address)` on
     /// `prefix`; etcdctl's own messages (reconnections, the reason a stream
     /// ended) go to `<log_dir>/watch-<node>.stderr` when `log_dir` is given.

@@ -278,6 +278,19 @@ pub fn check_real_time_order(acks: &[Ack]) -> Result<()> {
 
 /// No acknowledged write lost: every ack is in `kvs` (read back under the
 /// writer's prefix) with its value and its revision.
+/// The acks of `acks` whose write `kvs` (a read of their prefix) does not
+/// hold as acknowledged (value and revision).
+pub fn lost_acks<'a>(acks: &'a [Ack], kvs: &[gateway::Kv]) -> Vec<&'a Ack> {
+    let by_key: HashMap<&str, &gateway::Kv> = kvs.iter().map(|kv| (kv.key.as_str(), kv)).collect();
+    acks.iter()
+        .filter(|a| {
+            !by_key
+                .get(a.key.as_str())
+                .is_some_and(|kv| kv.value == a.value && kv.mod_revision == a.revision)
+        })
+        .collect()
+}
+
 pub fn check_all_present(acks: &[Ack], kvs: &[gateway::Kv]) -> Result<()> {
     let by_key: HashMap<&str, &gateway::Kv> = kvs.iter().map(|kv| (kv.key.as_str(), kv)).collect();
     let mut missing = Vec::new();

@@ -20,3 +20,35 @@ fn a_fixed_seed_sample_of_the_campaign_passes() {
     eprintln!("{tally}");
     assert!(tally.ok(), "{tally}");
 }
+
+/// The campaign's node-life faults, each once, judged as a campaign round
+/// (writers and watchers on both nodes): a node's state file lost while it
+/// is powered off, then a node replaced by a blank machine beside its peer.
+#[test]
+fn a_lost_state_file_and_a_replaced_node_pass_as_rounds() {
+    use std::time::Duration;
+    use warden_integration::campaign::{Fault, Rng, Verdict};
+    let w = campaign::fresh_cluster().unwrap_or_else(|e| panic!("{e:#}"));
+    let mut rng = Rng::new(SEED);
+    for (n, fault) in [
+        Fault::LostStateFile {
+            node: "node2",
+            back_after: Duration::from_secs(2),
+        },
+        Fault::ReplacedNode {
+            node: "node1",
+            back_after: Duration::from_secs(2),
+        },
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let judged = campaign::round_of(&w, n + 1, std::slice::from_ref(&fault), &mut rng);
+        eprintln!("[{fault}] {}", judged.verdict.word());
+        if judged.verdict != Verdict::Passed {
+            w.c.stop();
+            panic!("[{fault}] {:?}", judged.verdict);
+        }
+    }
+    w.c.stop();
+}

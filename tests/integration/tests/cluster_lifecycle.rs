@@ -35,20 +35,9 @@ use failover_support::{FAILOVER, OrFail, SETTLE, fail, healthy, wait_acks_everyw
 /// The writers' and watchers' key prefix.
 const PREFIX: &str = "/intent";
 
-/// The daemon's state file of `node`: `failover-state.json` in the
-/// `state_dir` its configuration names.
+/// The daemon's state file of `node`.
 fn state_file(w: &WardenCluster, node: &str) -> PathBuf {
-    let cfg = w.config_path(node).or_fail(w);
-    let text =
-        std::fs::read_to_string(&cfg).unwrap_or_else(|e| panic!("reading {}: {e}", cfg.display()));
-    let dir = text
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("state_dir"))
-        .filter_map(|rest| rest.trim().strip_prefix('='))
-        .map(|v| v.trim().trim_matches('"').to_string())
-        .next()
-        .unwrap_or_else(|| panic!("{} names no state_dir", cfg.display()));
-    PathBuf::from(dir).join("failover-state.json")
+    w.state_dir(node).or_fail(w).join("failover-state.json")
 }
 
 /// `(epoch, pending_epoch)` as `node`'s state file holds them.
@@ -131,13 +120,7 @@ fn cib_manager(w: &WardenCluster, node: &str) -> anyhow::Result<i32> {
 /// The watches of `PREFIX` on every node of `w`, etcdctl's messages in the
 /// cluster root.
 fn watch(w: &WardenCluster) -> Watcher {
-    let targets = w
-        .nodes()
-        .into_iter()
-        .map(|n| Ok((n.clone(), w.netns(&n)?, w.client_addr(&n)?)))
-        .collect::<anyhow::Result<Vec<_>>>()
-        .or_fail(w);
-    Watcher::start(PREFIX, targets, Some(w.c.root().to_path_buf())).or_fail(w)
+    Watcher::on_every_node(w, PREFIX).or_fail(w)
 }
 
 /// Fails unless nobody serves since `since` (node1's power loss): no write

@@ -36,18 +36,9 @@ const REWRITTEN: &str =
 /// What it logs when the first quorate look writes the epoch down again.
 const RELEARNED: &str = "wrote the lost state file down again from a quorate look";
 
-/// The daemon's state directory of `node`: `paths.state_dir` as its
-/// configuration names it.
+/// The daemon's state directory of `node`.
 fn state_dir(w: &WardenCluster, node: &str) -> PathBuf {
-    let cfg = w.config_path(node).or_fail(w);
-    let text =
-        std::fs::read_to_string(&cfg).unwrap_or_else(|e| panic!("reading {}: {e}", cfg.display()));
-    text.lines()
-        .filter_map(|l| l.trim().strip_prefix("state_dir"))
-        .filter_map(|rest| rest.trim().strip_prefix('='))
-        .map(|v| PathBuf::from(v.trim().trim_matches('"')))
-        .next()
-        .unwrap_or_else(|| panic!("{} names no state_dir", cfg.display()))
+    w.state_dir(node).or_fail(w)
 }
 
 /// The daemon's state file of `node`.
@@ -98,13 +89,9 @@ fn state(w: &WardenCluster, node: &str) -> anyhow::Result<State> {
     })
 }
 
-/// The archive directory of `node`: the default `<data_dir>.archive`
-/// (the harness's configuration sets no `failover.archive_dir`).
+/// The archive directory of `node`.
 fn archive_dir(w: &WardenCluster, node: &str) -> PathBuf {
-    let data = w.data_dir(node).or_fail(w);
-    let mut name = data.file_name().unwrap_or_default().to_os_string();
-    name.push(".archive");
-    data.with_file_name(name)
+    w.archive_dir(node).or_fail(w)
 }
 
 /// The entries of `node`'s archive directory that hold a whole member
@@ -147,13 +134,7 @@ fn move_entries(from: &Path, dir: &Path) -> Vec<String> {
 /// The watches of `prefix` on every node of `w`, etcdctl's messages in the
 /// cluster root.
 fn watch(w: &WardenCluster, prefix: &str) -> Watcher {
-    let targets = w
-        .nodes()
-        .into_iter()
-        .map(|n| Ok((n.clone(), w.netns(&n)?, w.client_addr(&n)?)))
-        .collect::<anyhow::Result<Vec<_>>>()
-        .or_fail(w);
-    Watcher::start(prefix, targets, Some(w.c.root().to_path_buf())).or_fail(w)
+    Watcher::on_every_node(w, prefix).or_fail(w)
 }
 
 /// The longest time between two acknowledgements in a row (of any node),

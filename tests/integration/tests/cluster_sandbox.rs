@@ -97,8 +97,8 @@ fn the_units_sandbox_archives_and_runs_etcd_as_etcd() {
     let w = WardenCluster::start_sandboxed(2, Topology::TwoNode, victim, unit)
         .expect("the cluster with node2 in the unit's sandbox");
     let all = w.nodes();
-    let lib = w.disk(victim).or_fail(&w).join("var/lib/etcd");
-    let data = lib.join("warden");
+    let lib = w.disk(victim).or_fail(&w).join("var/lib/etcd-warden");
+    let data = lib.join("data");
     etcd_is_etcds(&w, victim, &data, "/sandbox/first");
 
     let writer = w.writer("/sbx", &all).or_fail(&w);
@@ -134,7 +134,7 @@ fn the_units_sandbox_archives_and_runs_etcd_as_etcd() {
     w.boot(victim, SETTLE).or_fail(&w);
     w.wait_started(&all, SETTLE).or_fail(&w);
     w.wait_voters(survivor, &all, SETTLE).or_fail(&w);
-    let archives: Vec<PathBuf> = io(std::fs::read_dir(lib.join("warden.archive")))
+    let archives: Vec<PathBuf> = io(std::fs::read_dir(lib.join("data.archive")))
         .or_fail(&w)
         .flatten()
         .map(|e| e.path())

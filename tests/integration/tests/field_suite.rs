@@ -17,7 +17,8 @@
 //! - the power cut last: it fences a node, which the others would see.
 //!
 //! The systemd backend gets a cluster of its own: the backend is chosen by a
-//! drop-in before the daemon's first start, as an operator installs it.
+//! drop-in before the daemon's first start, as an operator installs it; so
+//! do the package scenarios, which start from the previous package.
 //!
 //! Heavy (two booted Debian nodes per test, one test at a time): run under
 //! `flock /tmp/warden-field.lock` (its own lock: field nodes share no host
@@ -29,7 +30,9 @@ mod field_support;
 
 use std::time::Instant;
 
-use field_support::{install, reboot, scenario, stop_kill, systemd_backend, upgrade, watchdog};
+use field_support::{
+    install, package, reboot, scenario, stop_kill, systemd_backend, upgrade, watchdog,
+};
 
 /// Debian 13 (Pacemaker 3.0, etcd 3.5), the `process` backend: install,
 /// watchdog, `systemctl restart` and package upgrade, the daemon killed
@@ -58,6 +61,17 @@ fn field_suite_debian13_systemd_backend() {
         systemd_backend::adopt_crash_power_cut(&c)
     });
     whole("debian13 systemd backend", t);
+}
+
+/// Debian 13, a pair installed from the previous package (etcd's data in
+/// /var/lib/etcd/warden): the upgrade that moves the data, `apt-get
+/// remove` refused on an active node, `apt-get purge etcd-server` and a
+/// reinstall. A cluster of its own: it starts from another package.
+#[test]
+fn field_suite_debian13_package() {
+    let t = Instant::now();
+    package::from_previous_package("trixie");
+    whole("debian13 package", t);
 }
 
 /// Debian 12 (Pacemaker 2.1.5, etcd 3.4.23): install, power cut.

@@ -32,6 +32,9 @@ const EXPECTED: &[&str] = &[
     "/usr/lib/systemd/system/etcd-warden.service",
     "/usr/lib/systemd/system/etcd-warden-collect.service",
     "/usr/lib/systemd/system/etcd-warden-collect.timer",
+    "/usr/lib/systemd/system/etcd-warden-snapshot.service",
+    "/usr/lib/systemd/system/etcd-warden-snapshot.timer",
+    "/usr/lib/systemd/system/etcd-warden-migrate-data.service",
     "/usr/share/doc/etcd-warden/examples/config.toml",
     "/usr/share/doc/etcd-warden/copyright",
     "/usr/share/doc/etcd-warden/changelog.gz",
@@ -49,6 +52,7 @@ const EXPECTED: &[&str] = &[
     "/usr/share/man/man8/etcd-warden-alert.8.gz",
     "/usr/share/man/man8/etcd-warden-recover.8.gz",
     "/usr/share/man/man8/etcd-warden-defrag.8.gz",
+    "/usr/share/man/man8/etcd-warden-migrate-data.8.gz",
     "/usr/share/man/man7/ocf_etcd-warden_etcd.7.gz",
     "/usr/share/bash-completion/completions/etcd-warden",
     "/usr/share/zsh/vendor-completions/_etcd-warden",
@@ -271,12 +275,27 @@ fn check_contents(deb: &Path) {
         Duration::from_secs(30),
     );
     let depends = text(&depends.stdout);
-    for d in ["libc6", "etcd-server", "pacemaker", "corosync", "procps"] {
+    for d in [
+        "libc6",
+        "etcd-server",
+        "pacemaker",
+        "pacemaker-cli-utils",
+        "corosync",
+        "procps",
+    ] {
         assert!(
-            depends.split(',').any(|x| x.trim().starts_with(d)),
+            depends
+                .split(',')
+                .any(|x| x.split_whitespace().next() == Some(d)),
             "Depends lacks {d}: {depends}"
         );
     }
+    let suggests = run(
+        Command::new("dpkg-deb").arg("-f").arg(deb).arg("Suggests"),
+        Duration::from_secs(30),
+    );
+    assert_eq!(text(&suggests.stdout).trim(), "pcs | crmsh");
+    check_maintainer_scripts(deb);
     let version = run(
         Command::new("dpkg-deb").arg("-f").arg(deb).arg("Version"),
         Duration::from_secs(30),
@@ -290,6 +309,28 @@ fn check_contents(deb: &Path) {
         "the file name {} does not carry the version {version}",
         deb.display()
     );
+}
+
+/// Every unit the package ships is handled by the maintainer scripts:
+/// recorded (postinst), stopped on removal (prerm), forgotten on purge
+/// (postrm).
+fn check_maintainer_scripts(deb: &Path) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(
+        Command::new("dpkg-deb").arg("-e").arg(deb).arg(dir.path()),
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "dpkg-deb -e: {}", text(&out.stderr));
+    let units: Vec<&str> = EXPECTED
+        .iter()
+        .filter_map(|p| p.strip_prefix("/usr/lib/systemd/system/"))
+        .collect();
+    for script in ["postinst", "prerm", "postrm"] {
+        let body = std::fs::read_to_string(dir.path().join(script)).unwrap();
+        for u in &units {
+            assert!(body.contains(u), "{script} does not handle {u}");
+        }
+    }
 }
 
 fn check_lintian(deb: &Path) {

@@ -1,9 +1,9 @@
 //! The daemon in the shipped unit's sandbox on one machine, without a
 //! cluster: the mount layout, capability bounding set and no-new-privileges
 //! of `systemd/etcd-warden.service`, read from the file
-//! (`warden_integration::sandbox`), with the default paths on a disk laid
-//! out as Debian's etcd-server package leaves it (`/var/lib/etcd` owned by
-//! `etcd:etcd`, mode 0700).
+//! (`warden_integration::sandbox`), with the default paths (etcd's data in
+//! `/var/lib/etcd-warden/data`) on a disk laid out as Debian's etcd-server
+//! package leaves it (`/var/lib/etcd` owned by `etcd:etcd`, mode 0700).
 //!
 //! 1. With failover enabled (two nodes, Pacemaker in charge) the daemon
 //!    starts: its start-up rename probe from the data directory into the
@@ -164,15 +164,15 @@ fn the_units_sandbox_passes_the_archive_probe_and_runs_etcd_as_etcd() {
             .contains("failover enabled")
             .then_some(())
     });
-    let lib = disk.join("var/lib/etcd");
-    for (p, mode) in [("warden", 0o700), ("warden.archive", 0)] {
+    let lib = disk.join("var/lib/etcd-warden");
+    for (p, mode) in [("data", 0o700), ("data.archive", 0)] {
         let m = std::fs::metadata(lib.join(p)).expect("created at start");
         if mode != 0 {
             assert_eq!(m.mode() & 0o777, mode, "{p}");
         }
     }
     assert_eq!(
-        std::fs::read_dir(lib.join("warden.archive"))
+        std::fs::read_dir(lib.join("data.archive"))
             .expect("archive dir")
             .count(),
         0,
@@ -197,7 +197,7 @@ fn the_units_sandbox_passes_the_archive_probe_and_runs_etcd_as_etcd() {
         .and_then(|u| u.parse().ok())
         .expect("a Uid line");
     assert_eq!(uid, etcd.uid.as_raw(), "etcd {pid} does not run as etcd");
-    let data = lib.join("warden");
+    let data = lib.join("data");
     let m = std::fs::metadata(&data).expect("the data dir");
     assert_eq!(
         (m.uid(), m.gid(), m.mode() & 0o777),

@@ -91,7 +91,7 @@ impl ProcessSupervisor {
     }
 }
 
-pub(super) fn parse_pid_file(text: &str) -> Option<(u32, u64)> {
+pub(crate) fn parse_pid_file(text: &str) -> Option<(u32, u64)> {
     let mut parts = text.split_whitespace();
     let pid = parts.next()?.parse::<u32>().ok()?;
     let start = parts.next()?.parse::<u64>().ok()?;

@@ -12,6 +12,7 @@
 #![allow(dead_code, unused_imports, clippy::unwrap_used)]
 
 pub mod install;
+pub mod package;
 pub mod reboot;
 pub mod stop_kill;
 pub mod systemd_backend;
@@ -20,7 +21,7 @@ pub mod watchdog;
 
 use std::time::{Duration, Instant};
 
-use warden_harness::field::FieldCluster;
+pub use warden_harness::field::{FieldCluster, FieldOptions};
 pub use warden_integration::field::*;
 
 /// A scenario's precondition: both nodes online with their fence devices

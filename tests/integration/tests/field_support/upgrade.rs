@@ -22,11 +22,23 @@ use super::{
 
 /// The longest time the cluster may go without acknowledging a write
 /// during the procedure (docs/operations.md states it).
-const GAP_BOUND: Duration = Duration::from_secs(10);
+pub const GAP_BOUND: Duration = Duration::from_secs(10);
 
 /// `deb` rebuilt with `+upgrade1` appended to its version.
 fn newer_package(deb: &Path, dir: &Path) -> PathBuf {
-    let tree = dir.join("tree");
+    repack(deb, dir, "etcd-warden_new_amd64.deb", "+upgrade1", |_| {})
+}
+
+/// `deb` rebuilt as `dir/name`, with `suffix` appended to its version and
+/// its unpacked tree (`DEBIAN/` included) changed by `edit` first.
+pub fn repack(
+    deb: &Path,
+    dir: &Path,
+    name: &str,
+    suffix: &str,
+    edit: impl FnOnce(&Path),
+) -> PathBuf {
+    let tree = dir.join(format!("{name}.tree"));
     let run = |cmd: &mut Command| {
         let o = cmd.output().unwrap();
         assert!(
@@ -42,12 +54,13 @@ fn newer_package(deb: &Path, dir: &Path) -> PathBuf {
     let text: String = text
         .lines()
         .map(|l| match l.strip_prefix("Version: ") {
-            Some(v) => format!("Version: {v}+upgrade1\n"),
+            Some(v) => format!("Version: {v}{suffix}\n"),
             None => format!("{l}\n"),
         })
         .collect();
     std::fs::write(&control, text).unwrap();
-    let out = dir.join("etcd-warden_new_amd64.deb");
+    edit(&tree);
+    let out = dir.join(name);
     // gzip: xz (dpkg-deb's default) takes most of a minute on the debug
     // binaries of a loaded machine; the package is the same either way.
     run(Command::new("dpkg-deb")
@@ -57,12 +70,46 @@ fn newer_package(deb: &Path, dir: &Path) -> PathBuf {
     out
 }
 
-fn installed_version(c: &FieldCluster, node: &str) -> String {
+/// The version of etcd-warden `node` has installed.
+pub fn installed_version(c: &FieldCluster, node: &str) -> String {
     c.node_sh_ok(node, "dpkg-query -W -f '${Version}' etcd-warden")
         .unwrap()
         .stdout
         .trim()
         .to_owned()
+}
+
+/// `pcs node standby node`, then waits until etcd runs on `peer` alone
+/// and `peer`'s member is the only voter.
+pub fn standby(c: &FieldCluster, node: &str, peer: &str) {
+    c.node_sh_ok(node, &format!("pcs node standby {node}"))
+        .unwrap();
+    c.wait_crm(
+        peer,
+        &format!("etcd stopped on {node} (standby)"),
+        Duration::from_secs(120),
+        |m| !etcd_started_on(m, node) && etcd_started_on(m, peer),
+    )
+    .unwrap();
+    warden_harness::process::poll(
+        &format!("{peer} the only voter"),
+        Duration::from_secs(60),
+        Duration::from_millis(300),
+        || match members(c, peer) {
+            Ok(ms) if ms.len() == 1 && ms[0].name == peer && !ms[0].is_learner => Ok(()),
+            Ok(ms) => Err(format!("{} members", ms.len())),
+            Err(e) => Err(format!("{e:#}")),
+        },
+    )
+    .unwrap();
+}
+
+/// `pcs node unstandby node`, then waits for a healthy cluster of voters.
+pub fn unstandby(c: &FieldCluster, node: &str, peer: &str) {
+    c.node_sh_ok(node, &format!("pcs node unstandby {node}"))
+        .unwrap();
+    c.wait_cluster_healthy(Duration::from_secs(180)).unwrap();
+    wait_all_voters(c, peer, Duration::from_secs(180)).unwrap();
 }
 
 /// docs/operations.md's upgrade, node-a then node-b, to the installed
@@ -86,27 +133,8 @@ pub fn upgrade(c: &FieldCluster) {
         let t = Instant::now();
         c.copy_in(node, &new, "/root/etcd-warden_NEW_amd64.deb")
             .unwrap();
-        c.node_sh_ok(node, &format!("pcs node standby {node}"))
-            .unwrap();
-        c.wait_crm(
-            peer,
-            &format!("etcd stopped on {node} (standby)"),
-            Duration::from_secs(120),
-            |m| !etcd_started_on(m, node) && etcd_started_on(m, peer),
-        )
-        .unwrap();
         // On the peer: one voter, itself, running.
-        warden_harness::process::poll(
-            &format!("{peer} the only voter"),
-            Duration::from_secs(60),
-            Duration::from_millis(300),
-            || match members(c, peer) {
-                Ok(ms) if ms.len() == 1 && ms[0].name == peer && !ms[0].is_learner => Ok(()),
-                Ok(ms) => Err(format!("{} members", ms.len())),
-                Err(e) => Err(format!("{e:#}")),
-            },
-        )
-        .unwrap();
+        standby(c, node, peer);
         let status = c
             .node_sh(peer, "etcd-warden status")
             .and_then(|o| o.ok_with(warden_harness::process::STATUS_ANSWERED))
@@ -128,10 +156,7 @@ pub fn upgrade(c: &FieldCluster) {
         c.node_sh_ok(node, "systemctl restart etcd-warden").unwrap();
         c.wait_unit_active(node, "etcd-warden.service", Duration::from_secs(60))
             .unwrap();
-        c.node_sh_ok(node, &format!("pcs node unstandby {node}"))
-            .unwrap();
-        c.wait_cluster_healthy(Duration::from_secs(180)).unwrap();
-        wait_all_voters(c, peer, Duration::from_secs(180)).unwrap();
+        unstandby(c, node, peer);
         steps.push((node, t.elapsed()));
         eprintln!(
             "{node} upgraded and a voter again after {:.1} s",
