@@ -5,7 +5,9 @@
 //! What systemd does for `etcd-warden.service`, and what [`Unit::wrap`]
 //! does in a mount namespace of its own (`unshare -m`):
 //! - `ProtectSystem=strict`: every mount read-only, the API file systems
-//!   (/proc, /sys, /dev) aside; `PrivateTmp=yes`: a writable /tmp of its own;
+//!   (/proc, /sys, /dev) aside; `PrivateTmp=yes`: a writable /tmp of its
+//!   own (a daemon binary under /tmp, as in a checkout there, bound back in
+//!   read-only);
 //! - `ReadWritePaths=`, `StateDirectory=`, `RuntimeDirectory=`: each path a
 //!   writable bind mount of its own on top (a rename between two of them
 //!   fails with EXDEV, as on a host);
@@ -157,6 +159,20 @@ impl Unit {
             )
             .collect::<Vec<_>>()
             .join(",");
+        // PrivateTmp hides a binary under /tmp (a checkout there): its
+        // directory is opened before the private /tmp is mounted and bound
+        // back at the same path from the open descriptor, read-only.
+        let (open_bin, bind_bin) = match argv.first().map(Path::new).and_then(Path::parent) {
+            Some(dir) if dir.starts_with("/tmp") => (
+                format!("exec 9<\"{}\"\n", dir.display()),
+                format!(
+                    "mkdir -p \"{d}\"\nmount --no-canonicalize --bind /proc/self/fd/9 \"{d}\"\n\
+                     mount -o remount,bind,ro \"{d}\"\nexec 9<&-\n",
+                    d = dir.display()
+                ),
+            ),
+            _ => (String::new(), String::new()),
+        };
         let script = format!(
             "set -eu\n\
              mount --make-rprivate /\n\
@@ -173,7 +189,9 @@ impl Unit {
              # ReadWritePaths=, StateDirectory=, RuntimeDirectory=: one writable mount each.\n\
              for p in {writable}; do mount --bind \"$p\" \"$p\"; mount -o remount,bind,rw \"$p\"; done\n\
              # PrivateTmp=yes.\n\
+             {open_bin}\
              mount -t tmpfs -o mode=1777 sandbox-tmp /tmp\n\
+             {bind_bin}\
              if touch /etc/.etcd-warden-sandbox-probe 2>/dev/null; then\n\
                echo 'sandbox: / is writable' >&2; exit 1\n\
              fi\n\
