@@ -52,6 +52,7 @@ impl Core {
             .await?;
         let held = LiveEtcd::new(client_url, Connector::plain());
         self.wait_held(&held, pid, left()).await?;
+        crate::kill_point::reached("force-clients-held");
         let members = held
             .member_list(left())
             .await

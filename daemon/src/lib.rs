@@ -16,6 +16,7 @@ pub(crate) mod defrag;
 pub mod etcd;
 pub mod etcd_conf;
 pub(crate) mod force_held;
+pub mod kill_point;
 pub(crate) mod metrics;
 pub mod pcmk_tool;
 pub mod raft_progress;

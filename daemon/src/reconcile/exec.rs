@@ -414,6 +414,7 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                             st.voters = Vec::new();
                         })
                         .map_err(local)?;
+                    crate::kill_point::reached("join-recorded");
                     StartMode::JoinExisting {
                         initial_cluster: initial_cluster(s, &cluster.members),
                     }
@@ -484,6 +485,7 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                     st.departed = false;
                 })
                 .map_err(local)?;
+            crate::kill_point::reached("force-intent-recorded");
             // Stop etcd so that its log is final, keep its tail for an
             // operator, read what the force will drop, then force.
             let started = std::time::Instant::now();
@@ -494,18 +496,24 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                 .await
                 .map_err(ops)?;
             keep_wal_tail(paths, *epoch, started);
-            let at_risk = revisions_at_risk(paths, running && graceful);
+            // A debt left by an interrupted force stands: this log may no
+            // longer show the entries that force dropped (its restart
+            // appended to it).
+            let owed = paths.read_state().map_err(local)?.revision_bump_owed;
+            let at_risk = revisions_at_risk(paths, running && graceful).max(owed.unwrap_or(0));
             if at_risk > 0 {
                 paths
                     .update_state(|st| st.revision_bump_owed = Some(at_risk))
                     .map_err(local)?;
             }
+            crate::kill_point::reached("force-stopped");
             let left = left.saturating_sub(started.elapsed());
             ports
                 .supervisor
                 .restart_force_new_cluster(proof, at_risk, left)
                 .await
                 .map_err(ops)?;
+            crate::kill_point::reached("force-restarted");
             clear_revision_bump(paths).map_err(local)
         }
         Step::ArchiveDataDir { reason } => {
@@ -517,6 +525,7 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
             }
             let dest = paths.archive(reason, now_unix()).map_err(local)?;
             tracing::warn!(archive = %dest.display(), %reason, "archived the etcd member directory (nothing deleted)");
+            crate::kill_point::reached("archive-done");
             // The checksum reads the whole database; the rejoin goes on
             // meanwhile (the moved data is no longer anyone's to write),
             // and the read is paced so that it leaves the disk and the CPU
@@ -562,7 +571,10 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                 ports.etcd.add_learner(urls.clone(), d)
             })
             .await
-            .map(|(m, _)| tracing::info!(node, id = m.id, "added as a learner"))
+            .map(|(m, _)| {
+                tracing::info!(node, id = m.id, "added as a learner");
+                crate::kill_point::reached("learner-added");
+            })
             .map_err(ops)
         }
         Step::PromoteLearner { id, node } => {

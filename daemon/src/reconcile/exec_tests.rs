@@ -520,6 +520,44 @@ async fn force_records_the_epoch_first() {
 }
 
 #[tokio::test]
+async fn a_force_again_after_an_interrupted_one_keeps_its_revision_debt() {
+    use super::super::held::{TestRecord::*, write_test_records};
+    let t = tempfile::tempdir().unwrap();
+    let p = with_data(t.path());
+    // The first force recorded 7 revisions at risk and died before moving
+    // them; its restart appended to the log, which now shows nothing past
+    // the commit index.
+    write_test_records(
+        &p.member_dir().join("wal"),
+        0,
+        0,
+        &[
+            Meta(1),
+            Entry(1, 3, true),
+            Entry(2, 3, true),
+            State(3, 1, 2),
+        ],
+    );
+    p.update_state(|st| st.revision_bump_owed = Some(7))
+        .unwrap();
+    let fake = Fake {
+        state: Some(p.clone()),
+        ..Default::default()
+    };
+    let r = run(
+        &fake,
+        &p,
+        &facts(true),
+        &[Step::ForceNewCluster { epoch: 5 }],
+    )
+    .await;
+    assert!(r.failed.is_none(), "{:?}", r.failed);
+    assert_eq!(fake.calls(), vec!["stop", "force b (at risk 7)"]);
+    assert_eq!(*fake.owed_at_force.lock().unwrap(), Some(7));
+    assert_eq!(p.read_state().unwrap().revision_bump_owed, None, "done");
+}
+
+#[tokio::test]
 async fn a_force_that_drops_entries_owes_their_revisions_until_it_is_done() {
     use super::super::held::{TestRecord::*, write_test_records};
     let t = tempfile::tempdir().unwrap();

@@ -289,6 +289,7 @@ impl Supervisor for ProcessSupervisor {
         let pid = child
             .id()
             .ok_or_else(|| SuperviseError::Spawn("etcd exited at once".into()))?;
+        crate::kill_point::reached("start-spawned");
         if let Some((_, start)) = proc_stat(pid)
             && let Err(e) = crate::atomic_file::write(
                 &self.pid_file(),

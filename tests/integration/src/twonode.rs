@@ -388,6 +388,26 @@ impl WardenCluster {
     /// As [`Self::spawn_daemon`], from the binary at `warden` (an upgrade
     /// restarts the daemon from a newly installed binary).
     pub fn spawn_daemon_from(&self, node: &str, warden: &Path) -> Result<i32> {
+        let pid = self.spawn_daemon_env(node, warden, &[])?;
+        poll(
+            &format!("the daemon's API on {node}"),
+            Duration::from_secs(30),
+            || self.status(node).map(Some),
+        )
+        .with_context(|| self.daemon_log_tail(node))?;
+        Ok(pid)
+    }
+
+    /// Starts the node's daemon armed to kill itself at the named steps
+    /// (`ETCD_WARDEN_KILL_AT`, comma-separated; see the daemon's
+    /// `kill_point`), without waiting for its API: it may die before it
+    /// answers.
+    pub fn spawn_daemon_killed_at(&self, node: &str, points: &str) -> Result<i32> {
+        let env = etcd_warden::kill_point::ENV;
+        self.spawn_daemon_env(node, &self.warden, &[(env, points)])
+    }
+
+    fn spawn_daemon_env(&self, node: &str, warden: &Path, envs: &[(&str, &str)]) -> Result<i32> {
         let cfg = self.config_path(node)?;
         let argv = [
             warden.to_str().context("warden path")?,
@@ -406,17 +426,11 @@ impl WardenCluster {
             _ => argv.iter().map(|a| a.to_string()).collect(),
         };
         let wrapped: Vec<&str> = wrapped.iter().map(String::as_str).collect();
-        let pid = self.c.spawn(node, "etcd-warden", &wrapped, &[])?;
+        let pid = self.c.spawn(node, "etcd-warden", &wrapped, envs)?;
         self.daemons
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push((node.to_string(), pid));
-        poll(
-            &format!("the daemon's API on {node}"),
-            Duration::from_secs(30),
-            || self.status(node).map(Some),
-        )
-        .with_context(|| self.daemon_log_tail(node))?;
         Ok(pid)
     }
 

@@ -1,6 +1,8 @@
 //! Adoption: a restarted daemon finds the etcd its previous instance left
 //! running (through the PID file: PID *and* start time must match, so a
-//! reused PID is never touched) and supervises it again as it is, when it is
+//! reused PID is never touched; without one, by the configured binary run
+//! with this daemon's `--config-file`, as a daemon killed between the spawn
+//! and the PID file leaves it) and supervises it again as it is, when it is
 //! provably the etcd this configuration would run ([`adoptable`]);
 //! otherwise it stops it gracefully before it does anything else. An
 //! adopted etcd is not the daemon's child, so its death is noticed by
@@ -14,7 +16,9 @@ use nix::sys::signal::Signal;
 use super::{Inner, Previous, ProcessSupervisor, exited};
 use crate::config::Settings;
 use crate::etcd_conf::{self, StartMode};
-use crate::supervise::{SuperviseError, alive, is_frozen, proc_pgrp, same_process, signal_group};
+use crate::supervise::{
+    SuperviseError, alive, is_frozen, proc_pgrp, proc_stat, same_process, signal_group,
+};
 
 /// How often an adopted etcd (not our child: no exit notification) is
 /// looked for in /proc.
@@ -37,13 +41,16 @@ impl ProcessSupervisor {
     /// adopt it, or stop it if it cannot be adopted (see [`adoptable`]).
     pub(crate) async fn take_over(&self, grace: Duration) -> Result<Previous, SuperviseError> {
         let _op = self.op.lock().await;
-        let Some((pid, start)) = self.read_pid_file() else {
+        let recorded = self.read_pid_file().filter(|(pid, start)| {
+            let alive = same_process(*pid, *start);
+            if !alive {
+                let _ = std::fs::remove_file(self.pid_file());
+            }
+            alive
+        });
+        let Some((pid, start)) = recorded.or_else(|| self.unrecorded()) else {
             return Ok(Previous::None);
         };
-        if !same_process(pid, start) {
-            let _ = std::fs::remove_file(self.pid_file());
-            return Ok(Previous::None);
-        }
         match adoptable(&self.settings, pid) {
             Ok(()) => {
                 self.follow_log();
@@ -69,6 +76,26 @@ impl ProcessSupervisor {
         }
     }
 
+    /// An etcd this configuration runs that no PID file names: the
+    /// configured binary started with this daemon's `--config-file`. Its
+    /// PID file is then written, so that everything after (the agent's
+    /// record, a stop) goes by PID and start time again.
+    fn unrecorded(&self) -> Option<(u32, u64)> {
+        let (pid, start) = find_by_config(&self.settings)?;
+        tracing::warn!(
+            pid,
+            "found an etcd running with this daemon's configuration that no PID file names (a daemon died right after starting it)"
+        );
+        if let Err(e) = crate::atomic_file::write(
+            &self.pid_file(),
+            format!("{pid} {start}\n").as_bytes(),
+            crate::atomic_file::Replace::Durable,
+        ) {
+            tracing::warn!(error = %e, "cannot write the etcd PID file");
+        }
+        Some((pid, start))
+    }
+
     /// Notice the end of an adopted etcd: it is not our child, so no exit
     /// status arrives; its /proc entry going away (or turning into a zombie
     /// of its new parent) is the sign.
@@ -91,6 +118,35 @@ impl ProcessSupervisor {
     }
 }
 
+/// The process (PID, start time) running the configured etcd binary with
+/// `--config-file` this configuration's etcd configuration, if one does.
+pub(crate) fn find_by_config(s: &Settings) -> Option<(u32, u64)> {
+    let config = s.etcd_config_path();
+    let binary = s.etcd.binary.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != std::process::id())
+        .find(|pid| {
+            let args = cmdline(*pid);
+            args.first() == Some(&binary)
+                && args
+                    .windows(2)
+                    .any(|w| w[0] == "--config-file" && Path::new(&w[1]) == config)
+        })
+        .and_then(|pid| proc_stat(pid).map(|(_, start)| (pid, start)))
+}
+
+/// The command line of `pid`, an argument each (empty when unreadable).
+fn cmdline(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .unwrap_or_default()
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}
+
 pub(crate) fn parse_pid_file(text: &str) -> Option<(u32, u64)> {
     let mut parts = text.split_whitespace();
     let pid = parts.next()?.parse::<u32>().ok()?;
@@ -110,13 +166,8 @@ pub(crate) fn adoptable(s: &Settings, pid: u32) -> Result<(), String> {
     if proc_pgrp(pid) != Some(pid) {
         return Err("it does not lead a process group of its own".into());
     }
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map_err(|e| format!("cannot read its command line: {e}"))?;
-    let args: Vec<String> = cmdline
-        .split(|b| *b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
+    // Empty when unreadable or not yet exec'd: not the configured binary.
+    let args = cmdline(pid);
     let binary = s.etcd.binary.to_string_lossy();
     if args.first().map(String::as_str) != Some(binary.as_ref()) {
         return Err(format!(
@@ -375,6 +426,13 @@ mod tests {
         let log = std::fs::File::create(d.path().join("out")).unwrap();
         let etcd = Etcd::spawn(&s, Stdio::from(log));
         assert_eq!(adoptable(&s, etcd.0.id()), Ok(()));
+        // Found without a PID file by its binary and configuration file;
+        // another configuration's etcd is not this one.
+        assert_eq!(find_by_config(&s).map(|(p, _)| p), Some(etcd.0.id()));
+        let mut elsewhere = s.clone();
+        elsewhere.state_dir = d.path().join("other-state");
+        assert_ne!(elsewhere.etcd_config_path(), s.etcd_config_path());
+        assert_eq!(find_by_config(&elsewhere), None);
         let mut moved = s.clone();
         moved.etcd.data_dir = d.path().join("elsewhere");
         let why = adoptable(&moved, etcd.0.id()).unwrap_err();
