@@ -31,11 +31,12 @@ mod field_support;
 use std::time::Instant;
 
 use field_support::{
-    install, package, reboot, scenario, stop_kill, systemd_backend, upgrade, watchdog,
+    install, package, reboot, restart, scenario, stop_kill, systemd_backend, upgrade, watchdog,
 };
 
 /// Debian 13 (Pacemaker 3.0, etcd 3.5), the `process` backend: install,
-/// watchdog, `systemctl restart` and package upgrade, the daemon killed
+/// watchdog, `systemctl restart` (plain, and after a configuration typo),
+/// package upgrade, the daemon killed
 /// during a stop, graceful reboot, power cut fenced over IPMI.
 #[test]
 fn field_suite_debian13_process_backend() {
@@ -43,6 +44,7 @@ fn field_suite_debian13_process_backend() {
     let (c, _work) = field_support::cluster_on("trixie").unwrap();
     scenario("install", || install::install(&c, "field_install"));
     scenario("watchdog", || watchdog::watchdog(&c));
+    scenario("systemctl restart, and a typo", || restart::restart(&c));
     scenario("upgrade", || upgrade::upgrade(&c));
     scenario("daemon killed during a stop", || stop_kill::stop_kill(&c));
     scenario("reboot", || reboot::reboot(&c));

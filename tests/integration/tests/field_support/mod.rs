@@ -14,6 +14,7 @@
 pub mod install;
 pub mod package;
 pub mod reboot;
+pub mod restart;
 pub mod stop_kill;
 pub mod systemd_backend;
 pub mod upgrade;
