@@ -113,8 +113,15 @@ pub enum Fault {
     },
     /// The node's etcd is killed (SIGKILL); its daemon restarts it.
     EtcdKill { node: &'static str },
+    /// The node's etcd stops answering (SIGSTOP, as a process stuck on a
+    /// dead disk) for `lasts`, then gets SIGCONT if it still exists: the
+    /// daemon reports it hung and Pacemaker's recovery replaces it.
+    EtcdHang { node: &'static str, lasts: Duration },
     /// The cluster is put in maintenance mode for a while.
     Maintenance { lasts: Duration },
+    /// Maintenance mode with a fault inside it; maintenance ends after
+    /// `lasts`.
+    MaintenanceWith { lasts: Duration, inside: Inside },
     /// The node is put in standby (Pacemaker stops etcd there), then back.
     Standby { node: &'static str, lasts: Duration },
     /// Pacemaker on the node stops gracefully, as a reboot does, and the
@@ -146,6 +153,30 @@ pub enum Fault {
     },
 }
 
+/// A fault inside a maintenance window ([`Fault::MaintenanceWith`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inside {
+    /// The node loses power; it is fenced once maintenance ends, and
+    /// powered on after that.
+    PowerLoss(&'static str),
+    /// The node's daemon is killed, and started again before maintenance
+    /// ends.
+    DaemonKill(&'static str),
+    /// The node's etcd is killed; nothing restarts it while Pacemaker
+    /// manages nothing.
+    EtcdKill(&'static str),
+}
+
+impl fmt::Display for Inside {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Inside::PowerLoss(n) => write!(f, "power-loss {n}"),
+            Inside::DaemonKill(n) => write!(f, "daemon-kill {n}"),
+            Inside::EtcdKill(n) => write!(f, "etcd-kill {n}"),
+        }
+    }
+}
+
 impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = |d: &Duration| format!("{:.1}s", d.as_secs_f64());
@@ -168,7 +199,11 @@ impl fmt::Display for Fault {
                 restart_after,
             } => write!(f, "daemon-kill {node} (restart {})", s(restart_after)),
             Fault::EtcdKill { node } => write!(f, "etcd-kill {node}"),
+            Fault::EtcdHang { node, lasts } => write!(f, "etcd-hang {node} ({})", s(lasts)),
             Fault::Maintenance { lasts } => write!(f, "maintenance ({})", s(lasts)),
+            Fault::MaintenanceWith { lasts, inside } => {
+                write!(f, "maintenance with {inside} ({})", s(lasts))
+            }
             Fault::Standby { node, lasts } => write!(f, "standby {node} ({})", s(lasts)),
             Fault::GracefulReboot { node } => write!(f, "graceful-reboot {node}"),
             Fault::TotalOutage { first, gap } => {
@@ -211,14 +246,33 @@ pub fn draw(rng: &mut Rng) -> Fault {
                 _ => Fault::FollowerForces { after },
             }
         }
+        // Daemon outages of 0–60 s: within the agent's grace for a
+        // daemon that is down (300 s), so nobody may be fenced for them.
         4 => Fault::DaemonKill {
             node: rng.node(),
-            restart_after: rng.delay(3000),
+            restart_after: match rng.below(3) {
+                0 => rng.delay(60_000),
+                _ => rng.delay(3000),
+            },
         },
-        5 => Fault::EtcdKill { node: rng.node() },
-        6 => match rng.below(2) {
+        5 => match rng.below(2) {
+            0 => Fault::EtcdKill { node: rng.node() },
+            _ => Fault::EtcdHang {
+                node: rng.node(),
+                lasts: Duration::from_millis(5000 + rng.below(55_000)),
+            },
+        },
+        6 => match rng.below(3) {
             0 => Fault::Maintenance {
                 lasts: Duration::from_millis(2000 + rng.below(6000)),
+            },
+            1 => Fault::MaintenanceWith {
+                lasts: Duration::from_millis(2000 + rng.below(6000)),
+                inside: match rng.below(3) {
+                    0 => Inside::PowerLoss(rng.node()),
+                    1 => Inside::DaemonKill(rng.node()),
+                    _ => Inside::EtcdKill(rng.node()),
+                },
             },
             _ => Fault::Standby {
                 node: rng.node(),
@@ -610,6 +664,72 @@ fn kill9(w: &WardenCluster, node: &str, pid: i64) -> Result<()> {
     Ok(())
 }
 
+/// Sets the cluster's `maintenance-mode`.
+fn maintenance(w: &WardenCluster, on: bool) -> Result<()> {
+    let value = if on { "true" } else { "false" };
+    crm_attribute(
+        w,
+        &[
+            "--type",
+            "crm_config",
+            "--name",
+            "maintenance-mode",
+            "--update",
+            value,
+        ],
+    )
+}
+
+/// Maintenance mode for `lasts` with `inside` happening in it (see
+/// [`Inside`]); a node powered off inside is fenced once maintenance ends
+/// and powered on after that.
+fn maintenance_with(
+    w: &WardenCluster,
+    lasts: Duration,
+    inside: Inside,
+    rng: &mut Rng,
+) -> Result<()> {
+    let node = match inside {
+        Inside::PowerLoss(n) | Inside::DaemonKill(n) | Inside::EtcdKill(n) => n,
+    };
+    if !(up(w, node) && up(w, other(node))) {
+        return Ok(());
+    }
+    maintenance(w, true)?;
+    let before = fences(w, other(node), node);
+    match inside {
+        Inside::PowerLoss(_) => {
+            w.c.crash(node)?;
+        }
+        Inside::DaemonKill(_) => {
+            if let Some(pid) = w.daemon_pid(node) {
+                kill9(w, node, i64::from(pid))?;
+            }
+        }
+        Inside::EtcdKill(_) => {
+            if let Ok(Some(pid)) = w.etcd_pid(node) {
+                kill9(w, node, pid)?;
+            }
+        }
+    }
+    std::thread::sleep(lasts);
+    if let Inside::DaemonKill(_) = inside {
+        w.spawn_daemon(node)?;
+    }
+    maintenance(w, false)?;
+    if let Inside::PowerLoss(_) = inside {
+        let peer = other(node);
+        poll(
+            &format!("{peer} to fence {node} after maintenance"),
+            STEP,
+            || Ok((fences(w, peer, node) > before).then_some(())),
+        )?;
+        std::thread::sleep(rng.delay(3000));
+        power_on(w, node)?;
+    }
+    Ok(())
+}
+
 /// Runs `crm_attribute ARGS` on a node that is up.
 fn crm_attribute(w: &WardenCluster, args: &[&str]) -> Result<()> {
     let on = ["node1", "node2"]
@@ -755,30 +875,27 @@ pub fn apply(w: &WardenCluster, f: &Fault, rng: &mut Rng) -> Result<Applied> {
                 kill9(w, node, pid)?;
             }
         }
+        Fault::EtcdHang { node, lasts } => {
+            if up(w, node)
+                && let Ok(Some(pid)) = w.etcd_pid(node)
+            {
+                let pid = pid.to_string();
+                w.c.exec_ok(node, &["kill", "-STOP", &pid])?;
+                std::thread::sleep(*lasts);
+                // Gone when Pacemaker's recovery killed it, or the node
+                // was fenced: nothing to continue then.
+                if up(w, node) {
+                    let _ = w.c.exec(node, &["kill", "-CONT", &pid]);
+                }
+            }
+        }
         Fault::Maintenance { lasts } => {
-            crm_attribute(
-                w,
-                &[
-                    "--type",
-                    "crm_config",
-                    "--name",
-                    "maintenance-mode",
-                    "--update",
-                    "true",
-                ],
-            )?;
+            maintenance(w, true)?;
             std::thread::sleep(*lasts);
-            crm_attribute(
-                w,
-                &[
-                    "--type",
-                    "crm_config",
-                    "--name",
-                    "maintenance-mode",
-                    "--update",
-                    "false",
-                ],
-            )?;
+            maintenance(w, false)?;
+        }
+        Fault::MaintenanceWith { lasts, inside } => {
+            maintenance_with(w, *lasts, *inside, rng)?;
         }
         Fault::Standby { node, lasts } => {
             if !up(w, node) {

@@ -52,3 +52,49 @@ fn a_lost_state_file_and_a_replaced_node_pass_as_rounds() {
     }
     w.c.stop();
 }
+
+/// The campaign's supervisor faults, each once, judged as a campaign round:
+/// a hung etcd on the leader's node, a daemon down for 45 s, and
+/// maintenance windows with a power loss, a daemon kill and an etcd kill
+/// inside them.
+#[test]
+fn hung_members_long_daemon_outages_and_faults_in_maintenance_pass_as_rounds() {
+    use std::time::Duration;
+    use warden_integration::campaign::{Fault, Inside, Rng, Verdict};
+    let w = campaign::fresh_cluster().unwrap_or_else(|e| panic!("{e:#}"));
+    let mut rng = Rng::new(SEED);
+    let window = Duration::from_secs(4);
+    for (n, fault) in [
+        Fault::EtcdHang {
+            node: "node1",
+            lasts: Duration::from_secs(20),
+        },
+        Fault::DaemonKill {
+            node: "node2",
+            restart_after: Duration::from_secs(45),
+        },
+        Fault::MaintenanceWith {
+            lasts: window,
+            inside: Inside::PowerLoss("node2"),
+        },
+        Fault::MaintenanceWith {
+            lasts: window,
+            inside: Inside::DaemonKill("node1"),
+        },
+        Fault::MaintenanceWith {
+            lasts: window,
+            inside: Inside::EtcdKill("node2"),
+        },
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let judged = campaign::round_of(&w, n + 1, std::slice::from_ref(&fault), &mut rng);
+        eprintln!("[{fault}] {}", judged.verdict.word());
+        if judged.verdict != Verdict::Passed {
+            w.c.stop();
+            panic!("[{fault}] {:?}", judged.verdict);
+        }
+    }
+    w.c.stop();
+}
