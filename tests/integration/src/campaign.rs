@@ -815,25 +815,22 @@ pub fn apply(w: &WardenCluster, f: &Fault, rng: &mut Rng) -> Result<Applied> {
             std::thread::sleep(rng.delay(2000));
             power_on(w, loser)?;
         }
-        Fault::FollowerForces { after } => {
+        Fault::FollowerForces { after } | Fault::WinnerCannotFence { after } => {
             if !(up(w, "node1") && up(w, "node2")) {
                 return Ok(done);
             }
-            let (acks, cut) = follower_forces(w, *after)?;
+            // The leader the other node forces without, which is fenced.
+            let (acks, cut, leader) = if matches!(f, Fault::FollowerForces { .. }) {
+                let (acks, cut) = follower_forces(w, *after)?;
+                (acks, cut, "node2")
+            } else {
+                let (acks, cut) = winner_cannot_fence(w, *after)?;
+                (acks, cut, "node1")
+            };
             *own = acks;
-            done.window_cut = Some((cut, "node2"));
+            done.window_cut = Some((cut, leader));
             std::thread::sleep(rng.delay(2000));
-            power_on(w, "node2")?;
-        }
-        Fault::WinnerCannotFence { after } => {
-            if !(up(w, "node1") && up(w, "node2")) {
-                return Ok(done);
-            }
-            let (acks, cut) = winner_cannot_fence(w, *after)?;
-            *own = acks;
-            done.window_cut = Some((cut, "node1"));
-            std::thread::sleep(rng.delay(2000));
-            power_on(w, "node1")?;
+            power_on(w, leader)?;
         }
         Fault::LostStateFile { node, back_after } | Fault::ReplacedNode { node, back_after } => {
             if !(up(w, node) && up(w, other(node))) {
@@ -976,17 +973,7 @@ pub fn heal(w: &WardenCluster) -> Result<()> {
     for n in ["node1", "node2"] {
         power_on(w, n)?;
     }
-    crm_attribute(
-        w,
-        &[
-            "--type",
-            "crm_config",
-            "--name",
-            "maintenance-mode",
-            "--update",
-            "false",
-        ],
-    )?;
+    maintenance(w, false)?;
     for n in ["node1", "node2"] {
         crm_attribute(w, &["--node", n, "--name", "standby", "--update", "off"])?;
     }

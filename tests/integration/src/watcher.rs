@@ -199,6 +199,25 @@ impl Watcher {
         }
     }
 
+    /// Reads `prefix` on node1, waits until every node's watch delivered
+    /// its newest revision, stops the watchers, and checks what they
+    /// delivered against that read: one history, no revision twice,
+    /// nothing skipped.
+    pub fn finish_checked(
+        self,
+        w: &crate::twonode::WardenCluster,
+        prefix: &str,
+        timeout: Duration,
+    ) -> Result<WatchReport> {
+        let kvs = w.read("node1", prefix)?;
+        let top = kvs.iter().map(|kv| kv.mod_revision).max().unwrap_or(0);
+        self.wait_delivered(&w.nodes(), top, timeout)?;
+        let report = self.finish();
+        report.check()?;
+        report.check_complete(&kvs)?;
+        Ok(report)
+    }
+
     /// Stops the watchers and returns what they saw.
     pub fn finish(mut self) -> WatchReport {
         self.halt();

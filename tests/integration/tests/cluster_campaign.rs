@@ -27,10 +27,8 @@ fn a_fixed_seed_sample_of_the_campaign_passes() {
 #[test]
 fn a_lost_state_file_and_a_replaced_node_pass_as_rounds() {
     use std::time::Duration;
-    use warden_integration::campaign::{Fault, Rng, Verdict};
-    let w = campaign::fresh_cluster().unwrap_or_else(|e| panic!("{e:#}"));
-    let mut rng = Rng::new(SEED);
-    for (n, fault) in [
+    use warden_integration::campaign::Fault;
+    each_passes_as_a_round(&[
         Fault::LostStateFile {
             node: "node2",
             back_after: Duration::from_secs(2),
@@ -39,18 +37,7 @@ fn a_lost_state_file_and_a_replaced_node_pass_as_rounds() {
             node: "node1",
             back_after: Duration::from_secs(2),
         },
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let judged = campaign::round_of(&w, n + 1, std::slice::from_ref(&fault), &mut rng);
-        eprintln!("[{fault}] {}", judged.verdict.word());
-        if judged.verdict != Verdict::Passed {
-            w.c.stop();
-            panic!("[{fault}] {:?}", judged.verdict);
-        }
-    }
-    w.c.stop();
+    ]);
 }
 
 /// The campaign's supervisor faults, each once, judged as a campaign round:
@@ -60,11 +47,9 @@ fn a_lost_state_file_and_a_replaced_node_pass_as_rounds() {
 #[test]
 fn hung_members_long_daemon_outages_and_faults_in_maintenance_pass_as_rounds() {
     use std::time::Duration;
-    use warden_integration::campaign::{Fault, Inside, Rng, Verdict};
-    let w = campaign::fresh_cluster().unwrap_or_else(|e| panic!("{e:#}"));
-    let mut rng = Rng::new(SEED);
+    use warden_integration::campaign::{Fault, Inside};
     let window = Duration::from_secs(4);
-    for (n, fault) in [
+    each_passes_as_a_round(&[
         Fault::EtcdHang {
             node: "node1",
             lasts: Duration::from_secs(20),
@@ -85,11 +70,17 @@ fn hung_members_long_daemon_outages_and_faults_in_maintenance_pass_as_rounds() {
             lasts: window,
             inside: Inside::EtcdKill("node2"),
         },
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let judged = campaign::round_of(&w, n + 1, std::slice::from_ref(&fault), &mut rng);
+    ]);
+}
+
+/// Each of `faults` alone, as one campaign round on one fresh cluster, in
+/// order; fails at the first round that does not pass.
+fn each_passes_as_a_round(faults: &[warden_integration::campaign::Fault]) {
+    use warden_integration::campaign::{Rng, Verdict};
+    let w = campaign::fresh_cluster().unwrap_or_else(|e| panic!("{e:#}"));
+    let mut rng = Rng::new(SEED);
+    for (n, fault) in faults.iter().enumerate() {
+        let judged = campaign::round_of(&w, n + 1, std::slice::from_ref(fault), &mut rng);
         eprintln!("[{fault}] {}", judged.verdict.word());
         if judged.verdict != Verdict::Passed {
             w.c.stop();

@@ -184,12 +184,7 @@ fn run(cycles: &[Cycle]) {
     assert_eq!(fences, 0, "node1, the survivor, was fenced");
     let acks = writer.finish();
     w.check_writes(&acks, PREFIX, &all).or_fail(&w);
-    let kvs = w.read("node1", PREFIX).or_fail(&w);
-    let top = kvs.iter().map(|kv| kv.mod_revision).max().unwrap_or(0);
-    watcher.wait_delivered(&all, top, SETTLE).or_fail(&w);
-    let report = watcher.finish();
-    report.check().or_fail(&w);
-    report.check_complete(&kvs).or_fail(&w);
+    let report = watcher.finish_checked(&w, PREFIX, SETTLE).or_fail(&w);
     eprintln!(
         "{} acknowledged writes checked; watches: {}",
         acks.len(),

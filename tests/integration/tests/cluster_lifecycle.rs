@@ -335,12 +335,7 @@ fn a_force_whose_epoch_is_still_an_intent_keeps_the_writes_taken_alone() {
     }
     let acks = writer.finish();
     w.check_writes(&acks, PREFIX, &all).or_fail(&w);
-    let kvs = w.read("node1", PREFIX).or_fail(&w);
-    let top = kvs.iter().map(|kv| kv.mod_revision).max().unwrap_or(0);
-    watcher.wait_delivered(&all, top, SETTLE).or_fail(&w);
-    let report = watcher.finish();
-    report.check().or_fail(&w);
-    report.check_complete(&kvs).or_fail(&w);
+    let report = watcher.finish_checked(&w, PREFIX, SETTLE).or_fail(&w);
     eprintln!(
         "{} acknowledged writes checked ({} by node1 alone); watches: {}; whole run {:.1}s",
         acks.len(),

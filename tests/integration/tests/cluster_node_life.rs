@@ -215,14 +215,10 @@ fn check_nobody_serves(w: &WardenCluster, writer: &Writer, watcher: &Watcher, si
 /// stops them, and checks what they delivered against that read: one
 /// history, no revision twice, nothing skipped.
 fn check_watches(w: &WardenCluster, watcher: Watcher, prefix: &str) -> String {
-    let all = w.nodes();
-    let kvs = w.read("node1", prefix).or_fail(w);
-    let top = kvs.iter().map(|kv| kv.mod_revision).max().unwrap_or(0);
-    watcher.wait_delivered(&all, top, SETTLE).or_fail(w);
-    let report = watcher.finish();
-    report.check().or_fail(w);
-    report.check_complete(&kvs).or_fail(w);
-    report.summary()
+    watcher
+        .finish_checked(w, prefix, SETTLE)
+        .or_fail(w)
+        .summary()
 }
 
 /// node2 loses power and is fenced; node1 forces a one-member cluster

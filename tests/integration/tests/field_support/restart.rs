@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use warden_harness::field::FieldCluster;
 use warden_integration::writer::longest_gap;
 
-use super::watchdog::main_pid;
+use super::watchdog::{etcd_pid, main_pid};
 use super::{assert_no_failed_action, assert_no_new_fence, begin, check_writes, wait_all_voters};
 
 /// The longest write gap a daemon restart may cause (issue bound for a
@@ -24,18 +24,6 @@ const RESTART_GAP: Duration = Duration::from_secs(2);
 const DAEMON_DOWN: Duration = Duration::from_secs(35);
 const NODE: &str = "node-b";
 const TYPO: &str = "/etc/etcd-warden/config.d/99-field-typo.toml";
-
-/// The etcd PID the daemon's PID file names on `node`.
-fn etcd_pid(c: &FieldCluster, node: &str) -> u32 {
-    let out = c
-        .node_sh_ok(node, "cat /var/lib/etcd-warden/etcd.pid")
-        .unwrap()
-        .stdout;
-    out.split_whitespace()
-        .next()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("malformed etcd PID file on {node}: {out:?}"))
-}
 
 /// Whether `pid` runs on `node`.
 fn runs(c: &FieldCluster, node: &str, pid: u32) -> bool {

@@ -19,7 +19,7 @@ use super::{
 const RESTART_BOUND: Duration = Duration::from_secs(15 + 2 + 25);
 
 /// The etcd PID in the daemon's PID file on `node`.
-fn etcd_pid(c: &FieldCluster, node: &str) -> u32 {
+pub fn etcd_pid(c: &FieldCluster, node: &str) -> u32 {
     let out = c
         .node_sh_ok(node, "cat /var/lib/etcd-warden/etcd.pid")
         .unwrap()
