@@ -634,7 +634,7 @@ fn status_exits_by_the_nodes_health_and_etcdctl_reaches_the_nodes_etcd() {
 
     let out = standalone(&d, &["start"]);
     exit_code(&out, 0);
-    d.wait_ready(std::time::Duration::from_secs(30));
+    d.wait_ready();
     let out = standalone(&d, &["status"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");

@@ -288,7 +288,7 @@ fn a_bad_config_file_names_file_line_and_key() {
 #[test]
 fn defrag_refuses_the_only_voter_and_the_status_says_why() {
     let mut d = Daemon::start(true);
-    d.wait_ready(Duration::from_secs(10));
+    d.wait_ready();
     let run = |args: &[&str]| {
         Command::new(BIN)
             .args(args)
@@ -327,7 +327,7 @@ fn defrag_refuses_the_only_voter_and_the_status_says_why() {
 #[test]
 fn status_members_and_snapshot_commands() {
     let mut d = Daemon::start(true);
-    d.wait_ready(Duration::from_secs(10));
+    d.wait_ready();
     let run = |args: &[&str]| {
         let out = Command::new(BIN)
             .args(args)
@@ -378,7 +378,7 @@ fn the_report_combines_crm_mon_with_the_live_etcd_section() {
         "/tests/fixtures/two_node_cib.xml"
     );
     let mut d = Daemon::start_with_env(true, &[("CIB_file", cib)]);
-    d.wait_ready(Duration::from_secs(10));
+    d.wait_ready();
     let member = d.status().member_id.unwrap();
     let body = d
         .client()

@@ -63,7 +63,7 @@ fn etcd35_is_ready_monitors_and_the_cli_shows_u64_ids_and_a_verified_snapshot() 
     let (client, peer) = (free_port(), free_port());
     let t = Instant::now();
     let mut d = daemon_with_dropin(true, etcd35_dropin(client, peer));
-    d.wait_ready(Duration::from_secs(20));
+    d.wait_ready();
     eprintln!("etcd 3.5 ready after {:?}", t.elapsed());
     assert_runs_etcd35(&mut d);
     // etcd itself says it is 3.5.
@@ -140,7 +140,7 @@ fn a_sigkilled_etcd35_is_noticed_and_reported() {
     let mut d = daemon_with_dropin(false, etcd35_dropin(client, peer));
     let r = d.action(Action::Start, 0, 30_000);
     assert_eq!(r.outcome, Outcome::Success, "{r:?}\n{}", d.log());
-    d.wait_ready(Duration::from_secs(20));
+    d.wait_ready();
     let pid = assert_runs_etcd35(&mut d);
     kill(pid, 9);
     wait_for(

@@ -82,7 +82,7 @@ fn cycles(d: &Daemon, result: &str) -> f64 {
 #[test]
 fn the_daemon_writes_the_report_and_keeps_it_whole_when_crm_mon_breaks() {
     let (mut d, path, cib) = start();
-    d.wait_ready(Duration::from_secs(30));
+    d.wait_ready();
     let member = format!("{:x}", d.status().member_id.unwrap());
 
     // The first report that carries the live etcd member (the very first

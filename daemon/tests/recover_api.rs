@@ -41,7 +41,7 @@ fn epoch(d: &Daemon) -> u64 {
 #[test]
 fn recover_runs_in_the_daemon_and_offline_only_without_it() {
     let mut d = Daemon::start(true);
-    d.wait_ready(Duration::from_secs(30));
+    d.wait_ready();
     let me = d.status().node;
 
     // The plan alone: exit 2, nothing changed, answered by the daemon.

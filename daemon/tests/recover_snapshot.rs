@@ -15,7 +15,6 @@ mod tls_support;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::Duration;
 
 use common::*;
 use tls_support::{daemon_with_dropin, etcd35};
@@ -102,7 +101,7 @@ fn state(d: &Daemon) -> serde_json::Value {
 fn save_stop_restore_start(name: &str, etcd: &Path, etcdctl_tool: &Path) -> String {
     let (client, peer) = (free_port(), free_port());
     let mut d = daemon_with_dropin(true, dropin(name, etcd, client, peer));
-    d.wait_ready(Duration::from_secs(30));
+    d.wait_ready();
     for i in 0..KEYS {
         etcdctl_ok(
             etcdctl_tool,
@@ -203,7 +202,7 @@ fn save_stop_restore_start(name: &str, etcd: &Path, etcdctl_tool: &Path) -> Stri
     // configuration; every key saved is back, the later write is not.
     let r = d.action(Action::Start, 0, 60_000);
     assert_eq!(r.outcome, Outcome::Success, "{r:?}\n{}", d.log());
-    d.wait_ready(Duration::from_secs(30));
+    d.wait_ready();
     for i in 0..KEYS {
         let got = etcdctl_ok(
             etcdctl_tool,
