@@ -51,6 +51,9 @@ pub mod paths {
     /// Defragment the local member if the policy allows it now
     /// (`etcd-warden defrag`).
     pub const DEFRAG: &str = "/v1/defrag";
+    /// Read the configuration files again, apply what a running daemon can
+    /// and say when the rest takes effect (`etcd-warden reload`).
+    pub const RELOAD: &str = "/v1/reload";
 }
 
 /// The name of the file, in the directory of the daemon's socket, in which
@@ -152,6 +155,35 @@ pub struct DefragReply {
     /// The defragmentation, when one ran.
     #[serde(default)]
     pub run: Option<DefragRun>,
+}
+
+/// The answer to `POST /v1/reload`: the configuration files read again and
+/// compared with the settings the daemon runs with, key by key.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReloadReply {
+    /// Why the files were refused (file, line and key), when they were;
+    /// the daemon then runs on as it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+    /// The files read, in merge order.
+    #[serde(default)]
+    pub sources: Vec<String>,
+    /// Keys applied by this reload.
+    #[serde(default)]
+    pub applied: Vec<String>,
+    /// Keys that take effect at the daemon's next start (etcd keeps
+    /// running across `systemctl restart etcd-warden`).
+    #[serde(default)]
+    pub at_daemon_restart: Vec<String>,
+    /// Keys that take effect when the daemon next starts etcd on this node
+    /// (a restarted daemon restarts etcd when its configuration changed).
+    #[serde(default)]
+    pub at_etcd_restart: Vec<String>,
+    /// Keys that name the node, its cluster or the place of its data: not
+    /// changed on a running member.
+    #[serde(default)]
+    pub identity: Vec<String>,
 }
 
 /// What `etcd-warden recover` resolves.

@@ -58,6 +58,8 @@ pub(crate) enum Command {
     CrmConfig(cmd::pcs_config::CrmConfigArgs),
     /// Pacemaker alert agent: forward CRM_alert_* events to the daemon.
     Alert(cmd::alert::AlertArgs),
+    /// Make the daemon read its configuration again (systemctl reload).
+    Reload(cmd::reload::ReloadArgs),
     /// Resolve a state the daemon refuses to fix on its own.
     Recover(cmd::recover::RecoverArgs),
     /// Defragment this node's etcd member if the policy allows it now.
@@ -88,6 +90,7 @@ pub fn main() -> ExitCode {
         Command::PcsConfig(a) => cmd::pcs_config::run_pcsconfig(a),
         Command::CrmConfig(a) => cmd::pcs_config::run_crmconfig(a),
         Command::Alert(a) => cmd::alert::run_alert(a),
+        Command::Reload(a) => cmd::reload::run_reload(a),
         Command::Recover(a) => cmd::recover::run_recover(a),
         Command::Defrag(a) => cmd::defrag::run_defrag(a),
         Command::MigrateData(a) => cmd::migrate_data::run_migrate_data(a),

@@ -7,7 +7,7 @@
 //! stream only.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{broadcast, watch};
@@ -54,6 +54,8 @@ pub struct Core {
     pub(crate) failover: std::sync::OnceLock<Arc<crate::reconcile::Reconciler>>,
     /// The defragmentation policy's state (see [`crate::defrag`]).
     pub(crate) defrag: crate::defrag::Defrag,
+    /// `failover.archive_keep`, which a reload replaces.
+    pub(crate) archive_keep: AtomicU32,
     /// Whether etcd should be running (set by start, cleared by stop); the
     /// daemon restarts a dead etcd only when this is set and autostart is on.
     want_running: AtomicBool,
@@ -117,6 +119,7 @@ impl Core {
         );
         let etcd_record = crate::supervise::record::RecordKeeper::new(&settings, supervisor.name());
         let settings_hung_after = settings.timeouts.hung_after;
+        let archive_keep = AtomicU32::new(settings.failover.archive_keep);
         Core {
             settings,
             supervisor,
@@ -127,6 +130,7 @@ impl Core {
             work: crate::tasks::Work::default(),
             failover: std::sync::OnceLock::new(),
             defrag,
+            archive_keep,
             want_running: AtomicBool::new(false),
             state_tx,
             leader_tx,

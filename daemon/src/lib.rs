@@ -22,6 +22,7 @@ pub mod pcmk_tool;
 pub mod raft_progress;
 pub mod reconcile;
 pub(crate) mod recover;
+pub(crate) mod reload;
 pub mod report_cycle;
 pub mod run;
 pub mod server;

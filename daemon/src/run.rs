@@ -102,7 +102,7 @@ impl Pass for Failover {
     fn run<'a>(&'a self, core: &'a Arc<Core>) -> BoxFuture<'a, bool> {
         Box::pin(async move {
             let pending = self.reconciler.tick(&core.ports()).await;
-            prune_archives(&self.reconciler, core.settings.failover.archive_keep).await;
+            prune_archives(&self.reconciler, core.archive_keep()).await;
             pending
         })
     }
@@ -337,12 +337,10 @@ pub async fn run_with(
         )),
         None => loops.report.off(),
     }
-    if settings.defrag.enabled {
-        owned.push((
-            "the defragmentation loop",
-            work.spawn(defrag_loop(core.clone(), cancel.clone())),
-        ));
-    }
+    owned.push((
+        "the defragmentation loop",
+        work.spawn(defrag_loop(core.clone(), cancel.clone())),
+    ));
     owned.push((
         "the status notifier",
         work.spawn(status_loop(core.clone(), cancel.clone())),
@@ -568,13 +566,17 @@ async fn report_loop(
 /// the first one interval after the start (a starting cluster is no time
 /// for it). A defragment runs inside the loop's task: the next look waits
 /// for it. Not watched by the watchdog: a defragment of a large database
-/// legitimately takes minutes, and nothing else waits for this loop.
+/// legitimately takes minutes, and nothing else waits for this loop. The
+/// interval and `enabled` are read at each look, so a reload changes them.
 async fn defrag_loop(core: Arc<Core>, cancel: CancellationToken) -> anyhow::Result<()> {
-    let every = core.settings.defrag.check_interval;
     loop {
+        let every = core.defrag.settings().check_interval;
         tokio::select! {
             () = tokio::time::sleep(every) => {}
             () = cancel.cancelled() => return Ok(()),
+        }
+        if !core.defrag.settings().enabled {
+            continue;
         }
         let r = core.defrag(crate::defrag::policy::Mode::Auto).await;
         if r.done {

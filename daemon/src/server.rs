@@ -264,6 +264,15 @@ async fn defrag(State(core): State<Arc<Core>>, req: Request) -> Response {
     json(StatusCode::OK, &core.defrag(mode).await)
 }
 
+/// `POST /v1/reload`. Its body (`{}`) is read before the answer: an answer
+/// sent first ends the connection while the client may still be writing.
+async fn reload(State(core): State<Arc<Core>>, req: Request) -> Response {
+    if let Err(resp) = read_json::<serde_json::Value>(req).await {
+        return resp;
+    }
+    json(StatusCode::OK, &core.reload().await)
+}
+
 async fn event(State(core): State<Arc<Core>>, req: Request) -> Response {
     let ev: ClusterEvent = match read_json(req).await {
         Ok(r) => r,
@@ -334,6 +343,7 @@ pub(crate) fn router(core: Arc<Core>, on: Listener) -> Router {
             .route(paths::EVENT, post(event))
             .route(paths::RECOVER, post(recover))
             .route(paths::DEFRAG, post(defrag))
+            .route(paths::RELOAD, post(reload))
             .route(paths::STATUS, get(status))
             .route(paths::MEMBERS, get(members))
             .route(paths::REPORT, get(report)),

@@ -21,13 +21,13 @@ pub(crate) fn config_path(dir: &Path) -> PathBuf {
 /// Load the settings of an existing standalone directory (for the CLI).
 pub(crate) fn load(dir: &Path) -> anyhow::Result<Settings> {
     let p = config_path(dir);
-    config::Layout::beside(&p).load().with_context(|| {
-        format!(
-            "no standalone setup in {} (run `etcd-warden daemon --standalone {}` first)",
-            dir.display(),
-            dir.display()
-        )
-    })
+    anyhow::ensure!(
+        p.exists(),
+        "no standalone setup in {} (run `etcd-warden daemon --standalone {}` first)",
+        dir.display(),
+        dir.display()
+    );
+    Ok(config::Layout::beside(&p).load()?)
 }
 
 fn free_port() -> anyhow::Result<u16> {
@@ -138,19 +138,25 @@ pub(crate) fn prepare(
         crate::atomic_file::write(&path, text.as_bytes(), crate::atomic_file::Replace::Durable)
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    let mut s = config::Layout::beside(&path).load()?;
-    if let Some(a) = http_addr {
-        let addr: std::net::SocketAddr = a
-            .parse()
-            .with_context(|| format!("--http-addr {a:?} is not an address like 127.0.0.1:9481"))?;
-        anyhow::ensure!(
-            addr.ip().is_loopback(),
-            "--http-addr {addr} is not a loopback address; the HTTP listener has no authentication"
-        );
-        s.api.http_addr = Some(addr);
-    }
-    s.autostart = autostart;
-    Ok(s)
+    let mut layout = config::Layout::beside(&path);
+    layout.overrides = config::Overrides {
+        autostart: Some(autostart),
+        http_addr: http_addr.map(loopback_addr).transpose()?,
+    };
+    Ok(layout.load()?)
+}
+
+/// `--http-addr`: a loopback address (the HTTP listener has no
+/// authentication).
+fn loopback_addr(a: &str) -> anyhow::Result<std::net::SocketAddr> {
+    let addr: std::net::SocketAddr = a
+        .parse()
+        .with_context(|| format!("--http-addr {a:?} is not an address like 127.0.0.1:9481"))?;
+    anyhow::ensure!(
+        addr.ip().is_loopback(),
+        "--http-addr {addr} is not a loopback address; the HTTP listener has no authentication"
+    );
+    Ok(addr)
 }
 
 #[cfg(test)]

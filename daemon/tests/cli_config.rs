@@ -561,6 +561,7 @@ fn every_subcommand_that_reads_the_configuration_refuses_a_broken_one_the_same_w
         ],
         &["recover", "force-new-cluster", "--node", "a"],
         &["health"],
+        &["reload"],
     ] {
         let out = s.run(args);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -672,6 +673,77 @@ fn status_exits_by_the_nodes_health_and_etcdctl_reaches_the_nodes_etcd() {
     let out = standalone(&d, &["etcdctl", "no-such-command"]);
     assert!(!out.status.success());
     exit_code(&out, 1);
+}
+
+#[test]
+fn reload_applies_the_policy_keys_names_the_rest_and_refuses_a_broken_file() {
+    let mut d = tls_support::daemon_with_dropin(true, |_| String::new());
+    d.wait_ready();
+    let etcd = d.status().etcd_pid.unwrap();
+    let dropin = d.dir.path().join("config.d/50-test.toml");
+    let out = standalone(&d, &["reload"]);
+    exit_code(&out, 0);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("no change: the daemon runs with what the files say"),
+        "{stdout}"
+    );
+
+    std::fs::write(
+        &dropin,
+        "[defrag]\nfragmentation_percent = 60\n[timeouts]\nhung_after_ms = 8000\n[etcd]\nquota_backend_bytes = 4294967296\n",
+    )
+    .unwrap();
+    let out = standalone(&d, &["reload"]);
+    exit_code(&out, 0);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        "defrag.fragmentation_percent: applied now\n",
+        "timeouts.hung_after_ms: take effect when the daemon restarts (etcd keeps running): `systemctl restart etcd-warden`\n",
+        "etcd.quota_backend_bytes: take effect when etcd restarts on this node",
+    ] {
+        assert!(stdout.contains(want), "{want}: {stdout}");
+    }
+    assert!(stdout.contains(&dropin.display().to_string()), "{stdout}");
+    // The applied key is now what the daemon runs with; the others still wait.
+    let out = standalone(&d, &["reload", "--json"]);
+    exit_code(&out, 0);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["applied"], serde_json::json!([]), "{json}");
+    assert_eq!(
+        json["atDaemonRestart"],
+        serde_json::json!(["timeouts.hung_after_ms"]),
+        "{json}"
+    );
+    assert_eq!(
+        json["atEtcdRestart"],
+        serde_json::json!(["etcd.quota_backend_bytes"]),
+        "{json}"
+    );
+
+    // A broken file changes nothing: exit 78 with its line and key.
+    std::fs::write(&dropin, "[defrag]\nfragmentation_percent = \"many\"\n").unwrap();
+    let key = format!("{}:2: key `defrag.fragmentation_percent`", dropin.display());
+    let out = standalone(&d, &["reload"]);
+    let stderr = exit_code(&out, 78);
+    assert!(stderr.contains(&key), "{stderr}");
+    // Asked on its socket alone, the daemon refuses it the same way.
+    let out = Command::new(BIN)
+        .args(["reload", "--socket"])
+        .arg(d.socket())
+        .output()
+        .unwrap();
+    let stderr = exit_code(&out, 78);
+    assert!(stderr.contains(&key), "{stderr}");
+    assert!(stderr.contains("runs on unchanged"), "{stderr}");
+    assert!(
+        d.log().contains("configuration not reloaded"),
+        "{}",
+        d.log()
+    );
+    let s = d.status();
+    assert_eq!(s.etcd_pid, Some(etcd), "etcd was restarted: {s:?}");
+    assert!(s.quorum, "{s:?}");
 }
 
 #[test]

@@ -13,6 +13,7 @@ pub(crate) mod members;
 pub(crate) mod migrate_data;
 pub(crate) mod pcs_config;
 pub(crate) mod recover;
+pub(crate) mod reload;
 pub(crate) mod snapshot;
 pub(crate) mod status;
 pub(crate) mod target;

@@ -27,6 +27,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub(crate) mod changes;
 mod etcd_rules;
 pub(crate) mod fragments;
 pub(crate) mod host;
@@ -136,6 +137,9 @@ pub enum ConfigError {
 /// [`Layout::under`] moves the whole tree under another root.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Layout {
+    /// Values from the daemon's command line (standalone mode), which
+    /// replace the files' at every load, a reload's too.
+    pub(crate) overrides: Overrides,
     /// The shipped drop-in directory, read before the main file.
     pub(crate) vendor_dir: Option<PathBuf>,
     /// The main file (it may be absent when drop-ins say everything).
@@ -155,6 +159,7 @@ impl Layout {
     /// The system layout under `root` instead of `/`.
     pub(crate) fn under(root: &Path) -> Self {
         Layout {
+            overrides: Overrides::default(),
             vendor_dir: Some(root.join("usr/lib/etcd-warden/config.d")),
             main: root.join("etc/etcd-warden/config.toml"),
             dropin_dirs: vec![
@@ -169,6 +174,7 @@ impl Layout {
     /// second instance) is not changed by the host's directories.
     pub(crate) fn beside(main: &Path) -> Self {
         Layout {
+            overrides: Overrides::default(),
             vendor_dir: None,
             main: main.to_path_buf(),
             dropin_dirs: vec![main.parent().unwrap_or(Path::new(".")).join("config.d")],
@@ -239,7 +245,7 @@ impl Layout {
 
     /// Read, merge and validate the configuration.
     pub(crate) fn load(&self) -> Result<Settings, ConfigError> {
-        validate::settings(self.inputs()?, self.clone())
+        validate::settings(self.inputs()?, self.clone()).map(|s| self.overrides.apply(s))
     }
 
     /// [`Layout::load`], then the files the configuration names checked on
@@ -250,6 +256,28 @@ impl Layout {
         let settings = validate::settings(inputs, self.clone())?;
         named.check(&settings)?;
         Ok(settings)
+    }
+}
+
+/// Settings given on the daemon's command line (`--autostart`,
+/// `--http-addr` in standalone mode).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Overrides {
+    /// `--autostart`.
+    pub(crate) autostart: Option<bool>,
+    /// `--http-addr`.
+    pub(crate) http_addr: Option<std::net::SocketAddr>,
+}
+
+impl Overrides {
+    fn apply(&self, mut s: Settings) -> Settings {
+        if let Some(a) = self.autostart {
+            s.autostart = a;
+        }
+        if let Some(a) = self.http_addr {
+            s.api.http_addr = Some(a);
+        }
+        s
     }
 }
 

@@ -37,10 +37,20 @@ const KEEP_RUNS: usize = 16;
 /// timeouts of etcd's default timing.
 const MOVE_LEADER_WAIT: Duration = Duration::from_secs(10);
 
+/// What one attempt fixed when it began.
+struct ThisRun {
+    mode: Mode,
+    started_at_ms: u64,
+    /// `[defrag] timeout_ms` as the attempt read it (its lock lasts as
+    /// long, whatever a reload sets meanwhile).
+    timeout: Duration,
+}
+
 /// The policy's state on this node: its record and its one-at-a-time lock.
 #[derive(Debug)]
 pub(crate) struct Defrag {
-    settings: DefragSettings,
+    // Replaced by a reload (`etcd-warden reload`); read once per attempt.
+    settings: Mutex<DefragSettings>,
     node: String,
     runs: Mutex<VecDeque<DefragRun>>,
     answer: Mutex<Option<String>>,
@@ -53,13 +63,26 @@ impl Defrag {
     /// The policy of `node` with `settings`, counting into `metrics`.
     pub(crate) fn new(node: &str, settings: DefragSettings, metrics: DefragMetrics) -> Self {
         Defrag {
-            settings,
+            settings: Mutex::new(settings),
             node: node.to_string(),
             runs: Mutex::new(VecDeque::new()),
             answer: Mutex::new(None),
             serial: tokio::sync::Mutex::new(()),
             metrics,
         }
+    }
+
+    /// The policy's settings now.
+    pub(crate) fn settings(&self) -> DefragSettings {
+        self.settings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Apply `settings` from the next attempt on.
+    pub(crate) fn set_settings(&self, settings: DefragSettings) {
+        *self.settings.lock().unwrap_or_else(|e| e.into_inner()) = settings;
     }
 
     /// The record shown in the status.
@@ -114,9 +137,10 @@ impl Defrag {
         deadline: Duration,
     ) -> DefragReply {
         let _one = self.serial.lock().await;
+        let settings = self.settings();
         let th = Threshold {
-            percent: self.settings.fragmentation_percent,
-            min_size: self.settings.min_db_size_bytes,
+            percent: settings.fragmentation_percent,
+            min_size: settings.min_db_size_bytes,
         };
         let f = facts::gather(src, deadline).await;
         let decision = match policy::decide(&f, &th, mode) {
@@ -129,7 +153,7 @@ impl Defrag {
             }
         };
         let started_at_ms = now_unix_ms();
-        let ttl = self.settings.timeout + MOVE_LEADER_WAIT + Duration::from_secs(30);
+        let ttl = settings.timeout + MOVE_LEADER_WAIT + Duration::from_secs(30);
         let value = format!("{} since {started_at_ms}", self.node);
         let lease = match src.etcd.acquire_defrag_lock(&value, ttl, deadline).await {
             Ok(Ok(lease)) => lease,
@@ -147,7 +171,17 @@ impl Defrag {
         };
         let mut steps = vec![format!("took the defragmentation lock ({value})")];
         let result = self
-            .carry_out(src, &decision, mode, started_at_ms, deadline, &mut steps)
+            .carry_out(
+                src,
+                &decision,
+                &ThisRun {
+                    mode,
+                    started_at_ms,
+                    timeout: settings.timeout,
+                },
+                deadline,
+                &mut steps,
+            )
             .await;
         match src.etcd.release_defrag_lock(lease, deadline).await {
             Ok(()) => steps.push("released the defragmentation lock".into()),
@@ -193,8 +227,7 @@ impl Defrag {
         &self,
         src: &Sources<'_>,
         decision: &Decision,
-        mode: Mode,
-        started_at_ms: u64,
+        this: &ThisRun,
         deadline: Duration,
         steps: &mut Vec<String>,
     ) -> Result<DefragRun, (String, Option<DefragRun>)> {
@@ -228,21 +261,21 @@ impl Defrag {
             "defragmenting the local member"
         );
         let t0 = Instant::now();
-        let r = src.etcd.defragment(self.settings.timeout).await;
+        let r = src.etcd.defragment(this.timeout).await;
         let took = t0.elapsed();
         let after = src.etcd.status(deadline).await.ok().map(|s| s.db_size);
         let run = DefragRun {
-            started_at_ms,
+            started_at_ms: this.started_at_ms,
             duration_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
             db_size_before: before.db_size,
             db_size_in_use_before: before.db_size_in_use,
             db_size_after: after,
             leader_moved_to: moved,
-            by_hand: matches!(mode, Mode::Manual { .. }),
+            by_hand: matches!(this.mode, Mode::Manual { .. }),
             error: r.as_ref().err().map(|e| e.to_string()),
         };
         self.metrics
-            .ran(now_unix_secs(started_at_ms), took, r.is_ok());
+            .ran(now_unix_secs(this.started_at_ms), took, r.is_ok());
         match r {
             Ok(()) => {
                 tracing::info!(

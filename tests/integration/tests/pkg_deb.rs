@@ -52,6 +52,7 @@ const EXPECTED: &[&str] = &[
     "/usr/share/man/man8/etcd-warden-alert.8.gz",
     "/usr/share/man/man8/etcd-warden-recover.8.gz",
     "/usr/share/man/man8/etcd-warden-defrag.8.gz",
+    "/usr/share/man/man8/etcd-warden-reload.8.gz",
     "/usr/share/man/man8/etcd-warden-migrate-data.8.gz",
     "/usr/share/man/man8/etcd-warden-check-config.8.gz",
     "/usr/share/man/man8/etcd-warden-etcdctl.8.gz",

@@ -1,5 +1,8 @@
-//! `systemctl restart etcd-warden` on a live pair, then the same after a
-//! configuration typo. The restart leaves etcd running (same PID) and the
+//! `systemctl reload etcd-warden` after a configuration change on a live
+//! pair: the daemon applies the defragmentation policy, names the timeout
+//! that needs a restart, and keeps its PID and etcd's; a broken file fails
+//! the reload and changes nothing. Then `systemctl restart etcd-warden`,
+//! and the same after a configuration typo. The restart leaves etcd running (same PID) and the
 //! new daemon adopts it; the typo makes the new daemon exit 78, which
 //! systemd does not restart (`RestartPreventExitStatus=78`): etcd keeps
 //! serving without its daemon (the OCF agent judges it itself), nobody is
@@ -24,6 +27,7 @@ const RESTART_GAP: Duration = Duration::from_secs(2);
 const DAEMON_DOWN: Duration = Duration::from_secs(35);
 const NODE: &str = "node-b";
 const TYPO: &str = "/etc/etcd-warden/config.d/99-field-typo.toml";
+const EDIT: &str = "/etc/etcd-warden/config.d/50-field-reload.toml";
 
 /// Whether `pid` runs on `node`.
 fn runs(c: &FieldCluster, node: &str, pid: u32) -> bool {
@@ -54,9 +58,90 @@ fn restart_adopting(c: &FieldCluster, etcd: u32) {
     .unwrap();
 }
 
+/// Writes `text` to [`EDIT`] on [`NODE`] and runs `systemctl reload
+/// etcd-warden`; its outcome.
+fn edit_and_reload(c: &FieldCluster, text: &str) -> warden_harness::process::CmdOutput {
+    c.node_sh_ok(
+        NODE,
+        &format!("mkdir -p /etc/etcd-warden/config.d && printf '{text}' > {EDIT}"),
+    )
+    .unwrap();
+    c.node_sh(NODE, "systemctl reload etcd-warden").unwrap()
+}
+
+/// `etcd-warden reload --json` on [`NODE`].
+fn reload_json(c: &FieldCluster) -> serde_json::Value {
+    let out = c.node_sh_ok(NODE, "etcd-warden reload --json").unwrap();
+    serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", out.stdout))
+}
+
+/// The reload scenario; the longest write gap on each node across it.
+fn reload(c: &FieldCluster, w: &warden_integration::writer::Writer, etcd: u32) -> Vec<Duration> {
+    let (daemon, _) = main_pid(c, NODE).unwrap();
+    let t0 = Instant::now();
+    let done = edit_and_reload(
+        c,
+        "[defrag]\\nfragmentation_percent = 60\\n[timeouts]\\nhung_after_ms = 6000\\n",
+    );
+    assert!(
+        done.success(),
+        "systemctl reload: {}{}",
+        done.stdout,
+        done.stderr
+    );
+    // Applied: asked again, the daemon runs with the new policy already,
+    // and still names the timeout that waits for a restart.
+    let again = reload_json(c);
+    assert_eq!(again["applied"], serde_json::json!([]), "{again}");
+    assert_eq!(
+        again["atDaemonRestart"],
+        serde_json::json!(["timeouts.hung_after_ms"]),
+        "{again}"
+    );
+    // A broken file: the reload fails, the daemon runs on unchanged.
+    let failed = edit_and_reload(c, "[defrag]\\nenabled = \"yes\"\\n");
+    assert!(
+        !failed.success(),
+        "systemctl reload succeeded with a broken file"
+    );
+    let journal = c
+        .node_sh_ok(NODE, "journalctl -u etcd-warden -n 30 --no-pager")
+        .unwrap()
+        .stdout;
+    assert!(
+        journal.contains(EDIT) && journal.contains("defrag.enabled"),
+        "the journal does not name the file and the key: {journal}"
+    );
+    c.node_sh_ok(NODE, &format!("rm {EDIT}")).unwrap();
+    let done = c.node_sh(NODE, "systemctl reload etcd-warden").unwrap();
+    assert!(
+        done.success(),
+        "systemctl reload: {}{}",
+        done.stdout,
+        done.stderr
+    );
+    assert_eq!(
+        main_pid(c, NODE).unwrap().0,
+        daemon,
+        "a reload restarted the daemon"
+    );
+    assert_eq!(etcd_pid(c, NODE), etcd, "a reload restarted etcd");
+    let t1 = Instant::now();
+    for n in ["node-a", NODE] {
+        w.wait_ack_after(Some(n), t1, Duration::from_secs(30))
+            .unwrap();
+    }
+    let acks = w.acks();
+    ["node-a", NODE]
+        .iter()
+        .map(|n| longest_gap(&acks, Some(n), t0, t1))
+        .collect()
+}
+
 pub fn restart(c: &FieldCluster) {
     let (w, fences_before) = begin(c, "/field-restart");
     let etcd = etcd_pid(c, NODE);
+    let reload_gaps = reload(c, &w, etcd);
     let (daemon, _) = main_pid(c, NODE).unwrap();
 
     // A plain restart: the same etcd serves on.
@@ -151,6 +236,12 @@ pub fn restart(c: &FieldCluster) {
     let acks = w.acks();
     let down_gap = longest_gap(&acks, Some(NODE), t_typo, Instant::now());
     let n = check_writes(c, w, "node-a").unwrap();
+    eprintln!(
+        "field_restart: systemctl reload (applied, refused, applied) -> same daemon and etcd, \
+         longest write gap node-a {:.2} s, {NODE} {:.2} s",
+        reload_gaps[0].as_secs_f64(),
+        reload_gaps[1].as_secs_f64()
+    );
     eprintln!(
         "field_restart: systemctl restart -> same etcd (PID {etcd}), longest write gap node-a {:.2} s, \
          {NODE} {:.2} s; with a typo the daemon stayed down {:.1} s (exit 78), longest {NODE} gap \
