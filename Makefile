@@ -115,8 +115,10 @@ field-deb: test-bins
 demo-field: deps images test-bins
 	flock -o /tmp/warden-field.lock $(CARGO) test -p warden-integration --test field_power -- --nocapture
 
+# One cargo invocation for everything the demo runs (the same arguments as
+# warden-demo's BUILD, which then finds it all built): no crate compiled twice.
 demo: deps
-	$(CARGO) build -p etcd-warden -p etcd-warden-agent -p warden-harness --bins
+	$(CARGO) build -p warden-harness --bin warden-demo -p warden-integration --bin failover-demo -p etcd-warden --bin etcd-warden -p etcd-warden-agent --bin etcd-warden-agent
 	./target/debug/warden-demo
 
 # Failover timings on the namespace harness; RUNS=N runs per figure (default 10).

@@ -49,24 +49,38 @@ fn cargo_build(dir: &Path, args: &[&str]) -> Result<()> {
     Ok(())
 }
 
+/// The one `cargo build` of everything the demo runs, the same arguments as
+/// `make demo`'s (a test compares them): with the packages in one
+/// invocation cargo unifies their dependencies' features once, so no crate
+/// is compiled twice, and after `make demo` this build has nothing to do.
+/// (Built one package at a time, as the tests build the daemon, the shared
+/// dependencies would be compiled again with each package's features.)
+const BUILD: &[&str] = &[
+    "-p",
+    "warden-harness",
+    "--bin",
+    "warden-demo",
+    "-p",
+    "warden-integration",
+    "--bin",
+    "failover-demo",
+    "-p",
+    "etcd-warden",
+    "--bin",
+    "etcd-warden",
+    "-p",
+    "etcd-warden-agent",
+    "--bin",
+    "etcd-warden-agent",
+];
+
 /// Builds the demo and the two binaries it runs, and returns the demo's
-/// path and the environment that points it at those binaries.
-///
-/// The daemon and the agent are built one package each, exactly as the
-/// integration crate's `bins` module builds them: a build of several
-/// packages at once unifies their dependencies' features differently, so
-/// the demo's own build of them would compile them again, silently, inside
-/// its first step (about a minute on a fresh machine, the bulk of a first
-/// run's cluster boot). Built here, with cargo's progress shown, and handed
-/// to the demo by path, the demo runs no cargo at all.
+/// path and the environment that points it at those binaries (the demo
+/// then runs no cargo at all).
 fn build_demo(dir: &Path) -> Result<(PathBuf, Vec<(String, PathBuf)>)> {
-    cargo_build(dir, &["-p", "warden-integration", "--bin", "failover-demo"])?;
+    cargo_build(dir, BUILD)?;
     let mut env = Vec::new();
-    for (package, bin) in [
-        ("etcd-warden", "etcd-warden"),
-        ("etcd-warden-agent", "etcd-warden-agent"),
-    ] {
-        cargo_build(dir, &["-p", package, "--bin", bin])?;
+    for bin in ["etcd-warden", "etcd-warden-agent"] {
         let path = dir.join(bin);
         ensure!(path.exists(), "{} missing after the build", path.display());
         let var = format!("WARDEN_BIN_{}", bin.to_uppercase().replace('-', "_"));
@@ -114,5 +128,22 @@ fn main() -> ExitCode {
             eprintln!("warden-demo: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// `make demo` builds with exactly [`super::BUILD`], so that the
+    /// demo's own build finds everything fresh.
+    #[test]
+    fn make_demo_builds_what_the_demo_builds() {
+        let makefile = include_str!("../../../../Makefile");
+        let line = makefile
+            .lines()
+            .skip_while(|l| !l.starts_with("demo:"))
+            .find(|l| l.contains("build"))
+            .unwrap_or_default();
+        let want = format!("$(CARGO) build {}", super::BUILD.join(" "));
+        assert_eq!(line.trim(), want, "make demo's build line");
     }
 }
