@@ -746,6 +746,36 @@ fn reload_applies_the_policy_keys_names_the_rest_and_refuses_a_broken_file() {
     assert!(s.quorum, "{s:?}");
 }
 
+/// The backend's applied index (bbolt's `meta/consistent_index`) of a
+/// member stopped gracefully is the raft index it reported, on etcd 3.4
+/// (Debian's) and 3.5.
+#[test]
+fn the_backend_index_of_a_stopped_member_is_the_index_it_applied() {
+    let etcd35 = tls_support::etcd35("etcd");
+    for binary in [None, Some(etcd35)] {
+        let mut d = tls_support::daemon_with_dropin(true, |_| match &binary {
+            Some(b) => format!("[etcd]\nbinary = \"{}\"\n", b.display()),
+            None => String::new(),
+        });
+        d.wait_ready();
+        for i in 0..30 {
+            let key = format!("/warden-test/backend/{i}");
+            exit_code(&standalone(&d, &["etcdctl", "put", &key, "v"]), 0);
+        }
+        let applied = d.status().raft_index.unwrap();
+        exit_code(&standalone(&d, &["stop"]), 0);
+        let db = d.dir.path().join("etcd/member/snap/db");
+        let index = etcd_warden::reconcile::backend_index::consistent_index(&db)
+            .unwrap_or_else(|e| panic!("{binary:?}: {e}"));
+        // The stop may append nothing the backend applies after the last
+        // status; a leader's entries between them are few.
+        assert!(
+            (applied..applied + 5).contains(&index),
+            "{binary:?}: backend index {index}, raft index {applied} before the stop"
+        );
+    }
+}
+
 #[test]
 fn health_without_a_configured_report_is_unknown_and_says_why() {
     let s = Setup::new();

@@ -254,7 +254,11 @@ client_urls = ["http://10.0.0.2:2379"]
         );
         assert_eq!(
             keys("[etcd]\ndata_dir = \"/srv/etcd\"\n"),
-            [("etcd.data_dir", Takes::Identity)]
+            // The archives' default place follows the data.
+            [
+                ("etcd.data_dir", Takes::Identity),
+                ("failover.archive_dir", Takes::Identity)
+            ]
         );
         assert_eq!(
             keys("[report]\ninterval_ms = 60000\n"),

@@ -720,14 +720,26 @@ fn revisions_at_risk(paths: &LocalPaths, stopped_gracefully: bool) -> u64 {
     match super::held::force_drop(&paths.member_dir()) {
         Some(d) => {
             let n = d.revisions_at_risk(stopped_gracefully);
+            let applied =
+                super::backend_index::consistent_index(&paths.member_dir().join("snap/db"));
             tracing::info!(
                 entries_past_commit = d.entries,
                 led = d.led,
                 stopped_gracefully,
+                commit = d.commit,
+                backend_applied = ?applied,
                 at_risk = n,
                 "read the log entries the forced restart drops"
             );
-            n
+            // A backend ahead of the persisted commit (or one that cannot be
+            // read) needs the held start: it ends in a snapshot from which
+            // a joining member is sent the backend, never the log this
+            // backend skipped entries of (see `etcd_conf::snapshot_count`).
+            // One revision at risk routes the force through it.
+            match applied {
+                Ok(a) if a <= d.commit => n,
+                _ => n.max(1),
+            }
         }
         None => {
             tracing::warn!(

@@ -269,6 +269,9 @@ pub(crate) struct ForceDrop {
     /// commit past the one this leader persisted, if etcd was stopped
     /// cleanly (it saves each batch's commit index before it ends).
     pub(crate) led: bool,
+    /// The commit index the log persisted: the force keeps the log up to
+    /// it.
+    pub(crate) commit: u64,
 }
 
 impl ForceDrop {
@@ -360,7 +363,11 @@ impl Tail {
         let first_of_term = self.entries.iter().find(|e| e.1 == term).map(|e| e.0);
         let led = self.node.is_some_and(|n| n == vote && n != 0)
             && first_of_term.is_some_and(|i| i <= commit);
-        ForceDrop { entries, led }
+        ForceDrop {
+            entries,
+            led,
+            commit,
+        }
     }
 }
 
@@ -523,7 +530,8 @@ mod tests {
             d,
             ForceDrop {
                 entries: 2,
-                led: false
+                led: false,
+                commit: 7
             }
         );
         assert_eq!(d.revisions_at_risk(true), 2);
@@ -560,7 +568,8 @@ mod tests {
             d,
             ForceDrop {
                 entries: 2,
-                led: true
+                led: true,
+                commit: 6
             }
         );
         assert_eq!(d.revisions_at_risk(true), 0);
@@ -586,7 +595,8 @@ mod tests {
             force_drop(&member).unwrap(),
             ForceDrop {
                 entries: 1,
-                led: false
+                led: false,
+                commit: 5
             }
         );
         // A candidate of a term nobody led: no entry of that term.

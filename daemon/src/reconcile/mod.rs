@@ -14,6 +14,7 @@
 
 pub(crate) mod agent;
 pub mod archives;
+pub mod backend_index;
 pub mod exec;
 pub(crate) mod gather;
 mod held;
