@@ -503,6 +503,7 @@ mod tests {
 
     #[test]
     fn a_refusal_shows_its_command_then_both_nodes_and_the_json_has_the_report() {
+        use crm_xml::report::EtcdRole;
         let mut n = node();
         n.node = "nodeA".into();
         n.etcd_running = false;
@@ -515,12 +516,15 @@ mod tests {
             last_archive: None,
             resolve_command: Some(cmd.into()),
         };
-        let report = pair::tests::report_of(pair::tests::FENCED_PEER, vec![]);
+        let report = pair::tests::report_of(
+            pair::tests::FENCED_PEER,
+            vec![pair::tests::member("nodeB", EtcdRole::Voter)],
+        );
         let cluster = Cluster::Report(Box::new(report.clone()));
         let text = screen(&d, &cluster);
         let next = text.find(&format!("next        {cmd}\n")).expect(&text);
         let peer = text
-            .find("  nodeB     offline; etcd stopped; member absent\n")
+            .find("  nodeB     offline; etcd stopped; member voter\n")
             .expect(&text);
         let archives = text.find("archives    none\n").expect(&text);
         assert!(next < peer && peer < archives, "{text}");

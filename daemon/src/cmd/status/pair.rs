@@ -109,6 +109,9 @@ fn node_line(r: &Report, n: &PmNode) -> String {
         .map_or("not reported", |x| x.state());
     let member = match &r.etcd {
         None => "unknown (no etcd section)",
+        // A cluster has at least one member: an empty list is etcd not
+        // answering here, not a node without a member.
+        Some(e) if e.members.is_empty() => "unknown (no member list: etcd does not answer here)",
         Some(e) => e
             .members
             .iter()
@@ -216,7 +219,7 @@ pub(super) mod tests {
   <status code="0" message="OK"/>
 </pacemaker-result>"#;
 
-    fn member(name: &str, role: EtcdRole) -> EtcdMember {
+    pub(crate) fn member(name: &str, role: EtcdRole) -> EtcdMember {
         EtcdMember {
             id: format!("{:x}", name.len()),
             name: name.into(),
@@ -335,6 +338,18 @@ pub(super) mod tests {
         );
         assert!(
             text.contains("fencing     DISABLED (stonith-enabled=false"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn without_a_member_list_the_role_is_unknown_not_absent() {
+        let r = report_of(FENCED_PEER, vec![]);
+        let text = Cluster::Report(Box::new(r)).rows("nodeA");
+        assert!(
+            text.contains(
+                "  nodeB     offline; etcd stopped; member unknown (no member list: etcd does not answer here)\n"
+            ),
             "{text}"
         );
     }
