@@ -27,6 +27,18 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The state word of the text's first line: `HEALTHY`, `WARNING`,
+    /// `DEGRADED` or `UNKNOWN` (the monitoring plugin's OK, WARNING,
+    /// CRITICAL and UNKNOWN, by the same exit codes).
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Healthy => "HEALTHY",
+            Self::Warning => "WARNING",
+            Self::Degraded => "DEGRADED",
+            Self::Unknown => "UNKNOWN",
+        }
+    }
+
     /// Process exit code: 0 healthy, 1 warning, 2 degraded, 3 unknown.
     pub fn exit_code(self) -> u8 {
         match self {
@@ -72,6 +84,43 @@ pub struct Evaluation {
     pub age_seconds: i64,
     /// Findings, most severe first.
     pub findings: Vec<Finding>,
+    /// The counts the first text line carries as performance data (not
+    /// part of the JSON).
+    #[serde(skip)]
+    pub perfdata: Perfdata,
+}
+
+/// The measurements of a report that monitoring graphs: the first text
+/// line's performance data.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Perfdata {
+    /// The staleness limit (seconds): past it the report degrades.
+    pub stale_after: u64,
+    /// Pacemaker member nodes.
+    pub nodes: usize,
+    /// Of which online.
+    pub nodes_online: usize,
+    /// etcd voters and learners, when the report has an etcd section.
+    pub etcd_members: Option<(usize, usize)>,
+}
+
+impl Perfdata {
+    fn of(report: &Report, th: &Thresholds) -> Self {
+        let members = || report.pacemaker.nodes.iter().filter(|n| n.kind == "member");
+        Self {
+            stale_after: th.stale_after.as_secs(),
+            nodes: members().count(),
+            nodes_online: members().filter(|n| n.online).count(),
+            etcd_members: report.etcd.as_ref().map(|e| {
+                let learners = e
+                    .members
+                    .iter()
+                    .filter(|m| m.role == EtcdRole::Learner)
+                    .count();
+                (e.members.len() - learners, learners)
+            }),
+        }
+    }
 }
 
 /// Thresholds.
@@ -260,19 +309,10 @@ pub fn evaluate(report: &Report, now: OffsetDateTime, th: &Thresholds) -> Evalua
             push(Warning, "NodePending", format!("node {name} is pending"));
         }
         for r in &n.resources {
-            if !not_true(&r.conditions, "Healthy") {
-                continue;
-            }
-            let why = if not_true(&r.conditions, "Operational") {
-                "has failed"
-            } else if not_true(&r.conditions, "Started") {
-                "is stopped"
-            } else if not_true(&r.conditions, "Active") {
-                "is not active"
-            } else if not_true(&r.conditions, "Managed") {
-                "is unmanaged"
-            } else {
-                "is unhealthy"
+            let why = match r.state() {
+                "healthy" => continue,
+                "failed" => "has failed".to_string(),
+                state => format!("is {state}"),
             };
             push(
                 Degraded,
@@ -407,6 +447,7 @@ pub fn evaluate(report: &Report, now: OffsetDateTime, th: &Thresholds) -> Evalua
         last_updated: status.last_updated.clone(),
         age_seconds,
         findings: f,
+        perfdata: Perfdata::of(report, th),
     }
 }
 
@@ -419,14 +460,43 @@ pub fn alarm_message(alarm: &str) -> String {
     }
 }
 
-/// Render an evaluation as text, one line per finding.
+/// Render an evaluation as text in the monitoring-plugin convention: a
+/// first line `STATE - finding | perfdata` (the most severe finding, and
+/// how many more), then one line per finding. STATE is the verdict's
+/// [`Verdict::label`], whose exit code is the plugin's OK, WARNING,
+/// CRITICAL or UNKNOWN.
 pub fn to_text(e: &Evaluation) -> String {
+    let summary = match e.findings.as_slice() {
+        [] => format!(
+            "report updated {}, {}s ago, no finding",
+            e.last_updated, e.age_seconds
+        ),
+        [only] => only.message.clone(),
+        [first, rest @ ..] => format!("{} (and {} more)", first.message, rest.len()),
+    };
     let mut s = format!(
-        "{:?} (report updated {}, {}s ago)\n",
-        e.verdict, e.last_updated, e.age_seconds
+        "{} - {} | {}\n",
+        e.verdict.label(),
+        summary.replace('|', "/"),
+        perfdata(e)
     );
     for f in &e.findings {
         s.push_str(&format!("{:?}: {}: {}\n", f.severity, f.code, f.message));
     }
     s
+}
+
+/// The performance data: `label=value[unit];warn;crit;min;max` each.
+fn perfdata(e: &Evaluation) -> String {
+    let p = &e.perfdata;
+    let mut v = vec![
+        format!("age={}s;;{}", e.age_seconds, p.stale_after),
+        format!("nodes_online={};;;0;{}", p.nodes_online, p.nodes),
+    ];
+    if let Some((voters, learners)) = p.etcd_members {
+        v.push(format!("etcd_voters={voters};;;0"));
+        v.push(format!("etcd_learners={learners};;;0"));
+    }
+    v.push(format!("findings={};;;0", e.findings.len()));
+    v.join(" ")
 }

@@ -9,7 +9,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use crm_xml::cib::FenceTargets;
-use crm_xml::health::{Severity, Thresholds, Verdict, evaluate};
+use crm_xml::health::{Severity, Thresholds, Verdict, evaluate, to_text};
 use crm_xml::report::{
     self, ConditionStatus, EtcdMember, EtcdRole, EtcdSection, FencingMethod, Options, Report,
 };
@@ -130,6 +130,11 @@ fn healthy_two_node_cluster() {
     assert_eq!(r.status.nodes[1].addresses[0].address, "2001:db8::11");
     let e = evaluate(&r, T0, &Thresholds::default());
     assert_eq!(e.verdict, Verdict::Healthy, "{:#?}", e.findings);
+    // The monitoring-plugin line: state, what was found, perfdata.
+    assert_eq!(
+        to_text(&e),
+        "HEALTHY - report updated 2026-11-30T10:00:00Z, 0s ago, no finding | age=0s;;300 nodes_online=2;;;0;2 findings=0;;;0\n"
+    );
 }
 
 #[test]
@@ -161,8 +166,43 @@ fn fenced_node_degrades_and_transition_times_are_kept() {
         fenced.pacemaker.fence_history[0].completed.as_deref(),
         Some("2026-11-30T10:00:20.500000Z")
     );
-    let e = evaluate(&fenced, t1, &Thresholds::default());
+    let mut with_etcd = fenced.clone();
+    with_etcd.etcd = Some(EtcdSection {
+        members: vec![EtcdMember {
+            id: "8e9e05c52164694d".into(),
+            name: "master-0".into(),
+            role: EtcdRole::Voter,
+            peer_urls: vec![],
+            learner_since: None,
+        }],
+        ..EtcdSection::default()
+    });
+    let e = evaluate(
+        &with_etcd,
+        t1 + time::Duration::seconds(12),
+        &Thresholds::default(),
+    );
     assert_eq!(e.verdict, Verdict::Degraded);
+    // The first line names the worst finding and counts the others; each
+    // finding follows on its own line.
+    let text = to_text(&e);
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some(format!(
+            "DEGRADED - {} (and {} more) | age=12s;;300 nodes_online=1;;;0;2 etcd_voters=1;;;0 etcd_learners=0;;;0 findings={};;;0",
+            e.findings[0].message,
+            e.findings.len() - 1,
+            e.findings.len()
+        ))
+        .as_deref(),
+        "{text}"
+    );
+    assert_eq!(lines.count(), e.findings.len(), "{text}");
+    assert!(
+        text.contains("Degraded: NodeOffline: node master-1 is offline\n"),
+        "{text}"
+    );
     assert!(
         e.findings
             .iter()

@@ -784,7 +784,7 @@ fn health_without_a_configured_report_is_unknown_and_says_why() {
     assert_eq!(out.status.code(), Some(3), "{stdout}");
     assert!(
         stdout.starts_with(&format!(
-            "Unknown: the configuration ({}) sets no [report] path",
+            "UNKNOWN - the configuration ({}) sets no [report] path",
             s.main().display()
         )),
         "{stdout}"

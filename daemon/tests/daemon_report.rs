@@ -15,7 +15,9 @@ mod common;
 #[allow(unused_imports)]
 mod crm_common;
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
 use common::{BIN, Daemon, metric, wait_for};
@@ -44,12 +46,19 @@ fn schema() -> jsonschema::Validator {
 /// `CIB_file=<dir>/cib.xml`; returns it and the report's path.
 fn start() -> (Daemon, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
+    // <dir>/run does not exist: the daemon creates the report's directory.
+    let report = dir.path().join("run/report.json");
+    start_in(dir, report, CIB)
+}
+
+/// A standalone daemon in `dir` writing `report` every second from
+/// `CIB_file=<dir>/cib.xml`, which holds `cib` at the start; returns it,
+/// the report's path and the CIB's.
+fn start_in(dir: tempfile::TempDir, report: PathBuf, cib_text: &str) -> (Daemon, PathBuf, PathBuf) {
     let cib = dir.path().join("cib.xml");
     let conf = dir.path().join("corosync.conf");
-    let report = dir.path().join("run/report.json");
-    std::fs::write(&cib, CIB).unwrap();
+    std::fs::write(&cib, cib_text).unwrap();
     std::fs::write(&conf, COROSYNC_CONF).unwrap();
-    // <dir>/run does not exist: the daemon creates the report's directory.
     // A drop-in next to the standalone configuration the daemon generates.
     std::fs::create_dir_all(dir.path().join("config.d")).unwrap();
     std::fs::write(
@@ -69,6 +78,22 @@ fn read_report(path: &Path) -> Option<Report> {
     Some(Report::from_json(&text).unwrap_or_else(|e| panic!("{e}: {text}")))
 }
 
+/// The first report that carries the live etcd `member` (the very first
+/// cycle may run before etcd answers).
+fn report_with_member(path: &Path, member: &str) -> Report {
+    wait_for(
+        "a report with the etcd member",
+        Duration::from_secs(20),
+        || {
+            read_report(path).filter(|r| {
+                r.etcd
+                    .as_ref()
+                    .is_some_and(|e| e.members.iter().any(|m| m.id == member))
+            })
+        },
+    )
+}
+
 fn cycles(d: &Daemon, result: &str) -> f64 {
     let (code, text) = d.http_get("/metrics").unwrap();
     assert_eq!(code, 200);
@@ -84,20 +109,7 @@ fn the_daemon_writes_the_report_and_keeps_it_whole_when_crm_mon_breaks() {
     let (mut d, path, cib) = start();
     d.wait_ready();
     let member = format!("{:x}", d.status().member_id.unwrap());
-
-    // The first report that carries the live etcd member (the very first
-    // cycle may run before etcd answers).
-    let first = wait_for(
-        "a report with the etcd member",
-        Duration::from_secs(20),
-        || {
-            read_report(&path).filter(|r| {
-                r.etcd
-                    .as_ref()
-                    .is_some_and(|e| e.members.iter().any(|m| m.id == member))
-            })
-        },
-    );
+    let first = report_with_member(&path, &member);
     crm_common::check_status(&schema(), &first.status).unwrap_or_else(|e| panic!("{e}"));
     // `health` without --report reads the report the configuration names.
     let health = |args: &[&std::ffi::OsStr]| {
@@ -113,7 +125,7 @@ fn the_daemon_writes_the_report_and_keeps_it_whole_when_crm_mon_breaks() {
         d.dir.path().join("config.toml").as_ref(),
     ]);
     let given = health(&["--report".as_ref(), path.as_ref()]);
-    assert!(configured.1.contains("report updated"), "{configured:?}");
+    assert!(configured.1.contains(" | age="), "{configured:?}");
     assert_eq!(configured, given);
     let etcd = first.etcd.as_ref().unwrap();
     assert_eq!(etcd.leader.as_deref(), Some(member.as_str()), "{etcd:?}");
@@ -227,5 +239,186 @@ fn the_daemon_writes_the_report_and_keeps_it_whole_when_crm_mon_breaks() {
         "a successful cycle after the repair",
         Duration::from_secs(20),
         || (cycles(&d, "success") > ok).then_some(()),
+    );
+}
+
+/// `etcd-warden ARGS` as root: (exit code, stdout, stderr).
+fn run(args: &[&std::ffi::OsStr]) -> (Option<i32>, String, String) {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// The lost peer of [`CIB`]: master-1 out of the membership, its
+/// resources never seen to stop (crm_mon shows it offline and unclean).
+fn with_peer_lost(cib: &str) -> String {
+    let up = r#"uname="master-1" in_ccm="true" crmd="online" join="member" expected="member""#;
+    assert!(cib.contains(up));
+    cib.replace(
+        up,
+        r#"uname="master-1" in_ccm="false" crmd="offline" join="down" expected="down""#,
+    )
+}
+
+#[test]
+fn status_shows_the_lost_peer_pacemaker_and_fencing_and_this_node_without_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("run/report.json");
+    let (mut d, _, cib) = start_in(dir, report, "no CIB yet\n");
+    d.wait_ready();
+    // The CIB's first node is this daemon's own (its etcd member's name).
+    let me = d.status().node;
+    std::fs::write(&cib, with_peer_lost(&CIB.replace("master-0", &me))).unwrap();
+    let config = d.dir.path().join("config.toml");
+    let status = |json: bool| {
+        let mut args: Vec<&std::ffi::OsStr> =
+            vec!["status".as_ref(), "--config".as_ref(), config.as_ref()];
+        if json {
+            args.push("--json".as_ref());
+        }
+        run(&args)
+    };
+
+    // This node is healthy (exit 0); the peer's loss shows in its rows.
+    let (code, out, err) = status(false);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("health      healthy\n"), "{out}");
+    assert!(out.contains("pacemaker   quorum "), "{out}");
+    let mine = format!("  {me:<9} online; etcd ");
+    let line = |prefix: &str| {
+        out.lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} in {out}"))
+            .to_string()
+    };
+    assert!(line(&mine).ends_with("; member voter (this node)"), "{out}");
+    assert!(
+        line("  master-1  offline, unclean; etcd ").ends_with("; member absent"),
+        "{out}"
+    );
+    assert!(
+        line("fencing     enabled; ").contains("bmc-1 started on"),
+        "{out}"
+    );
+    assert_eq!(
+        line("last fence  "),
+        "last fence  none in Pacemaker's fence history"
+    );
+    // The JSON: the status answer with the report beside it.
+    let (code, json, err) = status(true);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["node"], me.as_str());
+    let nodes = v["report"]["pacemaker"]["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2, "{json}");
+    assert!(v.get("reportError").is_none(), "{json}");
+
+    // crm_mon fails: this node still shows, Pacemaker is said unavailable.
+    std::fs::write(&cib, "garbage, not a CIB\n").unwrap();
+    let (code, out, err) = status(false);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("health      healthy\n"), "{out}");
+    assert!(
+        line_starting(&out, "pacemaker   unavailable (no Pacemaker report: "),
+        "{out}"
+    );
+    let (_, json, _) = status(true);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(
+        v["reportError"].as_str().unwrap().contains("crm_mon"),
+        "{json}"
+    );
+    assert!(v.get("report").is_none(), "{json}");
+
+    // The daemon is down: said so, with where to look, exit 3.
+    d.kill_daemon();
+    let (code, out, err) = status(false);
+    assert_eq!(code, Some(3), "{out}{err}");
+    assert!(
+        err.contains("is not reachable")
+            && err.contains("`systemctl status etcd-warden`")
+            && err.contains("`journalctl -u etcd-warden`"),
+        "{err}"
+    );
+}
+
+fn line_starting(text: &str, prefix: &str) -> bool {
+    text.lines().any(|l| l.starts_with(prefix))
+}
+
+/// The mode the packaged unit gives the daemon's runtime directory.
+fn unit_runtime_mode() -> u32 {
+    let unit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../systemd/etcd-warden.service");
+    let text = std::fs::read_to_string(unit).unwrap();
+    let mode = text
+        .lines()
+        .find_map(|l| l.strip_prefix("RuntimeDirectoryMode="))
+        .unwrap();
+    u32::from_str_radix(mode.trim(), 8).unwrap()
+}
+
+#[test]
+fn a_user_in_no_group_of_the_daemon_runs_health_on_the_configured_report() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test needs root (it switches to nobody)"
+    );
+    // As on a node: the report in a runtime directory with the unit's
+    // mode, the way down to it passable as /run is.
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = dir.path().join("run/etcd-warden");
+    std::fs::create_dir_all(&runtime).unwrap();
+    let mode = unit_runtime_mode();
+    std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(mode)).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let (mut d, path, _) = start_in(dir, runtime.join("report.json"), CIB);
+    d.wait_ready();
+    let member = format!("{:x}", d.status().member_id.unwrap());
+    report_with_member(&path, &member);
+    let config = d.dir.path().join("config.toml");
+    let nobody = || {
+        let out = Command::new("setpriv")
+            .args(["--reuid", "nobody", "--regid", "nogroup", "--clear-groups"])
+            .arg(BIN)
+            .arg("health")
+            .arg("--config")
+            .arg(&config)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let (code, out, err) = nobody();
+    let (root_code, root_out, _) = run(&["health".as_ref(), "--config".as_ref(), config.as_ref()]);
+    // The same verdict and findings as root's; the first line in the
+    // monitoring-plugin form.
+    assert_eq!(code, root_code, "nobody: {out}{err}\nroot: {root_out}");
+    assert!(matches!(code, Some(0..=2)), "{out}{err}");
+    let first = out.lines().next().unwrap();
+    let state =
+        ["HEALTHY - ", "WARNING - ", "DEGRADED - "][usize::try_from(code.unwrap()).unwrap()];
+    assert!(
+        first.starts_with(state) && first.contains(" | age="),
+        "{out}"
+    );
+    assert_eq!(
+        out.lines().skip(1).collect::<Vec<_>>(),
+        root_out.lines().skip(1).collect::<Vec<_>>()
+    );
+
+    // With the directory closed to others, the same user cannot read it:
+    // the mode above is what lets it in.
+    std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o750)).unwrap();
+    let (code, out, err) = nobody();
+    assert_eq!(code, Some(3), "{out}{err}");
+    assert!(
+        out.starts_with("UNKNOWN - cannot read ") && out.contains("Permission denied"),
+        "{out}"
     );
 }

@@ -155,6 +155,32 @@ pub struct ResourceStatus {
     pub conditions: Vec<Condition>,
 }
 
+impl ResourceStatus {
+    /// The resource's state in one word or two, judged from its conditions
+    /// in this order: `healthy`, `failed` (not Operational), `stopped`,
+    /// `not active`, `unmanaged`, else `unhealthy`.
+    pub fn state(&self) -> &'static str {
+        let t = |kind: &str| {
+            self.conditions
+                .iter()
+                .any(|c| c.kind == kind && c.status == ConditionStatus::True)
+        };
+        if t("Healthy") {
+            "healthy"
+        } else if !t("Operational") {
+            "failed"
+        } else if !t("Started") {
+            "stopped"
+        } else if !t("Active") {
+            "not active"
+        } else if !t("Managed") {
+            "unmanaged"
+        } else {
+            "unhealthy"
+        }
+    }
+}
+
 /// The two resources the CRD knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum ResourceName {

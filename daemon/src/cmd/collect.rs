@@ -29,7 +29,10 @@ pub(crate) struct CollectArgs {
     pub(crate) from_file: Option<PathBuf>,
 
     /// The crm_mon command, split on whitespace (no shell).
-    #[arg(long, default_value = "crm_mon --one-shot --inactive --output-as=xml")]
+    #[arg(
+        long,
+        default_value = "crm_mon --one-shot --inactive --output-as=xml --fence-history=2"
+    )]
     pub(crate) crm_mon_cmd: String,
 
     /// Deadline for each external command, in seconds.

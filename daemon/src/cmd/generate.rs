@@ -144,7 +144,7 @@ fn write_page(cmd: &clap::Command, dir: &Path, written: &mut Vec<PathBuf>) -> an
     let mut buf = Vec::new();
     man.render(&mut buf)
         .with_context(|| format!("rendering the page of {name}"))?;
-    let page = exit_status_section(&String::from_utf8_lossy(&buf));
+    let page = extra_sections(&String::from_utf8_lossy(&buf));
     let path = dir.join(format!("{name}.{CLI_SECTION}"));
     write_file(&path, page.as_bytes())?;
     written.push(path);
@@ -154,29 +154,54 @@ fn write_page(cmd: &clap::Command, dir: &Path, written: &mut Vec<PathBuf>) -> an
     Ok(())
 }
 
-/// The heading a subcommand's `after_long_help` starts with when it lists
-/// the exit codes, one `CODE  meaning` per line.
-const EXIT_STATUS_HEADING: &str = "Exit status:";
-
-/// clap_mangen renders `after_long_help` as a section named EXTRA; exit
-/// codes belong in EXIT STATUS, one tagged paragraph per code.
-fn exit_status_section(page: &str) -> String {
-    let start = format!(".SH EXTRA\n{EXIT_STATUS_HEADING}\n");
-    let Some(at) = page.find(&start) else {
+/// clap_mangen renders `after_long_help` as one section named EXTRA. Its
+/// blocks (separated by empty lines) become sections of their own: a block
+/// headed `Exit status:` becomes EXIT STATUS and one headed `Files:` FILES,
+/// one tagged paragraph per `ITEM  meaning` line; a block without a heading
+/// is a paragraph of the section before it.
+fn extra_sections(page: &str) -> String {
+    const EXTRA: &str = ".SH EXTRA\n";
+    let Some(at) = page.find(EXTRA) else {
         return page.to_string();
     };
-    let rest = &page[at + start.len()..];
+    let rest = &page[at + EXTRA.len()..];
     let end = rest.find("\n.SH ").map_or(rest.len(), |i| i + 1);
-    let mut out = format!("{}.SH \"EXIT STATUS\"\n", &page[..at]);
-    for line in rest[..end].lines() {
-        let (code, meaning) = line
-            .trim()
-            .split_once(char::is_whitespace)
-            .unwrap_or((line, ""));
-        out.push_str(&format!(".TP\n\\fB{code}\\fR\n{}\n", meaning.trim()));
+    let mut out = page[..at].to_string();
+    for block in rest[..end].split("\n\n") {
+        let mut lines = block.lines().filter(|l| !l.trim().is_empty());
+        let Some(first) = lines.next() else {
+            continue;
+        };
+        match section_title(first) {
+            Some(title) => {
+                out.push_str(&format!(".SH \"{title}\"\n"));
+                for line in lines {
+                    let (item, meaning) = line
+                        .trim()
+                        .split_once(char::is_whitespace)
+                        .unwrap_or((line.trim(), ""));
+                    out.push_str(&format!(".TP\n\\fB{item}\\fR\n{}\n", meaning.trim()));
+                }
+            }
+            None => {
+                out.push_str(".PP\n");
+                for line in std::iter::once(first).chain(lines) {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+            }
+        }
     }
     out.push_str(&rest[end..]);
     out
+}
+
+/// `EXIT STATUS` for a block's first line `Exit status:`: words and a
+/// colon, nothing else.
+fn section_title(line: &str) -> Option<String> {
+    let t = line.trim().strip_suffix(':')?;
+    let words = !t.is_empty() && t.chars().all(|c| c.is_ascii_alphabetic() || c == ' ');
+    words.then(|| t.to_uppercase())
 }
 
 /// The date on the pages: SOURCE_DATE_EPOCH (reproducible builds; the
@@ -533,6 +558,24 @@ mod tests {
         );
         assert!(exit.contains(".TP\n\\fB78\\fR\n"), "{status}");
         assert!(!status.contains("EXTRA"), "{status}");
+        // A paragraph after the codes stays one; a `Files:` block is FILES.
+        assert!(
+            exit.contains(".PP\nThe exit status judges this node only"),
+            "{status}"
+        );
+        assert!(!exit.contains("\\fBThe\\fR"), "{status}");
+        let health = fs::read_to_string(dir.path().join("etcd-warden-health.8")).unwrap();
+        let exit = health.split(".SH \"EXIT STATUS\"\n").nth(1).unwrap();
+        assert!(exit.starts_with(".TP\n\\fB0\\fR\nHEALTHY"), "{health}");
+        let files = health.split(".SH \"FILES\"\n").nth(1).unwrap();
+        assert!(
+            files.starts_with(".TP\n\\fB/etc/etcd\\-warden/config.toml\\fR\nthe configuration"),
+            "{health}"
+        );
+        assert!(
+            files.contains("\\fB/run/etcd\\-warden/report.json\\fR\n"),
+            "{health}"
+        );
         let top = fs::read_to_string(dir.path().join("etcd-warden.8")).unwrap();
         assert!(top.contains("etcd\\-warden\\-status(8)"), "{top}");
         assert!(

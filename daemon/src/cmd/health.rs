@@ -1,5 +1,6 @@
 //! `etcd-warden health [--report FILE]`: the operator-side check of a report
-//! (by default the one the configuration's `[report] path` names). Exit 0
+//! (by default the one the configuration's `[report] path` names), its first
+//! line `STATE - finding | perfdata` as monitoring plugins print it. Exit 0
 //! healthy, 1 warning, 2 degraded, 3 unknown (no report, or unreadable), 78
 //! a refused configuration. The evaluation is `crm_xml::health::evaluate`,
 //! usable by an operator in Rust.
@@ -42,13 +43,21 @@ pub(crate) enum Format {
     Json,
 }
 
-/// The exit codes, for `--help` and the man page.
+/// The exit codes, the first line's form and the files, for `--help` and
+/// the man page (EXIT STATUS and FILES).
 const EXIT_STATUS: &str = "Exit status:
-  0   Healthy
-  1   Warning
-  2   Degraded
-  3   Unknown: no report is configured, it cannot be read, or it was built with another profile
-  78  the configuration is refused (EX_CONFIG); stderr names the file, the line and the key";
+  0   HEALTHY (a monitoring plugin's OK)
+  1   WARNING
+  2   DEGRADED (a monitoring plugin's CRITICAL)
+  3   UNKNOWN: no report is configured, it cannot be read, or it was built with another profile
+  78  the configuration is refused (EX_CONFIG); stderr names the file, the line and the key
+
+The text output's first line follows the monitoring-plugin convention, `STATE - finding | perfdata`: STATE is the verdict word of the exit status above, the finding the most severe one (and how many more), the performance data `age` (seconds since the report's lastUpdated; critical past --stale-after), `nodes_online` (of the member nodes), `etcd_voters` and `etcd_learners` (when the report has an etcd section) and `findings`. One line per finding follows, most severe first. --format json is unchanged by this.
+
+Files:
+  /etc/etcd-warden/config.toml  the configuration (and its config.d drop-ins) whose [report] path names the report read without --report; the monitoring user must be able to read it
+  /run/etcd-warden/report.json  where the daemon writes the report when [report] path says so (the packaged example's value): mode 0644 in the unit's 0751 runtime directory, so that any user reads it by its name
+  /run/etcd-warden-report/pacemakercluster.json  the report of etcd-warden-collect.timer, on hosts without the daemon (give it with --report)";
 
 /// Arguments: Evaluate a report into Healthy, Warning or Degraded.
 #[derive(Debug, clap::Args)]
@@ -144,7 +153,7 @@ fn unknown(format: Format, msg: &str) -> ExitCode {
             serde_json::json!({"verdict": "Unknown", "error": msg})
         );
     } else {
-        println!("Unknown: {msg}");
+        println!("{} - {}", Verdict::Unknown.label(), msg.replace('|', "/"));
     }
     ExitCode::from(Verdict::Unknown.exit_code())
 }

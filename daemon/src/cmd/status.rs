@@ -1,8 +1,10 @@
-//! `etcd-warden status`: this node's state, etcd's live view and the
-//! archives of replaced etcd data.
+//! `etcd-warden status`: this node's state, etcd's live view, every
+//! cluster node with Pacemaker's state and fencing, and the archives of
+//! replaced etcd data.
 
 use std::process::ExitCode;
 
+use crm_xml::report::Report;
 use warden_api::client::ClientError;
 use warden_api::{NodeStatus, paths};
 
@@ -10,7 +12,12 @@ use super::target::Target;
 use crate::core::StatusDoc;
 use crate::reconcile::archives::ArchiveInfo;
 
-/// Arguments: Show this node's state and etcd's live view.
+mod pair;
+
+use pair::Cluster;
+
+/// Arguments: Show this node's state, etcd's live view, both nodes,
+/// Pacemaker and fencing.
 #[derive(Debug, clap::Args)]
 #[command(after_long_help = EXIT_STATUS)]
 pub(crate) struct StatusArgs {
@@ -132,10 +139,44 @@ fn failover_line(reason: Option<&str>) -> String {
     }
 }
 
-/// The node table followed by the archives, the newest data last, one per
-/// line: path, size, creation time, epoch, raft index, reason.
-pub(crate) fn table_with_archives(d: &StatusDoc) -> String {
+/// The whole screen: this node's table, the cluster's rows, the archives.
+pub(crate) fn screen(d: &StatusDoc, cluster: &Cluster) -> String {
     let mut out = table(&d.node, d.resolve_command.as_deref());
+    out.push_str(&cluster.rows(&d.node.node));
+    out.push_str(&archive_rows(d));
+    out
+}
+
+/// `status --json`: the daemon's status answer with the report beside it
+/// (`report`), or why there is none (`reportError`).
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusJson<'a> {
+    #[serde(flatten)]
+    status: &'a StatusDoc,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    report: Option<&'a Report>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    report_error: Option<&'a str>,
+}
+
+impl<'a> StatusJson<'a> {
+    fn new(status: &'a StatusDoc, cluster: &'a Cluster) -> Self {
+        Self {
+            status,
+            report: cluster.report(),
+            report_error: match cluster {
+                Cluster::Unavailable(why) => Some(why),
+                Cluster::Report(_) => None,
+            },
+        }
+    }
+}
+
+/// The archives, the newest data last, one per line: path, size, creation
+/// time, epoch, raft index, reason.
+fn archive_rows(d: &StatusDoc) -> String {
+    let mut out = String::new();
     let dir = d
         .archive_dir
         .as_ref()
@@ -200,11 +241,13 @@ const EXIT_UNREACHABLE: u8 = 3;
 
 /// The exit codes, for `--help` and the man page.
 const EXIT_STATUS: &str = "Exit status:
-  0   this node is healthy: etcd runs, is a voter, sees a leader and quorum, no alarm
+  0   this node is healthy: etcd runs, is a voter, sees a leader and quorum, no alarm, and the daemon waits for no command
   1   the daemon answered with an error, or did not answer in time
-  2   this node is not healthy (the health line says why)
-  3   the daemon is not reachable at its socket (not running, or this user may not connect)
-  78  the configuration is refused (EX_CONFIG); stderr names the file, the line and the key";
+  2   this node is not healthy (the health line says why; the next line, when shown, is the command to run)
+  3   the daemon is not reachable at its socket (not running: see `systemctl status etcd-warden` and `journalctl -u etcd-warden`; or this user may not connect)
+  78  the configuration is refused (EX_CONFIG); stderr names the file, the line and the key
+
+The exit status judges this node only: a peer that is offline or fenced, or Pacemaker being unavailable, shows in the node, pacemaker, fencing and last fence rows but does not change it (`etcd-warden health` judges the whole cluster).";
 
 /// What keeps this node from being healthy: the daemon does not wait for
 /// an operator's command (`waits`), etcd runs here, a linearizable read
@@ -242,10 +285,21 @@ fn health_line(s: &NodeStatus, waits: bool) -> String {
     }
 }
 
-/// Show this node's state, etcd's live view and the archives.
+/// Show this node's state, etcd's live view, the cluster and the archives.
+/// The report is asked for beside the status, with its own shorter
+/// deadline, so that a missing or slow report never hides this node.
 pub(crate) fn run_status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let client = args.target.client()?;
-    let s: StatusDoc = match client.get(paths::STATUS, args.target.timeout()) {
+    let timeout = args.target.timeout();
+    let (status, cluster) = std::thread::scope(|scope| {
+        let report = scope.spawn(|| Cluster::fetch(&client, timeout.min(pair::REPORT_DEADLINE)));
+        let status = client.get::<StatusDoc>(paths::STATUS, timeout);
+        let cluster = report
+            .join()
+            .unwrap_or_else(|_| Cluster::Unavailable("the report request panicked".into()));
+        (status, cluster)
+    });
+    let s = match status {
         Ok(s) => s,
         Err(ClientError::Connect { path, error }) => {
             eprintln!(
@@ -257,9 +311,10 @@ pub(crate) fn run_status(args: StatusArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(e.into()),
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        let json = StatusJson::new(&s, &cluster);
+        println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
-        print!("{}", table_with_archives(&s));
+        print!("{}", screen(&s, &cluster));
     }
     Ok(
         if problems(&s.node, s.resolve_command.is_some()).is_empty() {
@@ -372,7 +427,7 @@ mod tests {
             }),
             resolve_command: None,
         };
-        let text = table_with_archives(&d);
+        let text = archive_rows(&d);
         assert!(
             text.contains("archive dir /var/lib/etcd.archive\n"),
             "{text}"
@@ -399,7 +454,7 @@ mod tests {
         let json = serde_json::to_value(node()).unwrap();
         let d: StatusDoc = serde_json::from_value(json).unwrap();
         assert!(d.archives.is_empty() && d.archive_dir.is_none());
-        assert!(table_with_archives(&d).contains("archives    none\n"));
+        assert!(archive_rows(&d).contains("archives    none\n"));
         assert_eq!(human_size(512), "512 B");
         assert_eq!(human_size(1536), "1.5 KiB");
     }
@@ -444,6 +499,55 @@ mod tests {
         })
         .unwrap();
         assert!(none.get("resolveCommand").is_none(), "{none}");
+    }
+
+    #[test]
+    fn a_refusal_shows_its_command_then_both_nodes_and_the_json_has_the_report() {
+        use crm_xml::report::EtcdRole;
+        let mut n = node();
+        n.node = "nodeA".into();
+        n.etcd_running = false;
+        n.etcd_pid = None;
+        let cmd = "etcd-warden recover force-new-cluster --node nodeA";
+        let d = StatusDoc {
+            node: n,
+            archive_dir: None,
+            archives: vec![],
+            last_archive: None,
+            resolve_command: Some(cmd.into()),
+        };
+        let report = pair::tests::report_of(
+            pair::tests::FENCED_PEER,
+            vec![pair::tests::member("nodeB", EtcdRole::Voter)],
+        );
+        let cluster = Cluster::Report(Box::new(report.clone()));
+        let text = screen(&d, &cluster);
+        let next = text.find(&format!("next        {cmd}\n")).expect(&text);
+        let peer = text
+            .find("  nodeB     offline; etcd stopped; member voter\n")
+            .expect(&text);
+        let archives = text.find("archives    none\n").expect(&text);
+        assert!(next < peer && peer < archives, "{text}");
+        assert!(problems(&d.node, true).len() > 1);
+
+        // JSON: the status answer's fields at the top, the report beside.
+        let json = serde_json::to_value(StatusJson::new(&d, &cluster)).unwrap();
+        assert_eq!(json["resolveCommand"], cmd);
+        assert_eq!(json["node"], "nodeA");
+        let back: Report = serde_json::from_value(json["report"].clone()).unwrap();
+        assert_eq!(back, report);
+        assert!(json.get("reportError").is_none(), "{json}");
+        // Without a report: this node still shows, and the reason.
+        let none = Cluster::Unavailable("no Pacemaker report: crm_mon failed".into());
+        let text = screen(&d, &none);
+        assert!(text.contains(&format!("next        {cmd}\n")), "{text}");
+        assert!(
+            text.contains("pacemaker   unavailable (no Pacemaker report: crm_mon failed)\n"),
+            "{text}"
+        );
+        let json = serde_json::to_value(StatusJson::new(&d, &none)).unwrap();
+        assert_eq!(json["reportError"], "no Pacemaker report: crm_mon failed");
+        assert!(json.get("report").is_none(), "{json}");
     }
 
     #[test]

@@ -29,11 +29,12 @@ use corosync::{ConfState, agreeing_addresses, read_corosync_conf};
 pub use crm_xml::cib::corosync_conf;
 pub(crate) use files::{ReadError, read_capped, read_previous};
 
-/// The report file's mode. It holds no secret and is meant for dashboards
-/// and collectors running as other users; who may read it is decided by
-/// the directory it is written to (the daemon's `/run/etcd-warden` is
-/// `0750 root:haclient`), not by the service's umask, which keeps its
-/// other files private.
+/// The report file's mode. It holds no secret and is meant for dashboards,
+/// collectors and `etcd-warden health` running as other users; who may
+/// read it is decided by the directory it is written to (the daemon's
+/// `/run/etcd-warden` is `0751 root:haclient`: any user reaches a file it
+/// names, only the group lists it), not by the service's umask, which keeps
+/// its other files private.
 pub(crate) const REPORT_MODE: u32 = 0o644;
 
 /// Where Pacemaker's CIB manager stores the CIB on a cluster node.
@@ -45,9 +46,16 @@ pub(crate) const DEFAULT_COROSYNC_CONF: &str = "/etc/corosync/corosync.conf";
 /// Largest Corosync configuration or node list accepted.
 pub(crate) const MAX_COROSYNC_TEXT: usize = 1024 * 1024;
 
-/// The crm_mon call of a cycle.
-pub(crate) const CRM_MON_CMD: [&str; 4] =
-    ["crm_mon", "--one-shot", "--inactive", "--output-as=xml"];
+/// The crm_mon call of a cycle. `--fence-history=2` adds the latest
+/// successful fence of each node to the failed and pending ones crm_mon
+/// shows by default, so that the report (and `status`) name the last fence.
+pub(crate) const CRM_MON_CMD: [&str; 5] = [
+    "crm_mon",
+    "--one-shot",
+    "--inactive",
+    "--output-as=xml",
+    "--fence-history=2",
+];
 
 /// The cibadmin call that prints the live CIB (when its file is unreadable).
 pub(crate) const CIBADMIN_CMD: [&str; 2] = ["cibadmin", "--query"];

@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 use failover_support::{
     FAILOVER, OrFail, SETTLE, etcd_exit_reasons, healthy, wait_acks_everywhere,
 };
-use warden_integration::twonode::{Topology, WardenCluster, is_etcd, poll};
+use warden_harness::crm;
+use warden_integration::twonode::{SOCKET, Topology, WardenCluster, is_etcd, poll};
 
 /// The longest the survivor may take from the operator's confirm to its
 /// first acknowledged write (the daemon's pending interval is 1 s; a
@@ -224,5 +225,136 @@ fn cleanup_restart_disable_enable_standby_leave_the_pair_whole() {
         "operator actions: {} acknowledged writes checked",
         acks.len()
     );
+    w.c.stop();
+}
+
+/// `etcd-warden status` inside `node`, as an operator reads it there: its
+/// exit code and the screen (stdout, then stderr).
+fn status_screen(w: &WardenCluster, node: &str) -> anyhow::Result<(Option<i32>, String)> {
+    let warden = warden_integration::bins::warden()?;
+    let warden = warden.to_str().unwrap_or_default();
+    let out = w.c.exec(node, &[warden, "status", "--socket", SOCKET])?;
+    Ok((out.status.code(), format!("{}{}", out.stdout, out.stderr)))
+}
+
+/// The line of `screen` that starts with `prefix`.
+fn row<'a>(screen: &'a str, prefix: &str) -> &'a str {
+    screen
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no {prefix:?} row in:\n{screen}"))
+}
+
+/// `etcd-warden status` on a healthy pair, after the peer is fenced and
+/// during a refusal (a lone node with older data after a total outage):
+/// both nodes, Pacemaker, fencing, the last fence and the next command on
+/// one screen, and the exit code by this node's health (0, 0, 2).
+#[test]
+fn status_shows_both_nodes_the_fence_of_the_peer_and_a_refusal() {
+    let (w, _cid) = healthy(2, Topology::TwoNode);
+    let all = w.nodes();
+    let wait_screen_on = |node: &str, exit: i32, what: &str, want: &dyn Fn(&str) -> bool| {
+        poll(what, SETTLE, || {
+            let (code, screen) = status_screen(&w, node)?;
+            Ok((code == Some(exit) && want(&screen)).then_some(screen))
+        })
+        .or_fail(&w)
+    };
+    let wait_screen =
+        |what: &str, want: &dyn Fn(&str) -> bool| wait_screen_on("node1", 0, what, want);
+    // Both members are voters before Pacemaker records both starts done:
+    // wait for the etcd resource started on both as well.
+    let screen = wait_screen("status on a healthy pair", &|s| {
+        s.lines()
+            .filter(|l| {
+                l.ends_with("; etcd healthy; member voter")
+                    || l.ends_with("; etcd healthy; member voter (this node)")
+            })
+            .count()
+            == 2
+    });
+    eprintln!("healthy pair:\n{screen}");
+    assert_eq!(row(&screen, "health "), "health      healthy");
+    assert!(
+        row(&screen, "pacemaker ")
+            .starts_with("pacemaker   quorum yes, maintenance-mode off, DC node"),
+        "{screen}"
+    );
+    for (n, end) in [
+        ("  node1 ", "; etcd healthy; member voter (this node)"),
+        ("  node2 ", "; etcd healthy; member voter"),
+    ] {
+        let r = row(&screen, n);
+        assert!(
+            r.starts_with(&format!("{n}    online")) && r.ends_with(end),
+            "{screen}"
+        );
+    }
+    assert!(
+        row(&screen, "fencing ").starts_with("fencing     enabled; "),
+        "{screen}"
+    );
+    assert!(!screen.contains("\nnext "), "{screen}");
+
+    // node2 loses power and is fenced; node1 goes on alone, healthy.
+    w.c.crash("node2").or_fail(&w);
+    w.c.wait_for("node1", crm::fenced("node2"), FAILOVER)
+        .or_fail(&w);
+    w.wait_voters("node1", &["node1".to_string()], FAILOVER)
+        .or_fail(&w);
+    let screen = wait_screen("status after the fence", &|s| {
+        s.contains("\n  node2     offline")
+            && s.contains("\nlast fence  ")
+            && !s.contains("last fence  none")
+    });
+    eprintln!("after the fence:\n{screen}");
+    assert_eq!(row(&screen, "health "), "health      healthy");
+    assert!(
+        row(&screen, "  node2 ").ends_with("; member absent"),
+        "{screen}"
+    );
+    assert!(
+        row(&screen, "  node1 ").ends_with("member voter (this node)"),
+        "{screen}"
+    );
+    let fence = row(&screen, "last fence ");
+    assert!(
+        fence.contains(" of node2: success at ") && fence.ends_with(" by node1"),
+        "{screen}"
+    );
+
+    // A refusal: node1, alone, takes a write and loses power too; node2
+    // boots alone with the older data and waits for the operator. Its
+    // screen names the command and exits 2; node1 is offline on it.
+    w.put("node1", "/status/after-fence", "x").or_fail(&w);
+    w.c.crash("node1").or_fail(&w);
+    w.boot("node2", SETTLE).or_fail(&w);
+    let command = "etcd-warden recover force-new-cluster --node node2";
+    let screen = wait_screen_on(
+        "node2",
+        2,
+        "status on node2 waiting for the operator",
+        &|s| {
+            s.contains(&format!("\nnext        {command}\n")) && s.contains("\n  node1     offline")
+        },
+    );
+    eprintln!("refusal on node2:\n{screen}");
+    assert!(
+        row(&screen, "health ")
+            .starts_with("health      not healthy: the daemon will not go on by itself"),
+        "{screen}"
+    );
+    assert!(
+        row(&screen, "  node2 ").ends_with("(this node)"),
+        "{screen}"
+    );
+
+    // node1 back: its newer data wins, both voters again on the screen.
+    w.boot("node1", SETTLE).or_fail(&w);
+    w.wait_voters("node1", &all, SETTLE).or_fail(&w);
+    wait_screen("status after both rejoined", &|s| {
+        s.contains("\n  node2     online")
+            && s.lines().filter(|l| l.contains("member voter")).count() == 2
+    });
     w.c.stop();
 }

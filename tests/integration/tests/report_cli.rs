@@ -523,7 +523,7 @@ fn health_exit_codes_and_formats() {
         String::from_utf8_lossy(&h.stdout)
     );
     let text = String::from_utf8_lossy(&h.stdout);
-    assert!(text.starts_with("Degraded"), "{text}");
+    assert!(text.starts_with("DEGRADED - "), "{text}");
     assert!(
         text.contains("ResourceUnhealthy") && text.contains("FencingUnavailable"),
         "{text}"
