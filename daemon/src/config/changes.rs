@@ -202,21 +202,11 @@ mod tests {
 
     use super::*;
 
-    const BASE: &str = r#"
-node_name = "node1"
-topology = "two-node"
-[[nodes]]
-name = "node1"
-peer_urls = ["http://10.0.0.1:2380"]
-client_urls = ["http://10.0.0.1:2379"]
-[[nodes]]
-name = "node2"
-peer_urls = ["http://10.0.0.2:2380"]
-client_urls = ["http://10.0.0.2:2379"]
-"#;
-
     fn with(extra: &str) -> Settings {
-        let mut texts = vec![(PathBuf::from("main.toml"), BASE.to_string())];
+        let mut texts = vec![(
+            PathBuf::from("main.toml"),
+            crate::config::tests_layers::MINIMAL.to_string(),
+        )];
         if !extra.is_empty() {
             texts.push((PathBuf::from("10-edit.toml"), extra.to_string()));
         }
