@@ -58,9 +58,9 @@ pub(crate) const ETCD_OPS: &[Op] = &[
         depth: None,
     },
     Op {
-        name: "reload",
+        name: "reload-agent",
         interval_s: 0,
-        timeout_s: 60,
+        timeout_s: 20,
         depth: None,
     },
 ];
