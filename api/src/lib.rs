@@ -332,7 +332,8 @@ pub enum Outcome {
     NotConfigured,
     /// A needed program or file is missing on this node.
     NotInstalled,
-    /// Invalid arguments for this action.
+    /// A parameter or the configuration is invalid on this node; another
+    /// node may still run the resource.
     InvalidArgs,
     /// The action is not implemented.
     Unimplemented,

@@ -721,7 +721,7 @@ impl Core {
             && let Some(pid) = self.supervisor.state().await.pid()
         {
             return Err(format!(
-                "etcd runs on {me} (pid {pid}): stop it first (e.g. `crm resource ban <etcd clone> {me}`), then run this again"
+                "etcd runs on {me} (pid {pid}): stop it first (`pcs resource ban <etcd clone> {me}`, with crmsh `crm resource ban <etcd clone> {me}`), then run this again"
             ));
         }
         tracing::warn!(what = ?req.what, node = %req.node, plan = ?plan.describe, "recover: carrying out an operator's resolution");

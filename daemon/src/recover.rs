@@ -334,7 +334,7 @@ pub(crate) fn plan(
                         "write {} with epoch {epoch} (above every epoch known here), so that the other node's data is stale: it is archived (not deleted) when that node rejoins, as a learner",
                         paths.state_file.display()
                     ),
-                    "every write made after the snapshot was taken is lost; start etcd afterwards (e.g. `crm resource clear <etcd clone> <node>`)".into(),
+                    "every write made after the snapshot was taken is lost; start etcd afterwards (`pcs resource clear <etcd clone> <node>`, with crmsh `crm resource clear <etcd clone> <node>`)".into(),
                 ],
                 action: RecoverAction::RestoreSnapshot(restore),
                 needs_etcd_stopped: true,

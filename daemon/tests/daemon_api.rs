@@ -168,14 +168,14 @@ fn validate_all_names_the_bad_parameter_and_checks_the_config_on_disk() {
             Duration::from_secs(3),
         )
         .unwrap();
-    assert_eq!(r.outcome, Outcome::NotConfigured);
+    assert_eq!(r.outcome, Outcome::InvalidArgs);
     assert!(r.reason.unwrap().contains("node_name"));
     // An operator breaks a drop-in: validate-all says where.
     let dropins = d.dir.path().join("config.d");
     std::fs::create_dir_all(&dropins).unwrap();
     std::fs::write(dropins.join("50-bad.toml"), "[etcd]\nsnapshot_count = -1\n").unwrap();
     let r = d.action(Action::ValidateAll, 0, 2000);
-    assert_eq!(r.outcome, Outcome::NotConfigured);
+    assert_eq!(r.outcome, Outcome::InvalidArgs);
     let reason = r.reason.unwrap();
     assert!(reason.contains("50-bad.toml:2"), "{reason}");
     assert!(reason.contains("etcd.snapshot_count"), "{reason}");
@@ -186,7 +186,7 @@ fn validate_all_names_the_bad_parameter_and_checks_the_config_on_disk() {
     )
     .unwrap();
     let r = d.action(Action::ValidateAll, 0, 2000);
-    assert_eq!(r.outcome, Outcome::NotConfigured);
+    assert_eq!(r.outcome, Outcome::InvalidArgs);
     let reason = r.reason.unwrap();
     assert!(
         reason.contains("50-bad.toml:2: key `etcd.heartbeat_interval_ms`"),

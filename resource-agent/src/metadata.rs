@@ -1,29 +1,51 @@
 //! The agent's meta-data XML.
 //!
-//! It must be valid under two schemas at once: the OCF 1.0 DTD
-//! (`ra-api-1.dtd`, which ocf-tester checks with `xmllint --valid` and which
-//! needs the DOCTYPE) and the OCF 1.1 RelaxNG schema. The intersection rules
-//! out `reload-agent`, `reloadable`, `unique-group`, `select` content (DTD)
-//! and `time` content or a `longdesc` without `lang` (RNG).
+//! It declares OCF 1.1, as the agent behaves (exit codes 190, `reload-agent`,
+//! `reloadable` parameters), and must be valid under two schemas at once:
+//! the OCF 1.1 RelaxNG schema and the OCF 1.0 DTD (`ra-api-1.dtd`), which
+//! ocf-tester checks with `xmllint --valid` and which needs the DOCTYPE.
+//! The DTD predates `reload-agent` and `reloadable`; the DOCTYPE's internal
+//! subset declares them. A parser reads the internal subset before the
+//! external DTD, and the first declaration of an attribute binds, so the
+//! action names the document may use are exactly the ones below.
 //!
-//! The `<version>` element says 1.0 on purpose: Pacemaker uses the legacy
-//! `reload` action (reload instead of restart when only non-unique
-//! parameters changed) only for agents below OCF 1.1; for 1.1 agents it
-//! wants `reload-agent`, which the DTD rejects. Everything else the agent
-//! does (exit codes 190/191, promotable roles) follows OCF 1.1.
+//! Pacemaker applies a changed parameter of an OCF 1.1 agent with
+//! `reload-agent` when the parameter is `reloadable="1"`, instead of
+//! stopping and starting every clone instance at once. What the
+//! intersection of the two schemas still rules out: `unique-group` and
+//! `select` content (DTD), `time` content and a `longdesc` without `lang`
+//! (RNG).
 
 use std::fmt::Write as _;
 
 use crate::spec::{ACTIONS, AGENT_NAME, PARAMS};
 
-/// The OCF version the meta-data declares (see the module comment).
-pub const DECLARED_OCF_VERSION: &str = "1.0";
+/// The OCF version the meta-data declares.
+pub const DECLARED_OCF_VERSION: &str = "1.1";
+
+/// The DOCTYPE: the OCF 1.0 DTD, with an internal subset that adds OCF 1.1's
+/// `reloadable` and lists the advertised actions.
+fn doctype() -> String {
+    let mut names: Vec<&str> = Vec::new();
+    for a in ACTIONS {
+        if !names.contains(&a.name) {
+            names.push(a.name);
+        }
+    }
+    format!(
+        "<!DOCTYPE resource-agent SYSTEM \"ra-api-1.dtd\" [\n\
+         <!ATTLIST parameter reloadable (1|0) #IMPLIED>\n\
+         <!ATTLIST action name ({}) #REQUIRED>\n\
+         ]>\n",
+        names.join("|")
+    )
+}
 
 /// The meta-data document.
 pub fn metadata() -> String {
     let mut x = String::with_capacity(4096);
     x.push_str("<?xml version=\"1.0\"?>\n");
-    x.push_str("<!DOCTYPE resource-agent SYSTEM \"ra-api-1.dtd\">\n");
+    x.push_str(&doctype());
     let _ = writeln!(
         x,
         "<resource-agent name=\"{AGENT_NAME}\" version=\"{}\">",
@@ -38,7 +60,7 @@ pub fn metadata() -> String {
              of the daemon's local API: the daemon supervises etcd, checks quorum live and makes \
              every membership and failover decision (including a one-member restart with \
              --force-new-cluster on a two-node cluster, only after Pacemaker has fenced the \
-             peer). Configure it as an anonymous clone with notify=true and interleave=true; \
+             peer). Configure it as an anonymous clone (not promotable) with notify=true and interleave=true; \
              `etcd-warden pcs-config` and `etcd-warden crm-config` print a complete \
              configuration. Monitor depth 0 checks the process and a live Status of the local \
              member; depth 10 also does a linearizable read."
@@ -49,9 +71,10 @@ pub fn metadata() -> String {
     for p in PARAMS {
         let _ = writeln!(
             x,
-            "<parameter name=\"{}\" unique=\"{}\" required=\"0\">",
+            "<parameter name=\"{}\" unique=\"{}\" required=\"0\" reloadable=\"{}\">",
             p.name,
-            u8::from(p.unique)
+            u8::from(p.unique),
+            u8::from(p.reloadable)
         );
         let _ = writeln!(x, "<longdesc lang=\"en\">{}</longdesc>", escape(p.longdesc));
         let _ = writeln!(
@@ -107,28 +130,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn declares_doctype_and_every_action() {
+    fn declares_ocf_1_1_and_only_the_actions_the_agent_has() {
         let m = metadata();
-        assert!(m.contains("<!DOCTYPE resource-agent SYSTEM \"ra-api-1.dtd\">"));
+        assert!(m.contains("<!DOCTYPE resource-agent SYSTEM \"ra-api-1.dtd\" ["));
+        assert!(m.contains("<version>1.1</version>"));
+        let advertised: Vec<&str> = m
+            .split("<action name=\"")
+            .skip(1)
+            .filter_map(|rest| rest.split('"').next())
+            .collect();
         for name in [
             "start",
             "stop",
             "monitor",
-            "promote",
-            "demote",
             "notify",
-            "reload",
+            "reload-agent",
             "meta-data",
             "validate-all",
         ] {
-            assert!(
-                m.contains(&format!("<action name=\"{name}\"")),
-                "{name} missing"
-            );
+            assert!(advertised.contains(&name), "{name} missing: {advertised:?}");
         }
-        // OCF 1.1 only: rejected by ra-api-1.dtd.
-        assert!(!m.contains("reload-agent"));
-        assert!(!m.contains("reloadable"));
+        for name in ["promote", "demote", "reload"] {
+            assert!(!advertised.contains(&name), "{name} advertised");
+        }
+        // The internal subset enumerates exactly the advertised names.
+        let subset = "<!ATTLIST action name (start|stop|monitor|notify|reload-agent|meta-data|validate-all) #REQUIRED>";
+        assert!(m.contains(subset), "{m}");
         assert!(m.contains("depth=\"10\""));
         assert!(m.contains("depth=\"0\""));
     }
@@ -141,6 +168,7 @@ mod tests {
             let end = start + m[start..].find("</parameter>").unwrap();
             let block = &m[start..end];
             assert!(block.contains("unique=\"0\""), "{block}");
+            assert!(block.contains("reloadable=\"1\""), "{block}");
             assert!(block.contains(&format!("type=\"{}\"", p.kind.as_str())));
             assert!(block.contains(&format!("default=\"{}\"", p.default)));
         }

@@ -123,7 +123,7 @@ fn one_line(s: &str) -> String {
 
 fn usage() -> String {
     format!(
-        "usage: {} {{start|stop|monitor|promote|demote|notify|reload|validate-all|meta-data|usage}}\n\
+        "usage: {} {{start|stop|monitor|notify|reload-agent|validate-all|meta-data|usage}}\n\
          The OCF resource agent ocf:etcd-warden:etcd; a thin client of the etcd-warden daemon.\n",
         crate::spec::AGENT_NAME
     )
@@ -159,9 +159,15 @@ pub fn run_on(
         // configuration (6 is right there: no retry anywhere can fix it) and
         // wait for a daemon that is restarting.
         "start" => (Action::Start, true, true),
-        "promote" => (Action::Promote, true, true),
-        "demote" => (Action::Demote, true, true),
-        "reload" => (Action::Reload, true, true),
+        // The agent reads its parameters at every call, so a changed one
+        // needs no restart: checking it is all there is to do. `reload` is
+        // not advertised (OCF 1.1 has `reload-agent`), but a controller that
+        // cached the meta-data of an older agent declaring OCF 1.0 still
+        // sends it, and failing it would restart etcd.
+        "reload-agent" | "reload" => return reload(env),
+        // Pacemaker calls these only for a promotable clone, which this
+        // agent never is.
+        "promote" | "demote" => return not_promotable(name),
         "validate-all" => (Action::ValidateAll, true, false),
         // Stop must succeed whenever possible (a failed stop means fencing),
         // so a bad parameter falls back to its default.
@@ -239,6 +245,28 @@ pub fn run_on(
     warnings.append(&mut exit.warnings);
     exit.warnings = warnings;
     exit
+}
+
+/// reload-agent: a changed parameter takes effect at the next call; a value
+/// that can never work is refused as at start.
+fn reload(env: &Env) -> Exit {
+    match AgentParams::parse(env) {
+        Ok(_) => Exit::new(Outcome::Success, None),
+        Err(e) => Exit::fail(Outcome::NotConfigured, e.to_string()),
+    }
+}
+
+fn not_promotable(action: &str) -> Exit {
+    Exit::fail(
+        Outcome::Unimplemented,
+        format!(
+            "{action}: ocf:{}:{} runs as an anonymous clone and has no promoted role; \
+             configure it as `etcd-warden pcs-config` prints (a clone with notify=true and \
+             interleave=true, not promotable)",
+            crate::spec::PROVIDER,
+            crate::spec::AGENT_NAME
+        ),
+    )
 }
 
 /// Sends the request, retrying only while the daemon is not listening (the
@@ -322,6 +350,15 @@ fn without_daemon(
             Outcome::Success,
             format!("{down}; daemon down: the notification is dropped"),
         ),
+        // validate-all checks this node: without its daemon, part of the
+        // installation here is missing (5, never 6, which would stop the
+        // resource on every node).
+        Action::ValidateAll => {
+            return Exit {
+                outcome: Outcome::NotInstalled,
+                ..failed
+            };
+        }
         _ => return failed,
     };
     Exit::new(outcome, Some(reason))
@@ -488,6 +525,60 @@ mod tests {
             Instant::now(),
         );
         assert_eq!(e.code(), 6);
+        assert!(d.seen.borrow().is_empty());
+    }
+
+    #[test]
+    fn validate_all_without_the_daemon_is_not_installed_here() {
+        let d = Fake::new(vec![Err(refused())]);
+        let e = run(&args("validate-all"), &env(&[]), &d, Instant::now());
+        assert_eq!(e.code(), 5);
+        assert!(e.reason.unwrap().contains("not reachable"));
+        // What the daemon finds is passed on as it answers it.
+        for (outcome, code) in [
+            (Outcome::InvalidArgs, 2),
+            (Outcome::NotInstalled, 5),
+            (Outcome::Success, 0),
+        ] {
+            let d = Fake::ok(outcome, Some("why"));
+            let e = run(&args("validate-all"), &env(&[]), &d, Instant::now());
+            assert_eq!(e.code(), code, "{outcome:?}");
+        }
+    }
+
+    #[test]
+    fn reload_agent_checks_the_parameters_without_the_daemon() {
+        let d = Fake::new(vec![]);
+        for action in ["reload-agent", "reload"] {
+            let e = run(
+                &args(action),
+                &env(&[("OCF_RESKEY_daemon_wait", "30")]),
+                &d,
+                Instant::now(),
+            );
+            assert_eq!(e.code(), 0, "{action}: {:?}", e.reason);
+            let e = run(
+                &args(action),
+                &env(&[("OCF_RESKEY_daemon_wait", "soon")]),
+                &d,
+                Instant::now(),
+            );
+            assert_eq!(e.code(), 6, "{action}");
+            assert!(e.reason.unwrap().contains("'daemon_wait'"));
+        }
+        assert!(d.seen.borrow().is_empty());
+    }
+
+    #[test]
+    fn promote_and_demote_are_unimplemented() {
+        let d = Fake::new(vec![]);
+        for action in ["promote", "demote"] {
+            let e = run(&args(action), &env(&[]), &d, Instant::now());
+            assert_eq!(e.code(), 3, "{action}");
+            let reason = e.reason.unwrap();
+            assert!(reason.starts_with(&format!("{action}: ")), "{reason}");
+            assert!(reason.contains("anonymous clone"), "{reason}");
+        }
         assert!(d.seen.borrow().is_empty());
     }
 

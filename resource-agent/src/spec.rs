@@ -38,10 +38,15 @@ pub struct ParamSpec {
     pub kind: ParamType,
     /// The default, applied when the parameter is not set.
     pub default: &'static str,
-    /// Whether changing it needs a restart. Every parameter of this agent
-    /// is non-unique: it only tells the agent how to reach the daemon, so a
-    /// change is applied by `reload` without stopping etcd.
+    /// Whether two resources may not share a value (OCF's deprecated
+    /// `unique`). No parameter of this agent is.
     pub unique: bool,
+    /// Whether a change takes effect without a restart (OCF 1.1
+    /// `reloadable`): Pacemaker then runs `reload-agent` instead of stopping
+    /// and starting every clone instance. Every parameter of this agent is:
+    /// each only says how to reach the daemon, and the agent reads them
+    /// again at every call.
+    pub reloadable: bool,
     /// One line.
     pub shortdesc: &'static str,
     /// The full description.
@@ -64,6 +69,7 @@ pub const PARAMS: &[ParamSpec] = &[
         kind: ParamType::String,
         default: warden_api::DEFAULT_SOCKET,
         unique: false,
+        reloadable: true,
         shortdesc: "Path of the etcd-warden daemon's API socket",
         longdesc: "Absolute path of the Unix socket on which the etcd-warden daemon of this \
                    node serves its API. The agent is a thin client of that daemon: every action \
@@ -74,8 +80,9 @@ pub const PARAMS: &[ParamSpec] = &[
         kind: ParamType::Integer,
         default: "10",
         unique: false,
-        shortdesc: "Seconds start, stop, promote and demote wait for the daemon",
-        longdesc: "How many seconds start, stop, promote, demote and reload keep trying to reach \
+        reloadable: true,
+        shortdesc: "Seconds start and stop wait for the daemon",
+        longdesc: "How many seconds start and stop keep trying to reach \
                    a daemon that is not (yet) listening, e.g. while systemd restarts it, before \
                    they fail with a reason. Always bounded by the action's own timeout. Monitor \
                    waits only while the daemon's socket file is still there (a daemon being \
@@ -87,6 +94,7 @@ pub const PARAMS: &[ParamSpec] = &[
         kind: ParamType::Integer,
         default: "300",
         unique: false,
+        reloadable: true,
         shortdesc: "Seconds monitor keeps a healthy etcd while the daemon is down",
         longdesc: "When the daemon does not answer, monitor judges etcd itself: the etcd process \
                    the daemon recorded (PID and start time) and etcd's own health endpoint. A \
@@ -122,8 +130,11 @@ pub struct ActionSpec {
 ///   the node fenced, so it errs long.
 /// - monitor 30 s: the daemon answers from a live Status (depth 0) or a
 ///   linearizable read (depth 10) with deadlines far below this.
-/// - promote/demote 120 s: a learner promotion waits until etcd says it is in
-///   sync.
+/// - reload-agent 20 s: it checks the parameters and needs no daemon.
+///
+/// No promote or demote: the agent runs as an anonymous clone, never a
+/// promotable one (docs/agent.md says why), so Pacemaker never calls them.
+/// No legacy `reload`: an OCF 1.1 agent gets `reload-agent` instead.
 pub const ACTIONS: &[ActionSpec] = &[
     ActionSpec::plain("start", 300),
     ActionSpec::plain("stop", 120),
@@ -139,10 +150,8 @@ pub const ACTIONS: &[ActionSpec] = &[
         interval_s: Some(60),
         depth: Some(10),
     },
-    ActionSpec::plain("promote", 120),
-    ActionSpec::plain("demote", 120),
     ActionSpec::plain("notify", 60),
-    ActionSpec::plain("reload", 60),
+    ActionSpec::plain("reload-agent", 20),
     ActionSpec::plain("meta-data", 5),
     ActionSpec::plain("validate-all", 30),
 ];

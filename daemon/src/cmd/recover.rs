@@ -207,7 +207,7 @@ fn offline(req: &RecoverRequest, settings: &Settings) -> anyhow::Result<ExitCode
     }
     if plan.needs_etcd_stopped && etcd_answers(settings) {
         bail!(
-            "etcd answers on {} on {me}: stop it first (e.g. `crm resource ban <etcd clone> {me}`), then run this again",
+            "etcd answers on {} on {me}: stop it first (`pcs resource ban <etcd clone> {me}`, with crmsh `crm resource ban <etcd clone> {me}`), then run this again",
             settings.local_client_url()
         );
     }

@@ -133,32 +133,123 @@ pub(crate) fn hung_reason(pid: u32, silent_ms: u64) -> String {
 }
 
 /// validate-all: the instance's node name, the configuration as it is on
-/// disk now, the etcd binary.
+/// disk now, the etcd binary it names. Each is a fact of this node, which
+/// another node may not share, so none is `NotConfigured` (OCF 6 stops the
+/// resource on every node): a parameter or configuration wrong here is
+/// `InvalidArgs` (2), a program missing here `NotInstalled` (5). The
+/// agent's own parameters, which are wrong everywhere alike, the agent
+/// checks itself.
 fn validate(settings: &crate::config::Settings, req: &ActionRequest) -> ActionReply {
+    match validate_here(settings, req) {
+        Ok(()) => reply(Outcome::Success, None),
+        Err((outcome, why)) => reply(outcome, Some(why)),
+    }
+}
+
+fn validate_here(
+    settings: &crate::config::Settings,
+    req: &ActionRequest,
+) -> Result<(), (Outcome, String)> {
     if let Some(name) = req.params.get("node_name")
         && name != &settings.node_name
     {
-        return reply(
-            Outcome::NotConfigured,
-            Some(format!(
+        return Err((
+            Outcome::InvalidArgs,
+            format!(
                 "parameter node_name={name:?} does not match this node's configured name {:?}",
                 settings.node_name
-            )),
-        );
+            ),
+        ));
     }
     // Re-read the configuration from disk: validate-all runs after an
     // operator edited it, before a restart would pick it up.
-    if let Err(e) = crate::config::reload(settings) {
-        return reply(Outcome::NotConfigured, Some(e.to_string()));
-    }
-    if !settings.etcd.binary.exists() {
-        return reply(
+    let now = crate::config::reload(settings).map_err(|e| {
+        (
+            Outcome::InvalidArgs,
+            format!("the configuration on this node: {e}"),
+        )
+    })?;
+    if !now.etcd.binary.exists() {
+        return Err((
             Outcome::NotInstalled,
-            Some(format!(
-                "the etcd binary {} does not exist",
-                settings.etcd.binary.display()
-            )),
-        );
+            format!(
+                "the etcd binary {} does not exist on this node",
+                now.etcd.binary.display()
+            ),
+        ));
     }
-    reply(Outcome::Success, None)
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    use super::*;
+
+    /// A two-node configuration for node `n1` whose etcd binary is `binary`.
+    fn conf(binary: &Path) -> String {
+        format!(
+            "node_name = \"n1\"\ntopology = \"two-node\"\n\
+             [etcd]\nbinary = {:?}\n\
+             [[nodes]]\nname = \"n1\"\npeer_urls = [\"http://127.0.0.1:12380\"]\n\
+             client_urls = [\"http://127.0.0.1:12379\"]\n\
+             [[nodes]]\nname = \"n2\"\npeer_urls = [\"http://127.0.0.1:22380\"]\n\
+             client_urls = [\"http://127.0.0.1:22379\"]\n",
+            binary.display().to_string()
+        )
+    }
+
+    fn request(params: &[(&str, &str)]) -> ActionRequest {
+        ActionRequest {
+            action: warden_api::Action::ValidateAll,
+            depth: 0,
+            deadline_ms: 1000,
+            params: params
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+            notify: None,
+            instance: None,
+        }
+    }
+
+    /// Each problem validate-all finds is one of this node: never OCF 6.
+    #[test]
+    fn validate_all_answers_node_local_codes() {
+        let dir = tempfile::tempdir().unwrap();
+        let main = dir.path().join("config.toml");
+        // Any file that exists stands for the binary.
+        std::fs::write(&main, conf(&main)).unwrap();
+        let settings = crate::config::load(&main).unwrap();
+
+        let r = validate(&settings, &request(&[]));
+        assert_eq!(r.outcome, Outcome::Success, "{:?}", r.reason);
+        let r = validate(&settings, &request(&[("node_name", "n1")]));
+        assert_eq!(r.outcome, Outcome::Success, "{:?}", r.reason);
+
+        let r = validate(&settings, &request(&[("node_name", "n2")]));
+        assert_eq!(r.outcome, Outcome::InvalidArgs);
+        assert_eq!(r.outcome.ocf_code(), 2);
+        assert!(r.reason.unwrap().contains("node_name=\"n2\""));
+
+        // The binary the file names now, not the one the daemon started with.
+        let gone = dir.path().join("no-etcd");
+        std::fs::write(&main, conf(&gone)).unwrap();
+        let r = validate(&settings, &request(&[]));
+        assert_eq!(r.outcome, Outcome::NotInstalled);
+        assert_eq!(r.outcome.ocf_code(), 5);
+        assert!(r.reason.unwrap().contains("no-etcd"));
+
+        std::fs::write(&main, "node_name = 7\n").unwrap();
+        let r = validate(&settings, &request(&[]));
+        assert_eq!(r.outcome, Outcome::InvalidArgs);
+        let reason = r.reason.unwrap();
+        assert!(
+            reason.starts_with("the configuration on this node: "),
+            "{reason}"
+        );
+        assert!(reason.contains("config.toml"), "{reason}");
+    }
 }

@@ -58,6 +58,9 @@ pub const CLUSTER_NAME: &str = "etcd-warden";
 /// Where the nodes keep the BMC password (root only).
 const BMC_SECRET: &str = "/etc/pacemaker/bmc.secret";
 /// fence_ipmilan's `password_script`: prints the BMC password.
+/// A permanent node attribute the tests set on the live CIB while
+/// pcs-config.sh edits its copy; the script's push must keep it.
+const CONCURRENT_EDIT: &str = "etcd-warden-test-concurrent-edit";
 const BMC_PASSWORD_SCRIPT: &str = "/usr/local/sbin/bmc-password";
 
 /// What the field cluster is built from.
@@ -1020,6 +1023,12 @@ impl FieldCluster {
                 n.name, n.addr, n.name, n.bmc_addr
             );
         }
+        // Someone else edits the configuration while the script works on
+        // its copy of the CIB: a permanent node attribute, set on the live
+        // CIB right after the script took its copy. The script's push must
+        // keep it (a push of the whole configuration section drops it).
+        let edit = format!("crm_attribute --node {first} --name {CONCURRENT_EDIT} --update kept");
+        let copy = "cp etcd-warden.cib.xml etcd-warden.cib.orig.xml";
         // A script of a dozen pcs commands, each a Python start and a CIB
         // update: on a loaded machine (load 15 on two cores) it has taken
         // more than node_sh's 120 s.
@@ -1028,13 +1037,26 @@ impl FieldCluster {
             &[
                 "bash",
                 "-c",
-                &format!("cd /root && {pcs_config} > pcs-config.sh && bash pcs-config.sh"),
+                &format!(
+                    "cd /root && {pcs_config} > pcs-config.sh && grep -qx '{copy}' pcs-config.sh \
+                     && sed -i 's/^{copy}$/&\\n{edit}/' pcs-config.sh && bash pcs-config.sh"
+                ),
             ],
             "",
             Duration::from_secs(360),
         )?
         .ok()?;
-        self.wait_cluster_healthy(Duration::from_secs(240))
+        self.wait_cluster_healthy(Duration::from_secs(240))?;
+        let kept = self.node_sh_ok(
+            &first,
+            &format!("crm_attribute --node {first} --name {CONCURRENT_EDIT} --query --quiet"),
+        )?;
+        ensure!(
+            kept.stdout.trim() == "kept",
+            "pcs-config.sh lost a change made to the CIB while it ran: {CONCURRENT_EDIT} on {first} is {:?}",
+            kept.stdout.trim()
+        );
+        Ok(())
     }
 
     /// Waits until both nodes are online, both fence devices started and

@@ -249,7 +249,7 @@ fn operations_match_the_agents_advertised_timeouts() {
                 .map(str::to_string)
         };
         let name = attr("name").unwrap();
-        if ["meta-data", "validate-all", "promote", "demote"].contains(&name.as_str()) {
+        if ["meta-data", "validate-all"].contains(&name.as_str()) {
             continue;
         }
         let interval = attr("interval").unwrap_or_else(|| "0s".into());
@@ -306,11 +306,19 @@ fn crmsh_rendering_loads_and_agrees_with_the_xml() {
         "//primitive[@id='fence-nodeA']//nvpair[@name='pcmk_delay_base'][@value='10s']",
         "//primitive[@id='fence-nodeB']//nvpair[@name='pcmk_host_list'][@value='nodeB']",
         "//rsc_location[@rsc='fence-nodeA'][@node='nodeA']",
-        "//cluster_property_set/nvpair[@name='start-failure-is-fatal'][@value='false']",
+        "//primitive[@id='etcd']/meta_attributes/nvpair[@name='failure-timeout'][@value='10min']",
         "//alerts/alert[@path='/usr/libexec/etcd-warden/alert']/recipient[@value='/run/etcd-warden/api.sock']",
     ] {
         assert!(xpath(&cib, x).is_some(), "crmsh CIB lacks {x}");
         assert!(xpath(&xml_cib, x).is_some(), "XML CIB lacks {x}");
+    }
+    // Nothing cluster-wide that other resources would inherit.
+    for x in [
+        "//nvpair[@name='start-failure-is-fatal']",
+        "//rsc_defaults//nvpair",
+    ] {
+        assert!(xpath(&cib, x).is_none(), "crmsh CIB has {x}");
+        assert!(xpath(&xml_cib, x).is_none(), "XML CIB has {x}");
     }
 }
 
@@ -325,7 +333,7 @@ fn pcs_rendering_builds_one_cib_file_and_reads_back() {
         "pcs -f etcd-warden.cib.xml resource clone etcd etcd-clone",
         "pcs -f etcd-warden.cib.xml resource meta etcd-clone interleave=true notify=true",
         "op monitor interval=60s timeout=30s OCF_CHECK_LEVEL=10",
-        "pcs cluster cib-push etcd-warden.cib.xml --config",
+        "pcs cluster cib-push etcd-warden.cib.xml diff-against=etcd-warden.cib.orig.xml",
         "cibadmin --query --xpath",
     ] {
         assert!(pcs.contains(needle), "missing {needle:?} in\n{pcs}");

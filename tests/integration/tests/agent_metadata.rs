@@ -71,36 +71,55 @@ fn meta_data_is_valid_under_the_dtd_and_the_rng() {
     let (ok, err) = rng_valid(&md);
     assert!(ok, "OCF 1.1 RNG: {err}\n{md}");
 
-    // The checks can fail: OCF 1.1's reload-agent is what the DTD rejects,
-    // and a content type of "time" is what the RNG rejects.
-    let bad = md.replacen(
-        "<action name=\"reload\"",
-        "<action name=\"reload-agent\"",
-        1,
-    );
-    assert!(!dtd_valid(&bad, &schemas).0, "DTD accepted reload-agent");
+    // The checks can fail: an action the internal subset does not list is
+    // what the DTD rejects (promote is in ra-api-1.dtd's own list, so this
+    // also shows the subset binds first), a reloadable value outside 0/1
+    // too, and a content type of "time" is what the RNG rejects.
+    let bad = md.replacen("<action name=\"notify\"", "<action name=\"promote\"", 1);
+    assert!(!dtd_valid(&bad, &schemas).0, "DTD accepted promote");
+    let bad = md.replacen("reloadable=\"1\"", "reloadable=\"yes\"", 1);
+    assert!(!dtd_valid(&bad, &schemas).0, "DTD accepted reloadable=yes");
+    assert!(!rng_valid(&bad).0, "RNG accepted reloadable=yes");
     let bad = md.replacen("type=\"integer\"", "type=\"time\"", 1);
     assert!(!rng_valid(&bad).0, "RNG accepted type=time");
+    // Without the internal subset, the OCF 1.0 DTD rejects the OCF 1.1
+    // additions: the subset is what makes the document valid.
+    let start = md.find(" [\n").unwrap();
+    let end = md.find("]>").unwrap();
+    let bare = format!("{}>{}", &md[..start], &md[end + 2..]);
+    let (ok, err) = dtd_valid(&bare, &schemas);
+    assert!(!ok, "DTD accepted reload-agent without the subset");
+    assert!(
+        err.contains("reload-agent") || err.contains("reloadable"),
+        "{err}"
+    );
 }
 
 #[test]
 fn meta_data_declares_what_the_issue_asks_for() {
     let md = meta_data();
-    // Legacy reload (see resource-agent/src/metadata.rs): non-unique
-    // parameters change by reload only for agents below OCF 1.1.
-    assert!(md.contains("<version>1.0</version>"));
-    assert!(md.contains("<action name=\"reload\""));
+    // OCF 1.1, as the exit codes are: a changed parameter (all of them are
+    // reloadable) is applied by reload-agent, not by a restart.
+    assert!(md.contains("<version>1.1</version>"));
+    assert!(md.contains("<action name=\"reload-agent\""));
     for action in [
         "start",
         "stop",
-        "promote",
-        "demote",
+        "monitor",
         "notify",
         "validate-all",
+        "meta-data",
     ] {
         assert!(
             md.contains(&format!("<action name=\"{action}\"")),
             "{action}"
+        );
+    }
+    // An anonymous clone: no promoted role, and no legacy reload.
+    for action in ["promote", "demote", "reload"] {
+        assert!(
+            !md.contains(&format!("<action name=\"{action}\"")),
+            "{action} advertised"
         );
     }
     assert!(md.contains("depth=\"0\"") && md.contains("depth=\"10\""));
@@ -112,6 +131,7 @@ fn meta_data_declares_what_the_issue_asks_for() {
         assert!(block.contains("unique=\""), "{block}");
         assert!(block.contains("<content type=\""), "{block}");
         assert!(block.contains("default=\""), "{block}");
+        assert!(block.contains("reloadable=\"1\""), "{block}");
     }
 }
 
@@ -162,8 +182,10 @@ fn an_unreachable_daemon_fails_fast_with_a_reason() {
     let agent = agent();
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("api.sock");
-    // Notify drops its hint without the daemon (0); the others fail (1).
-    for (action, rc) in [("monitor", 1), ("validate-all", 1), ("notify", 0)] {
+    // Notify drops its hint without the daemon (0); monitor fails (1);
+    // validate-all finds the daemon missing on this node (5, not the
+    // cluster-wide 6).
+    for (action, rc) in [("monitor", 1), ("validate-all", 5), ("notify", 0)] {
         let t0 = Instant::now();
         let out = run(
             Command::new(&agent)
@@ -210,7 +232,9 @@ fn an_unreachable_daemon_fails_fast_with_a_reason() {
 
 #[test]
 fn unsupported_actions_are_rc_3() {
-    let out = run(Command::new(agent()).arg("migrate_to").env_clear(), T);
-    assert_eq!(code(&out), 3);
-    assert!(text(&out.stderr).contains("ocf-exit-reason:"));
+    for action in ["migrate_to", "promote", "demote"] {
+        let out = run(Command::new(agent()).arg(action).env_clear(), T);
+        assert_eq!(code(&out), 3, "{action}");
+        assert!(text(&out.stderr).contains("ocf-exit-reason:"), "{action}");
+    }
 }

@@ -59,6 +59,8 @@ fn ocf_tester_passes_against_a_standalone_daemon() {
         d.log()
     );
     assert!(all.contains("passed all tests"), "{all}");
+    // promote and demote both answer 3: not a partly promotable agent.
+    assert!(all.contains("does not support promotable clones"), "{all}");
     // ocf-tester ends with the resource stopped: the daemon agrees.
     let s = d.status();
     assert!(!s.etcd_running, "{s:?}");
@@ -141,16 +143,17 @@ fn validate_all_and_notify_reach_the_daemon() {
         ],
     );
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
-    assert_eq!(code(&ocf(&d, "reload", &[])), 0);
-    // A drop-in etcd itself would refuse: validate-all answers 6
-    // (not configured) naming file, line and key.
+    assert_eq!(code(&ocf(&d, "reload-agent", &[])), 0);
+    // A drop-in etcd itself would refuse: validate-all answers 2 (this
+    // node's configuration is invalid; never 6, which would stop etcd on
+    // every node) naming file, line and key.
     let dropins = d.socket().parent().unwrap().join("config.d");
     std::fs::create_dir_all(&dropins).unwrap();
     let bad = dropins.join("50-timing.toml");
     std::fs::write(&bad, "[etcd]\nheartbeat_interval_ms = 500\n").unwrap();
     let out = ocf(&d, "validate-all", &[]);
     let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
-    assert_eq!(code(&out), 6, "{said}");
+    assert_eq!(code(&out), 2, "{said}");
     let want = format!("{}:2: key `etcd.heartbeat_interval_ms`", bad.display());
     assert!(said.contains(&want), "{said}");
 }

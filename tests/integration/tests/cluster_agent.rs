@@ -7,8 +7,10 @@
 //!
 //! Checked: crm_mon shows the clone Started on every node;
 //! `crm_resource --force-check` (depth 0 and 10) works; validate-all of a bad
-//! parameter is rc 6 naming it; an etcd killed by hand is found by the
-//! recurring monitor (a fail-count appears) and Pacemaker starts it again.
+//! agent parameter is rc 6 naming it, of a node name another node has rc 2;
+//! an etcd killed by hand is found by the recurring monitor (a fail-count
+//! appears) and Pacemaker starts it again; a changed agent parameter is
+//! applied by reload-agent with etcd's PIDs unchanged.
 //!
 //! The etcd of each node is a one-member cluster of its own: forming a
 //! two-member etcd across the nodes and failing over is the failover
@@ -209,8 +211,14 @@ fn run_cluster(n: usize) {
         );
         assert_eq!(rc, 0, "force-check={level}: {out}{err}");
     }
-    // Bad parameters: validate-all rc 6 (OCF_ERR_CONFIGURED) naming them.
-    for (param, value) in [("socket", "relative.sock"), ("daemon_wait", "soon")] {
+    // Bad parameters: validate-all rc 6 (OCF_ERR_CONFIGURED, wrong on every
+    // node) for the agent's own, rc 2 (OCF_ERR_ARGS, wrong on this node) for
+    // a node name another node has; each named.
+    for (param, value, want) in [
+        ("socket", "relative.sock", 6),
+        ("daemon_wait", "soon", 6),
+        ("node_name", "no-such-node", 2),
+    ] {
         let (rc, out, err) = exec(
             &c,
             &nodes[0],
@@ -227,10 +235,11 @@ fn run_cluster(n: usize) {
                 &format!("{param}={value}"),
             ],
         );
-        assert_eq!(rc, 6, "{param}={value}: {out}{err}");
+        assert_eq!(rc, want, "{param}={value}: {out}{err}");
+        let said = format!("{out}{err}");
         assert!(
-            format!("{out}{err}").contains(&format!("'{param}'")),
-            "{out}{err}"
+            said.contains(&format!("'{param}'")) || said.contains(&format!("{param}=")),
+            "{said}"
         );
     }
 
@@ -293,9 +302,17 @@ fn run_cluster(n: usize) {
         },
     );
 
-    // A non-unique parameter changes by reload, without a restart: etcd
-    // keeps its PID on every node.
+    // A reloadable parameter changes by reload-agent (the agent declares
+    // OCF 1.1), without a restart: etcd keeps its PID on every node.
     let before: Vec<i32> = nodes.iter().map(|n| etcd_pid(&c, n).unwrap()).collect();
+    let logs: Vec<(String, std::path::PathBuf, usize)> = nodes
+        .iter()
+        .map(|n| {
+            let log = c.log_dir(n).unwrap().join("log-pacemaker/pacemaker.log");
+            let len = std::fs::read_to_string(&log).unwrap_or_default().len();
+            (n.clone(), log, len)
+        })
+        .collect();
     c.exec_ok(
         &nodes[0],
         &[
@@ -309,18 +326,27 @@ fn run_cluster(n: usize) {
         ],
     )
     .unwrap();
-    for node in &nodes {
-        let log = c.log_dir(node).unwrap().join("etcd-warden.log");
-        wait(
-            &format!("a reload on {node}"),
-            Duration::from_secs(60),
-            || {
-                let text = std::fs::read_to_string(&log).unwrap_or_default();
-                text.lines()
-                    .any(|l| l.contains("action done") && l.contains("Reload"))
-                    .then_some(())
-            },
-        );
+    // Pacemaker's own record of a successful reload-agent on every node, in
+    // that node's log, after the change (its operation history records a
+    // reload as a start).
+    for (node, log, from) in &logs {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            let new = text.get(*from..).unwrap_or_default();
+            let reloads: Vec<&str> = new.lines().filter(|l| l.contains("reload")).collect();
+            if reloads.iter().any(|l| {
+                l.contains("Result of reload-agent operation for etcd") && l.contains(" ok")
+            }) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no successful reload-agent on {node} within 60 s; its log says:\n{}",
+                reloads.join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
     }
     c.wait_idle(&nodes[0], Duration::from_secs(60)).unwrap();
     let after: Vec<i32> = nodes.iter().map(|n| etcd_pid(&c, n).unwrap()).collect();

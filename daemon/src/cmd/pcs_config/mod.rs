@@ -21,10 +21,16 @@
 //!   survives. `priority-fencing-delay` cannot break this tie: it favours the
 //!   node with more resource priority, and an anonymous clone runs the same
 //!   on both nodes.
-//! - `start-failure-is-fatal=false` with `migration-threshold=10` and
-//!   `failure-timeout=10min`: a start that fails (e.g. a learner that could
-//!   not catch up in time) is retried, and a node that used up its retries is
-//!   tried again later instead of being blocked for ever.
+//! - Meta attributes of the etcd resource only, no cluster-wide defaults:
+//!   `migration-threshold=10` and `failure-timeout=10min`. A failed start
+//!   (e.g. a learner that could not catch up in time) keeps etcd off that
+//!   node (Pacemaker's `start-failure-is-fatal`, left at its default for
+//!   the other resources of the cluster) until `failure-timeout` expires
+//!   the failure, so the node is tried again after 10 minutes instead of
+//!   being blocked for ever; `pcs resource cleanup` retries at once.
+//! - pcs output edits a copy of the CIB and pushes only the difference
+//!   (`cib-push … diff-against=`), so an edit made meanwhile by someone
+//!   else is kept, not overwritten.
 //! - An alert (the `etcd-warden alert` wrapper) with the daemon's socket as
 //!   recipient: Pacemaker sends node, fencing and resource events to it by
 //!   default, so the daemon learns of a completed fence when it happens.

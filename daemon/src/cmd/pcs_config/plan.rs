@@ -58,9 +58,9 @@ pub(crate) const ETCD_OPS: &[Op] = &[
         depth: None,
     },
     Op {
-        name: "reload",
+        name: "reload-agent",
         interval_s: 0,
-        timeout_s: 60,
+        timeout_s: 20,
         depth: None,
     },
 ];
@@ -81,7 +81,10 @@ pub(crate) struct FenceDevice {
 /// Everything the configuration consists of.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Plan {
-    /// Cluster properties.
+    /// Cluster properties: only fencing and the quorum policy, which the
+    /// pair's safety needs cluster-wide. Everything particular to etcd is
+    /// the resource's own meta, so other resources of the cluster keep
+    /// their behaviour.
     pub(crate) properties: Vec<(&'static str, &'static str)>,
     /// One per node.
     pub(crate) fence: Vec<FenceDevice>,
@@ -242,11 +245,7 @@ impl Plan {
             .collect();
 
         Ok(Plan {
-            properties: vec![
-                ("stonith-enabled", "true"),
-                ("start-failure-is-fatal", "false"),
-                ("no-quorum-policy", "stop"),
-            ],
+            properties: vec![("stonith-enabled", "true"), ("no-quorum-policy", "stop")],
             fence,
             resource_id: a.resource_id.clone(),
             clone_id,

@@ -201,3 +201,61 @@ fn ipv6_brackets_are_accepted() {
     let n: NodeSpec = "n1=[2001:db8::1]".parse().unwrap();
     assert_eq!(n.addr.to_string(), "2001:db8::1");
 }
+
+/// Nothing cluster-wide beyond fencing and quorum: the retry policy is the
+/// etcd resource's own meta, in all three renderings.
+#[test]
+fn retry_policy_is_the_resources_own_meta() {
+    let c = args(&two()).unwrap();
+    let p = Plan::build(&c).unwrap();
+    let pcs = render_pcs(&p, &c, false);
+    let crm = render_crm(&p);
+    let xml = render_xml(&p);
+    for (name, text) in [("pcs", &pcs), ("crm", &crm), ("xml", &xml)] {
+        assert!(!text.contains("start-failure-is-fatal"), "{name}: {text}");
+        assert!(!text.contains("rsc_defaults"), "{name}: {text}");
+        assert!(!text.contains("rsc-defaults"), "{name}: {text}");
+    }
+    assert!(
+        pcs.contains(" meta migration-threshold=10 failure-timeout=10min\n"),
+        "{pcs}"
+    );
+    assert!(
+        pcs.contains(
+            "pcs -f etcd-warden.cib.xml property set stonith-enabled=true no-quorum-policy=stop\n"
+        ),
+        "{pcs}"
+    );
+    assert!(
+        xml.contains("id=\"etcd-meta_attributes-failure-timeout\""),
+        "{xml}"
+    );
+}
+
+/// The pcs output pushes the difference to the copy it started from, never
+/// the whole file: a change made meanwhile by someone else survives.
+#[test]
+fn pcs_pushes_the_difference_to_its_starting_copy() {
+    let c = args(&two()).unwrap();
+    let p = Plan::build(&c).unwrap();
+    let pcs = render_pcs(&p, &c, false);
+    let lines: Vec<&str> = pcs.lines().collect();
+    let at = |needle: &str| {
+        lines
+            .iter()
+            .position(|l| *l == needle)
+            .unwrap_or_else(|| panic!("no line {needle:?} in\n{pcs}"))
+    };
+    let cib = at("pcs cluster cib etcd-warden.cib.xml");
+    let copy = at("cp etcd-warden.cib.xml etcd-warden.cib.orig.xml");
+    let push = at("pcs cluster cib-push etcd-warden.cib.xml diff-against=etcd-warden.cib.orig.xml");
+    assert_eq!(copy, cib + 1, "{pcs}");
+    // Every edit goes to the working file, between the copy and the push.
+    let edits: Vec<usize> = (0..lines.len())
+        .filter(|i| lines[*i].starts_with("pcs -f "))
+        .collect();
+    assert!(!edits.is_empty());
+    assert!(edits.iter().all(|i| *i > copy && *i < push), "{pcs}");
+    assert!(!pcs.contains("--config"), "{pcs}");
+    assert_eq!(pcs.matches("cib-push").count(), 1, "{pcs}");
+}

@@ -1,12 +1,15 @@
 //! Install and first start: the unit reached `active` through
 //! `Type=notify` without a restart, the journal holds the daemon's logs,
 //! `etcd-warden status` answers a member of `haclient` and refuses anyone
-//! else; a writer of its own on both nodes keeps every acknowledged write.
+//! else; a changed agent parameter is applied by reload-agent with etcd's
+//! PIDs unchanged; a writer of its own on both nodes keeps every
+//! acknowledged write.
 
 use std::time::{Duration, Instant};
 
 use warden_harness::field::FieldCluster;
 
+use super::watchdog::etcd_pid;
 use super::{check_writes, ready, writer};
 
 /// Runs the checks on a cluster fresh from its setup (no restart of the
@@ -66,10 +69,60 @@ pub fn install(c: &FieldCluster, label: &str) {
         );
         eprintln!("{n}: outsider refused: {}", refused.stderr.trim());
     }
+    reload_keeps_etcd(c);
     // A steady stream for a few seconds more, then every ack checked.
     let t = Instant::now();
     w.wait_ack_after(Some("node-b"), t, Duration::from_secs(30))
         .unwrap();
     let n = check_writes(c, w, "node-a").unwrap();
     eprintln!("{label}: {n} acknowledged writes, all present");
+}
+
+/// `pcs resource update` of an agent parameter: Pacemaker applies it with
+/// reload-agent (the agent declares OCF 1.1, every parameter reloadable),
+/// logged as a success on both nodes, and etcd keeps its PIDs.
+fn reload_keeps_etcd(c: &FieldCluster) {
+    let nodes = ["node-a", "node-b"];
+    let since: Vec<String> = nodes
+        .iter()
+        .map(|n| {
+            c.node_sh_ok(n, "date +%s")
+                .unwrap()
+                .stdout
+                .trim()
+                .to_string()
+        })
+        .collect();
+    let before: Vec<u32> = nodes.iter().map(|n| etcd_pid(c, n)).collect();
+    c.node_sh_ok("node-a", "pcs resource update etcd daemon_wait=5")
+        .unwrap();
+    for (n, since) in nodes.iter().zip(&since) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let log = c
+                .node_sh_ok(
+                    n,
+                    &format!("journalctl -u pacemaker --no-pager -o cat --since @{since}"),
+                )
+                .unwrap()
+                .stdout;
+            let reloads: Vec<&str> = log.lines().filter(|l| l.contains("reload")).collect();
+            let done = reloads.iter().any(|l| {
+                l.contains("Result of reload-agent operation for etcd")
+                    && l.to_ascii_lowercase().contains(": ok")
+            });
+            if done {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{n}: no successful reload-agent within 120 s of the update; pacemaker's journal:\n{}",
+                reloads.join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+    let after: Vec<u32> = nodes.iter().map(|n| etcd_pid(c, n)).collect();
+    assert_eq!(before, after, "changing daemon_wait restarted etcd");
+    eprintln!("reload-agent on both nodes, etcd PIDs {after:?} unchanged");
 }
