@@ -776,6 +776,141 @@ fn the_backend_index_of_a_stopped_member_is_the_index_it_applied() {
     }
 }
 
+/// The help of `etcd-warden PATH…`, or None when that is no command.
+fn help_of(path: &[&str]) -> Option<String> {
+    let out = Command::new(BIN).args(path).arg("--help").output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The subcommand names a help text lists under "Commands:".
+fn subcommands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
+/// Every `etcd-warden …` command quoted in a file under `roots` (in
+/// backticks or single quotes, as messages and docs quote them), with the
+/// file it is in. A shell pipe, substitution or list ends the command.
+fn quoted_commands(roots: &[&Path]) -> Vec<(PathBuf, String)> {
+    let mut found = Vec::new();
+    let mut files: Vec<PathBuf> = roots.iter().map(|p| p.to_path_buf()).collect();
+    while let Some(p) = files.pop() {
+        if p.is_dir() {
+            files.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        if !matches!(p.extension().and_then(|e| e.to_str()), Some("rs" | "md")) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap();
+        for quote in ['`', '\''] {
+            let open = format!("{quote}etcd-warden ");
+            for (at, _) in text.match_indices(&open) {
+                let rest = &text[at + 1..];
+                let Some(end) = rest.find(quote) else {
+                    continue;
+                };
+                let cmd = rest[..end]
+                    .split(['|', ';', '&', '$', '\n'])
+                    .next()
+                    .unwrap_or_default();
+                found.push((p.clone(), cmd.trim().to_string()));
+            }
+        }
+    }
+    found
+}
+
+/// Every `etcd-warden` command that a message of the daemon, the agent or
+/// the report, or a page of docs/, tells the operator to run names
+/// subcommands and options that exist (values and placeholders aside).
+#[test]
+fn every_command_the_messages_and_docs_name_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let roots: Vec<PathBuf> = [
+        "daemon/src",
+        "resource-agent/src",
+        "crm-xml/src",
+        "docs",
+        "README.md",
+    ]
+    .iter()
+    .map(|r| root.join(r))
+    .collect();
+    let roots: Vec<&Path> = roots.iter().map(PathBuf::as_path).collect();
+    let commands = quoted_commands(&roots);
+    assert!(
+        commands.len() > 50,
+        "only {} commands found",
+        commands.len()
+    );
+    let mut wrong = Vec::new();
+    for (file, cmd) in &commands {
+        let words: Vec<&str> = cmd
+            .split_whitespace()
+            .skip(1)
+            .map(|w| w.trim_matches(['[', ']']))
+            .collect();
+        let mut path: Vec<&str> = Vec::new();
+        let mut help = help_of(&[]).unwrap();
+        for w in &words {
+            // etcdctl's own arguments follow it.
+            if path.last() == Some(&"etcdctl") || w.starts_with('-') {
+                break;
+            }
+            // Listed, or hidden from the list (`generate`) and answering.
+            let mut longer = path.clone();
+            longer.push(w);
+            let listed = subcommands(&help).iter().any(|s| s == w);
+            match help_of(&longer) {
+                Some(h) if listed || w.chars().all(|c| c.is_ascii_lowercase() || c == '-') => {
+                    path = longer;
+                    help = h;
+                }
+                _ => break,
+            }
+        }
+        let flags = words
+            .iter()
+            .filter(|w| w.starts_with("--") && w.len() > 2)
+            .map(|w| w.split('=').next().unwrap_or(w));
+        for flag in flags {
+            if path.last() != Some(&"etcdctl")
+                && !help.contains(&format!("{flag} "))
+                && !help.contains(&format!("{flag}\n"))
+            {
+                wrong.push(format!(
+                    "{}: `{cmd}`: etcd-warden {} has no {flag}",
+                    file.display(),
+                    path.join(" ")
+                ));
+            }
+        }
+        let next = words.get(path.len());
+        if next.is_some_and(|w| {
+            !w.starts_with('-')
+                && !subcommands(&help).is_empty()
+                && w.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+        }) {
+            wrong.push(format!(
+                "{}: `{cmd}`: etcd-warden {} has no subcommand {}",
+                file.display(),
+                path.join(" "),
+                next.unwrap_or(&"")
+            ));
+        }
+    }
+    eprintln!("{} commands checked", commands.len());
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 #[test]
 fn health_without_a_configured_report_is_unknown_and_says_why() {
     let s = Setup::new();
