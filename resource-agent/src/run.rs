@@ -273,12 +273,15 @@ fn not_promotable(action: &str) -> Exit {
 /// request never reached it, so a retry cannot repeat it) and `wait` lasts,
 /// counted from the first failed attempt.
 ///
-/// A stop is also retried when the connection broke before an answer (the
-/// daemon was killed by its watchdog or crashed while stopping etcd, and
-/// systemd restarts it): a stop may be repeated, it carries on from what
-/// the first one did (a stop that finds etcd stopped succeeds), whereas a
-/// failed stop means fencing. A start is not: the daemon may have carried
-/// it out.
+/// A stop or a start is also retried when the connection broke before an
+/// answer (the daemon was killed by its watchdog or crashed while carrying
+/// it out, and systemd restarts it). Either may be repeated: the restarted
+/// daemon adopts the etcd the first one left (by its PID file, or by its
+/// configuration when the daemon died before writing one) and carries on
+/// from the records the first one wrote (a join, a force), so a stop that
+/// finds etcd stopped and a start that finds it running succeed. A failed
+/// stop means fencing; a failed start keeps etcd off the node until its
+/// failure expires (`failure-timeout`) or an operator cleans it up.
 ///
 /// A monitor retries only while the daemon is being restarted: its socket
 /// file is still there (systemd keeps the runtime directory across a
@@ -299,7 +302,7 @@ fn call(
     // a fraction of a second.
     const POLL: Duration = Duration::from_millis(100);
     let monitor = req.action == Action::Monitor;
-    let stop = req.action == Action::Stop;
+    let repeatable = matches!(req.action, Action::Stop | Action::Start);
     let mut wait_until: Option<Instant> = None;
     loop {
         let left = budget.client_left();
@@ -310,7 +313,7 @@ fn call(
         let result = daemon.action(socket, req, left);
         let restarting = match &result {
             Err(ClientError::Connect { .. }) => !monitor || socket.exists(),
-            Err(ClientError::Io(_)) => stop || (monitor && socket.exists()),
+            Err(ClientError::Io(_)) => repeatable || (monitor && socket.exists()),
             _ => false,
         };
         let until = *wait_until.get_or_insert_with(|| Instant::now() + wait);
@@ -724,17 +727,35 @@ mod tests {
         assert_eq!(e.code(), 0);
         assert_eq!(d.seen.borrow().len(), 3);
 
-        // A reset is not retried for a start: the daemon may have carried
-        // it out.
-        let d = Fake::new(vec![reset()]);
+        // A start is sent again to the restarted daemon too, which finds
+        // what the first one did (see `call`); a notify is not.
+        let started = Ok(ActionReply {
+            outcome: Outcome::Success,
+            reason: None,
+        });
+        let d = Fake::new(vec![reset(), Err(refused()), started]);
         let e = run(
             &args("start"),
             &env(&[("OCF_RESKEY_socket", sock.to_str().unwrap())]),
             &d,
             Instant::now(),
         );
-        assert_eq!(e.code(), 1);
-        assert_eq!(d.seen.borrow().len(), 1);
+        assert_eq!(e.code(), 0, "{:?}", e.reason);
+        assert_eq!(d.seen.borrow().len(), 3);
+        assert!(
+            d.seen
+                .borrow()
+                .iter()
+                .all(|(r, _)| r.action == Action::Start)
+        );
+        let d = Fake::new(vec![reset()]);
+        let e = run(
+            &args("notify"),
+            &env(&[("OCF_RESKEY_socket", sock.to_str().unwrap())]),
+            &d,
+            Instant::now(),
+        );
+        assert_eq!(d.seen.borrow().len(), 1, "{:?}", e.reason);
     }
 
     /// The daemon goes away in the middle of a stop (its watchdog killed
