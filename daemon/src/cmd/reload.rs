@@ -31,9 +31,9 @@ pub(crate) fn run_reload(args: ReloadArgs) -> anyhow::Result<ExitCode> {
     // The files are checked here first, as the daemon will read them: a
     // refused file is named with its line and key (exit 78) before the
     // daemon is asked anything.
-    let node = match (&args.target.socket, &args.target.standalone) {
-        (None, None) => Some(args.target.settings()?.node_name),
-        _ => None,
+    let node = match &args.target.socket {
+        None => Some(args.target.settings()?.node_name),
+        Some(_) => None,
     };
     let r: ReloadReply = args.target.post(paths::RELOAD, &serde_json::json!({}))?;
     if args.json {
