@@ -94,8 +94,9 @@ pub enum Fault {
     /// write its follower has not yet learned is committed.
     LeaderOnLoserThenPartition { after: Duration },
     /// As above, with node2's daemon paused (SIGSTOP) from before the move
-    /// so that it cannot hand the leadership back: node1, a follower,
-    /// wins the fence race and forces from a log whose tail may hold writes
+    /// so that it cannot hand the leadership back, and node2's fencing of
+    /// node1 failing during the cut: node1, a follower, wins the fence
+    /// race and forces from a log whose tail may hold writes
     /// node2 acknowledged. The forced restart must move the revision past
     /// them before any client writes.
     FollowerForces { after: Duration },
@@ -486,8 +487,8 @@ fn window_writers(w: &WardenCluster, node: &str) -> Result<Writer> {
 }
 
 /// The [`Fault::FollowerForces`] fault up to the fence: node2's daemon
-/// paused, the leader moved to node2, four clients on it for `after`, the
-/// network cut. Returns the clients' acks and when the network was cut;
+/// paused, the leader moved to node2, four clients on it for `after`,
+/// node2's fencing of node1 failing, the network cut. Returns the clients' acks and when the network was cut;
 /// node2 is left powered off.
 fn follower_forces(w: &WardenCluster, after: Duration) -> Result<(Vec<writer::Ack>, Instant)> {
     let daemon = w.daemon_pid("node2").context("node2 runs no daemon")?;
@@ -516,21 +517,29 @@ fn follower_forces(w: &WardenCluster, after: Duration) -> Result<(Vec<writer::Ac
     if slowed.is_ok() {
         std::thread::sleep(SLOW_LINK_FOR);
     }
+    // node1 wins fence races by node2's 2 s fencing delay; on a loaded
+    // machine node1's own fencing can take longer than that. node2's
+    // fencing of node1 fails for the race, so that node1 is the one that
+    // forces, the follower this fault is about.
+    let fails = warden_harness::fence_agent::set_fails(w.c.root(), "node1", true);
     let mut cut = Instant::now();
-    let loser = w.c.cut("node1", "node2").and_then(|()| {
-        // No write is committed once the link is down: acks up to here.
-        cut = Instant::now();
-        if slowed.is_ok() {
-            w.c.exec_ok("node2", &["tc", "qdisc", "del", "dev", "to-node1", "root"])?;
-        }
-        fenced_then_heal(w)
-    });
+    let loser = fails
+        .and_then(|()| w.c.cut("node1", "node2"))
+        .and_then(|()| {
+            // No write is committed once the link is down: acks up to here.
+            cut = Instant::now();
+            if slowed.is_ok() {
+                w.c.exec_ok("node2", &["tc", "qdisc", "del", "dev", "to-node1", "root"])?;
+            }
+            fenced_then_heal(w)
+        });
     let own = extra.finish();
     cont(w);
+    warden_harness::fence_agent::set_fails(w.c.root(), "node1", false)?;
     let loser = loser?;
     ensure!(
         loser == "node2",
-        "node1 lost the fence race to a node with its daemon paused"
+        "node1 was fenced although node2's fencing of it failed"
     );
     Ok((own, cut))
 }

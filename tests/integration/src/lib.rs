@@ -26,6 +26,7 @@
 pub mod bench;
 pub mod bins;
 pub mod campaign;
+pub mod commands;
 pub mod field;
 pub mod fill;
 pub mod floor;

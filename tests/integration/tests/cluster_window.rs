@@ -17,7 +17,9 @@
 //! - `follower-forces`: node2's daemon paused (so that it cannot hand the
 //!   leadership back to node1, the fence race's winner), the leader moved
 //!   to node2, four clients on it, etcd's peer traffic node2 -> node1
-//!   slowed for 0.7 s, the network cut: node1 forces.
+//!   slowed for 0.7 s, node2's fencing of node1 failing (node1 wins the
+//!   fence race by node2's 2 s delay, which a loaded machine can outlast),
+//!   the network cut: node1 forces.
 //! - `winner-cannot-fence`: four clients on the leader, node1, where the
 //!   daemons keep it; node1's fencing of node2 fails and the network is
 //!   cut: node2 fences node1 once its delay has passed, and forces.

@@ -31,11 +31,12 @@ mod field_support;
 use std::time::Instant;
 
 use field_support::{
-    install, package, reboot, restart, scenario, stop_kill, systemd_backend, upgrade, watchdog,
+    commands, install, package, reboot, restart, scenario, stop_kill, systemd_backend, upgrade,
+    watchdog,
 };
 
 /// Debian 13 (Pacemaker 3.0, etcd 3.5), the `process` backend: install,
-/// watchdog, `systemctl restart` (plain, and after a configuration typo),
+/// the commands messages and docs name, watchdog, `systemctl restart` (plain, and after a configuration typo),
 /// package upgrade, the daemon killed
 /// during a stop, graceful reboot, power cut fenced over IPMI.
 #[test]
@@ -43,6 +44,7 @@ fn field_suite_debian13_process_backend() {
     let t = Instant::now();
     let (c, _work) = field_support::cluster_on("trixie").unwrap();
     scenario("install", || install::install(&c, "field_install"));
+    scenario("commands", || commands::commands(&c));
     scenario("watchdog", || watchdog::watchdog(&c));
     scenario("systemctl restart, and a typo", || restart::restart(&c));
     scenario("upgrade", || upgrade::upgrade(&c));
@@ -76,7 +78,8 @@ fn field_suite_debian13_package() {
     whole("debian13 package", t);
 }
 
-/// Debian 12 (Pacemaker 2.1.5, etcd 3.4.23): install, power cut.
+/// Debian 12 (Pacemaker 2.1.5, etcd 3.4.23, pcs 0.11): install, the
+/// commands messages and docs name, power cut.
 #[test]
 fn field_suite_debian12() {
     let t = Instant::now();
@@ -84,6 +87,7 @@ fn field_suite_debian12() {
     scenario("install (bookworm)", || {
         install::install(&c, "field_install (bookworm)")
     });
+    scenario("commands (bookworm)", || commands::commands(&c));
     scenario("power cut (bookworm)", || {
         field_support::power_cut_on(&c, "field_power (bookworm)", "/field-power")
     });

@@ -11,6 +11,7 @@
 // Each test binary uses a part of this module.
 #![allow(dead_code, unused_imports, clippy::unwrap_used)]
 
+pub mod commands;
 pub mod install;
 pub mod package;
 pub mod reboot;
