@@ -144,7 +144,7 @@ fn split_log_tail(log: &str, own: usize, etcd: usize) -> (Vec<String>, Vec<Strin
 }
 
 /// A log line without its terminal colour codes.
-fn strip_colour(line: &str) -> String {
+pub fn strip_colour(line: &str) -> String {
     let mut plain = String::new();
     let mut esc = false;
     for c in line.chars() {
