@@ -47,7 +47,8 @@ const CIB: &str = include_str!("../tests/fixtures/two_node_cib.xml");
 /// CIB, so `collect` takes the addresses from it without corosync-cmapctl.
 const COROSYNC_CONF: &str = include_str!("../tests/fixtures/two_node_corosync.conf");
 
-const CRM_MON: [&str; 4] = ["crm_mon", "--one-shot", "--inactive", "--output-as=xml"];
+/// The crm_mon call of the baselines: the cycle's own.
+const CRM_MON: [&str; 5] = etcd_warden::report_cycle::CRM_MON_CMD;
 
 /// The directory the parent prepared, passed to the re-executed benchmark.
 const DIR_ENV: &str = "COLLECT_BENCH_DIR";

@@ -49,7 +49,7 @@ pub(crate) const MAX_COROSYNC_TEXT: usize = 1024 * 1024;
 /// The crm_mon call of a cycle. `--fence-history=2` adds the latest
 /// successful fence of each node to the failed and pending ones crm_mon
 /// shows by default, so that the report (and `status`) name the last fence.
-pub(crate) const CRM_MON_CMD: [&str; 5] = [
+pub const CRM_MON_CMD: [&str; 5] = [
     "crm_mon",
     "--one-shot",
     "--inactive",

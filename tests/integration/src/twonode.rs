@@ -780,6 +780,23 @@ impl WardenCluster {
             .flatten())
     }
 
+    /// Puts `node` in standby (`on`) or out of it, asked on node `from`
+    /// (`crm_attribute --node NODE --name standby --update on|off`).
+    pub fn standby(&self, from: &str, node: &str, on: bool) -> Result<()> {
+        let value = if on { "on" } else { "off" };
+        let args = [
+            "crm_attribute",
+            "--node",
+            node,
+            "--name",
+            "standby",
+            "--update",
+            value,
+        ];
+        self.c.exec_ok(from, &args)?;
+        Ok(())
+    }
+
     /// Successful fences of `node` in crm_mon's history, seen from `from`.
     pub fn fence_count(&self, from: &str, node: &str) -> Result<usize> {
         Ok(self.c.crm_mon(from)?.fence_successes(node).len())

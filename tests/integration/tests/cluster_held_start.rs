@@ -248,26 +248,12 @@ fn monitors_after_every_held_start_agree_with_it() {
 
     // A node leaves by standby and comes back.
     let since = now_ms();
-    let standby = |on: &str| {
-        w.c.exec_ok(
-            "node1",
-            &[
-                "crm_attribute",
-                "--node",
-                "node2",
-                "--name",
-                "standby",
-                "--update",
-                on,
-            ],
-        )
-    };
-    standby("on").or_fail(&w);
+    w.standby("node1", "node2", true).or_fail(&w);
     poll("etcd to stop on node2", SETTLE, || {
         Ok(w.etcd_pid("node2")?.is_none().then_some(()))
     })
     .or_fail(&w);
-    standby("off").or_fail(&w);
+    w.standby("node1", "node2", false).or_fail(&w);
     wait_action(&w, "node2", since, &["action done", "action=Start"]).or_fail(&w);
     settle(&w, &all);
     held += check_held(&w, "standby and back", &["node2"], since);

@@ -326,22 +326,7 @@ fn a_leave_the_peer_did_not_persist_names_the_peer_and_the_command() {
     let acks = finish_with_sentinel(&w, writer, "node2");
     let image = image_of(&w, "node2");
 
-    let standby = |value: &str| {
-        w.c.exec_ok(
-            "node2",
-            &[
-                "crm_attribute",
-                "--node",
-                "node1",
-                "--name",
-                "standby",
-                "--update",
-                value,
-            ],
-        )
-        .or_fail(&w)
-    };
-    standby("on");
+    w.standby("node2", "node1", true).or_fail(&w);
     poll("node2 to run as the only voter", SETTLE, || {
         let (_, members) = w.members("node2")?;
         Ok((members.len() == 1 && w.etcd_pid("node1")?.is_none()).then_some(()))
@@ -358,7 +343,7 @@ fn a_leave_the_peer_did_not_persist_names_the_peer_and_the_command() {
     restore_image(&w, "node2", &image);
     w.boot("node2", SETTLE).or_fail(&w);
     w.boot("node1", SETTLE).or_fail(&w);
-    standby("off");
+    w.standby("node2", "node1", false).or_fail(&w);
 
     let command = "etcd-warden recover force-new-cluster --node node2";
     let peer = poll("node2 to name itself and the command", SETTLE, || {

@@ -189,21 +189,9 @@ fn cleanup_restart_disable_enable_standby_leave_the_pair_whole() {
     target_role("Started");
     pair_is_whole(&w, &writer, "disable and enable");
 
-    for (value, what) in [("on", "standby"), ("off", "unstandby")] {
-        w.c.exec_ok(
-            "node1",
-            &[
-                "crm_attribute",
-                "--node",
-                "node2",
-                "--name",
-                "standby",
-                "--update",
-                value,
-            ],
-        )
-        .or_fail(&w);
-        if value == "on" {
+    for (on, what) in [(true, "standby"), (false, "unstandby")] {
+        w.standby("node1", "node2", on).or_fail(&w);
+        if on {
             poll("node2's etcd to stop for standby", SETTLE, || {
                 Ok(w.etcd_pid("node2")?.is_none().then_some(()))
             })
