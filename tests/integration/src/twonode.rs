@@ -797,6 +797,22 @@ impl WardenCluster {
         Ok(())
     }
 
+    /// Cuts `node`'s power and waits (up to `timeout`) until Pacemaker,
+    /// asked on `from`, has fenced it, as it does with every node lost
+    /// uncleanly while the others keep quorum. Booting a node before that
+    /// fence lands races it: the fence agent empties the node's namespace
+    /// until nothing is left, so it kills the new boot's Pacemaker too, and
+    /// the node never joins.
+    pub fn crash_fenced(&self, node: &str, from: &str, timeout: Duration) -> Result<()> {
+        let before = self.fence_count(from, node)?;
+        self.c.crash(node)?;
+        poll(
+            &format!("Pacemaker on {from} to fence {node}"),
+            timeout,
+            || Ok((self.fence_count(from, node)? > before).then_some(())),
+        )
+    }
+
     /// Successful fences of `node` in crm_mon's history, seen from `from`.
     pub fn fence_count(&self, from: &str, node: &str) -> Result<usize> {
         Ok(self.c.crm_mon(from)?.fence_successes(node).len())

@@ -15,22 +15,6 @@ use failover_support::{FAILOVER, OrFail, SETTLE, check_seen, healthy, wait_acks_
 use warden_api::{Action, ActionReply, ActionRequest};
 use warden_integration::twonode::{SOCKET, Topology, WardenCluster, poll};
 
-/// Crashes `node` and, when the nodes left keep quorum, waits until
-/// Pacemaker (asked on `from`) has fenced it, as it does with every node
-/// lost uncleanly. Booting it before that fence lands races it: the fence
-/// then kills the freshly booted node and it never rejoins (what made
-/// node3 "not rejoin" in earlier runs: harness fence log `plug=node3
-/// killed` a second after its power-on, then crmadmin 102 until the
-/// deadline).
-fn crash_fenced(w: &WardenCluster, node: &str, from: &str) {
-    let before = w.fence_count(from, node).or_fail(w);
-    w.c.crash(node).or_fail(w);
-    poll(&format!("Pacemaker to fence {node}"), SETTLE, || {
-        Ok((w.fence_count(from, node)? > before).then_some(()))
-    })
-    .or_fail(w);
-}
-
 /// What `node`'s daemon answers a monitor now: the outcome and the reason
 /// Pacemaker's next monitor would show as the exit reason. Asked through
 /// the socket in the node's private /run (reached through the namespace
@@ -64,7 +48,7 @@ fn ha_lose_one_node_keeps_quorum_without_forcing() {
     let mon = w.monitor(&pair).or_fail(&w);
 
     let t = Instant::now();
-    crash_fenced(&w, "node3", "node1");
+    w.crash_fenced("node3", "node1", SETTLE).or_fail(&w);
     for n in &pair {
         writer.wait_ack_after(Some(n), t, FAILOVER).or_fail(&w);
     }
@@ -197,7 +181,7 @@ fn ha_replace_member_waits_while_degraded_then_learner_promote_remove() {
 
     // node2 down: degraded, quorum kept by node1 and node3 (which fence it).
     let t = Instant::now();
-    crash_fenced(&w, "node2", "node1");
+    w.crash_fenced("node2", "node1", SETTLE).or_fail(&w);
     writer
         .wait_ack_after(Some("node1"), t, FAILOVER)
         .or_fail(&w);

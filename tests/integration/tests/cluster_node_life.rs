@@ -769,12 +769,7 @@ fn a_replaced_node_whose_old_learner_is_still_listed_is_added_anew() {
     // node2 loses power and comes back as a replaced machine, once
     // node1's Pacemaker has fenced it (a fence still running when the
     // machine boots would power the new boot off).
-    let fences = w.fence_count("node1", "node2").or_fail(&w);
-    w.c.crash("node2").or_fail(&w);
-    poll("node1 to fence the crashed node2", SETTLE, || {
-        Ok((w.fence_count("node1", "node2")? > fences).then_some(()))
-    })
-    .or_fail(&w);
+    w.crash_fenced("node2", "node1", SETTLE).or_fail(&w);
     let old_disk = w.c.node_dir("node2").or_fail(&w).join("replaced-machine");
     let data = move_entries(&w.data_dir("node2").or_fail(&w), &old_disk.join("etcd"));
     let st = move_entries(&state_dir(&w, "node2"), &old_disk.join("state"));
