@@ -92,6 +92,15 @@ pub fn poll<T>(
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+/// Unix milliseconds now (to compare with the daemon log's stamps, see
+/// [`logged_ms`]).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
 /// Unix milliseconds of the last line of a daemon `log` that contains every
 /// one of `needles` (see [`logged_ms`]).
 pub fn last_logged_ms(log: &str, needles: &[&str]) -> Option<u64> {

@@ -14,12 +14,12 @@ mod failover_support;
 
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use anyhow::{Context, ensure};
 use failover_support::{FAILOVER, OrFail, SETTLE, daemon_report, wait_acks_everywhere};
 use warden_integration::gateway;
-use warden_integration::twonode::{Topology, WardenCluster, last_logged_ms, poll};
+use warden_integration::twonode::{Topology, WardenCluster, last_logged_ms, now_ms, poll};
 use warden_integration::writer::Ack;
 
 /// The test's policy: past 45 % free of at least 8 MiB, looked at every
@@ -48,13 +48,6 @@ impl Run {
     fn end_ms(&self) -> u64 {
         self.start_ms + self.duration_ms
     }
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or_default()
 }
 
 /// The defragmentations `node`'s daemon recorded, and its policy's latest

@@ -21,19 +21,9 @@
 
 mod failover_support;
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
-use warden_integration::twonode::{Topology, WardenCluster, logged_ms, poll, strip_colour};
+use warden_integration::twonode::{Topology, WardenCluster, logged_ms, now_ms, poll, strip_colour};
 
 use failover_support::{FAILOVER, OrFail, SETTLE, healthy, wait_acks_everywhere};
-
-/// Unix milliseconds now (the daemon's log stamps are UTC milliseconds).
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
 
 /// One action of a daemon's log: its stamp and its line, without colour
 /// codes.
@@ -222,15 +212,11 @@ fn monitors_after_every_held_start_agree_with_it() {
     // added the returning node as a learner, so the returning node's etcd
     // runs but waits for its promotion.
     let since = now_ms();
-    w.c.crash("node2").or_fail(&w);
     let t = std::time::Instant::now();
+    w.crash_fenced("node2", "node1", SETTLE).or_fail(&w);
     writer
         .wait_ack_after(Some("node1"), t, FAILOVER)
         .or_fail(&w);
-    poll("node1 to fence node2", SETTLE, || {
-        Ok((w.fence_count("node1", "node2")? >= 1).then_some(()))
-    })
-    .or_fail(&w);
     let daemon1 = w.daemon_pid("node1").expect("node1's daemon");
     w.boot("node2", SETTLE).or_fail(&w);
     poll("node1 to add node2 as a learner", SETTLE, || {

@@ -21,10 +21,10 @@ mod failover_support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use warden_integration::twonode::{Topology, WardenCluster, logged_ms, poll};
+use warden_integration::twonode::{Topology, WardenCluster, logged_ms, now_ms, poll};
 use warden_integration::watcher::Watcher;
 use warden_integration::writer::{Ack, Writer, check_unique_revisions};
 
@@ -146,14 +146,6 @@ fn longest_gap(acks: &[Ack], t0: Instant) -> (Duration, Duration) {
         .map(|p| (p[1] - p[0], p[0].saturating_duration_since(t0)))
         .max()
         .unwrap_or_default()
-}
-
-/// Unix milliseconds now (to compare with the daemon log's stamps).
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }
 
 /// Whether `node`'s daemon logged a line with every one of `needles` at or
