@@ -244,6 +244,7 @@ fn force_archive_rejoin_promote_on_real_etcd() {
                     pending_epoch: None,
                     voter_ids: Default::default(),
                     state_lost: false,
+                    added_by: Default::default(),
                 },
             )
         });

@@ -321,6 +321,10 @@ pub struct DataRecord {
     /// 0) until a quorate look writes the state down again.
     #[serde(default)]
     pub state_lost: bool,
+    /// While its data is a learner's that has not been a voter yet: the
+    /// voters of the cluster that added it (see [`LocalData::added_by`]).
+    #[serde(default)]
+    pub added_by: std::collections::BTreeMap<String, u64>,
 }
 
 impl DataRecord {
@@ -520,6 +524,13 @@ pub struct LocalData {
     /// "epoch 0, never formed". Cleared by the next quorate look.
     #[serde(default)]
     pub state_lost: bool,
+    /// The member id of each voter of the cluster that added this node's
+    /// member as a learner, by node, as the quorate look the join was
+    /// decided on listed them (written at the join). While the data is a
+    /// learner's that has not been a voter yet, everything it holds came
+    /// from those voters: none of it was committed without them.
+    #[serde(default)]
+    pub added_by: std::collections::BTreeMap<String, u64>,
 }
 
 impl LocalData {

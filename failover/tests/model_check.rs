@@ -1154,6 +1154,29 @@ fn a_lost_state_file_read_as_new_is_caught() {
     );
 }
 
+/// The rule before: a node whose state file was lost started its data
+/// only where the peer's record listed its member as a voter. n1 is
+/// replaced and joins; n2 adds it as a learner and loses power with its
+/// state file before the promotion; n1 fences n2. n2 comes back and
+/// refuses beside the learner it added, naming n1's learner data as the
+/// one to keep, while n1's learner waits for n2's voter.
+#[test]
+fn a_refusal_beside_the_nodes_own_learner_is_caught() {
+    let cx = expect_violation(
+        Mutation::RefuseBesideOwnLearner,
+        "liveness",
+        lost_state_two_faults(),
+        80,
+    );
+    assert!(
+        cx.events
+            .iter()
+            .any(|e| matches!(e, Event::CrashLosingStateFile(_))),
+        "{}",
+        cx.render()
+    );
+}
+
 /// The rule before: a replaced machine (no data, no state file) was no
 /// proof that no other member runs. After a total outage its peer's member
 /// waits for the old member's vote and for a fence that never comes, the

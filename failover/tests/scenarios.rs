@@ -36,6 +36,7 @@ fn record(node: &str, has_data: bool, epoch: u64) -> DataRecord {
         pending_epoch: None,
         voter_ids: Default::default(),
         state_lost: false,
+        added_by: Default::default(),
     }
 }
 
@@ -104,6 +105,7 @@ fn data(member_id: u64, epoch: u64, voters: &[&str]) -> LocalData {
         pending_epoch: None,
         voter_ids: Default::default(),
         state_lost: false,
+        added_by: Default::default(),
     }
 }
 
@@ -2231,6 +2233,79 @@ fn a_lost_state_file_beside_a_peer_not_listing_its_member_refuses() {
         has(&f, |s| matches!(s, Step::ArchiveDataDir { .. })),
         "{:?}",
         decide(&f)
+    );
+}
+
+/// n1 forced, added n2 as a learner and lost power with its state file
+/// before n2 was a voter (a campaign round, seed 6035726886597519176):
+/// n2's learner has no leader and can never be one. n2's record says its
+/// data is a learner's added by n1's member, so everything it holds came
+/// from n1's data: n1 starts its data (raft then needs the votes n1's own
+/// membership names, and a learner votes for a leader that lists it as a
+/// voter). With no record of who added the learner (a daemon from before
+/// the record said so), n1 refuses and names itself: a learner's data
+/// counts for no commit, so n1's data is the newest.
+#[test]
+fn a_lost_state_file_beside_its_own_learner_starts_the_data() {
+    let learner = |added_by: &[(&str, u64)]| {
+        let mut f = n1_state_lost();
+        let r = peer_mut(&mut f, B).record.as_mut().unwrap();
+        r.epoch = 37;
+        r.formed = false;
+        r.learner = true;
+        r.voter_ids = Default::default();
+        r.added_by = added_by
+            .iter()
+            .map(|(n, id)| (n.to_string(), *id))
+            .collect();
+        f
+    };
+    let f = learner(&[(A, ID_A)]);
+    let d = decide(&f);
+    assert!(
+        d.steps.contains(&Step::StartEtcd {
+            mode: StartMode::Existing
+        }),
+        "{d:?}"
+    );
+    assert!(
+        d.reason
+            .as_deref()
+            .is_some_and(|r| r.contains("added n2's learner")),
+        "{d:?}"
+    );
+    assert!(
+        !has(&f, |s| matches!(s, Step::ArchiveDataDir { .. })),
+        "{d:?}"
+    );
+    // Added by another member of n1 (n1's data is not the voter that fed
+    // the learner), or by nobody known: no start, and the refusal names n1.
+    for other in [learner(&[(A, ID_B2)]), learner(&[])] {
+        let d = decide(&other);
+        assert!(
+            !d.steps
+                .iter()
+                .any(|s| matches!(s, Step::StartEtcd { .. } | Step::ArchiveDataDir { .. })),
+            "{d:?}"
+        );
+        let (reason, cmd) = d.refusal().expect("must refuse");
+        assert!(reason.contains("learner's"), "{reason}");
+        assert_eq!(cmd, "etcd-warden recover force-new-cluster --node n1");
+    }
+    // The learner's own record publishes who added it, only while it is a
+    // learner's data.
+    let mut joined = healthy(B);
+    joined.data.voters = Vec::new();
+    joined.data.added_by = [(A.to_string(), ID_A)].into();
+    let r = warden_failover::decide::expected_record(&joined);
+    assert!(r.learner, "{r:?}");
+    assert_eq!(r.added_by, joined.data.added_by);
+    joined.data.voters = vec![A.to_string(), B.to_string()];
+    assert!(
+        warden_failover::decide::expected_record(&joined)
+            .added_by
+            .is_empty(),
+        "a voter's record names no one who added it"
     );
 }
 

@@ -352,6 +352,7 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                     paths
                         .update_state(|st| {
                             st.voters = Vec::new();
+                            st.added_by.clear();
                             st.joining = false;
                             st.reseeding = true;
                             st.pending_epoch = None;
@@ -412,6 +413,15 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                             // wait on (a directory lost without an archive
                             // keeps the old voters here otherwise).
                             st.voters = Vec::new();
+                            // Everything the learner receives comes from
+                            // these voters until it is promoted.
+                            st.added_by = cluster
+                                .members
+                                .iter()
+                                .filter(|m| !m.is_learner)
+                                .filter(|m| m.node != s.node_name)
+                                .map(|m| (m.node.clone(), m.id))
+                                .collect();
                         })
                         .map_err(local)?;
                     crate::kill_point::reached("join-recorded");

@@ -426,6 +426,7 @@ fn a_peer_whose_own_removal_is_committed_allows_a_force_with_the_marker() {
         pending_epoch: None,
         voter_ids: Default::default(),
         state_lost: false,
+        added_by: Default::default(),
     });
     f.pacemaker.nodes[1] = b;
     f.data.cluster_id = Some(7);
@@ -471,6 +472,7 @@ fn a_blank_peer_allows_a_force_with_the_marker() {
         pending_epoch: None,
         voter_ids: Default::default(),
         state_lost: false,
+        added_by: Default::default(),
     });
     f.pacemaker.nodes[1] = b;
     f.data.cluster_id = Some(7);

@@ -596,6 +596,7 @@ pub(crate) async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
             .map(|(n, id)| (n.clone(), *id))
             .collect(),
         state_lost: state.epoch_unknown && paths.has_data(),
+        added_by: state.added_by.clone(),
     };
     Ok(Facts {
         node: s.node_name.clone(),

@@ -103,6 +103,11 @@ pub struct StateFile {
     /// the next quorate look.
     #[serde(default)]
     pub(crate) epoch_unknown: bool,
+    /// The member id of each voter of the cluster that added this node's
+    /// member as a learner, by node (written at the join, from the quorate
+    /// look it was decided on; emptied by a reseed).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub(crate) added_by: std::collections::BTreeMap<String, u64>,
     /// Revisions a forced restart of this data may have dropped that were
     /// not yet moved past (written before the force, cleared once its
     /// revision step is done): the next start holds clients off until it

@@ -321,7 +321,7 @@ impl Reconciler {
             };
             // How long the facts took is the survivor's overhead between a
             // fence and its forced restart: worth seeing in every action log.
-            tracing::info!(?trigger, steps = ?d.steps, gathered_ms = gathering.elapsed().as_millis() as u64, "carrying out");
+            tracing::info!(?trigger, steps = ?d.steps, reason = d.reason.as_deref().unwrap_or_default(), gathered_ms = gathering.elapsed().as_millis() as u64, "carrying out");
             let left = deadline.saturating_sub(started.elapsed());
             let report = exec::execute(ports, &self.paths, &facts, &d.steps, left).await;
             self.counters.executed(&report.done, report.archived.len());

@@ -177,6 +177,7 @@ pub(crate) fn record(
         pending_epoch: None,
         voter_ids: Default::default(),
         state_lost: false,
+        added_by: Default::default(),
     }
 }
 

@@ -253,6 +253,13 @@ async fn s11_the_fenced_node_archives_its_stale_data_and_joins_as_a_learner() {
     assert_eq!(reply.outcome, Outcome::Success, "{reply:?}");
     let st = sim.paths.read_state().unwrap();
     assert_eq!((st.epoch, st.member_id), (1, Some(0x777)), "{st:?}");
+    // The voter that added the learner is written down with the join.
+    let voter = sim.with(|w| w.members.iter().find(|m| m.node == A).map(|m| m.id));
+    assert_eq!(
+        st.added_by,
+        [(A.to_string(), voter.unwrap())].into(),
+        "{st:?}"
+    );
 }
 
 #[tokio::test]

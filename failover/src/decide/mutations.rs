@@ -123,6 +123,13 @@ pub enum Mutation {
     /// although nothing about the data changed: a peer lost inside the
     /// window left the survivor refusing to force once it ended.
     ClearMarkerInMaintenance,
+    /// The rule before: a node whose state file was lost started its data
+    /// only where the peer's record listed its member as a voter. Beside
+    /// a learner it had added itself, not yet a voter, it refused and
+    /// named the learner's node as the one to keep: the learner waits for
+    /// the voter whose node refuses, and the command named archives the
+    /// newest data.
+    RefuseBesideOwnLearner,
 }
 
 /// How `decide` behaves under the model checker's tests.

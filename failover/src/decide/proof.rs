@@ -315,6 +315,11 @@ pub fn expected_record(facts: &Facts) -> DataRecord {
             .map(|(n, id)| (n.clone(), *id))
             .collect(),
         state_lost: facts.data.state_lost && facts.data.exists,
+        added_by: if facts.data.learner_only(&facts.node) {
+            facts.data.added_by.clone()
+        } else {
+            Default::default()
+        },
     }
 }
 

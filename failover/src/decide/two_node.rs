@@ -479,6 +479,23 @@ impl Decider<'_> {
                 && d.member_id.is_some()
                 && r.voter_ids.get(&f.node) == d.member_id.as_ref()
         });
+        // The peer's data is a learner's, not yet a voter, that this very
+        // member added while it was the only voter: everything the peer
+        // holds came from this data, and nothing was committed without
+        // it. A plain start loses nothing: raft needs the votes this
+        // data's own membership names, and etcd lets a learner vote for a
+        // leader whose newer membership lists it as a voter.
+        let fed = !broken!(self, RefuseBesideOwnLearner)
+            && peer.record.as_ref().is_some_and(|r| {
+                r.has_data
+                    && r.learner
+                    && !r.state_lost
+                    && r.cluster_id.is_some()
+                    && r.cluster_id == d.cluster_id
+                    && d.member_id.is_some()
+                    && r.added_by.len() == 1
+                    && r.added_by.get(&f.node) == d.member_id.as_ref()
+            });
         let claimed = peer
             .claim
             .as_ref()
@@ -492,7 +509,7 @@ impl Decider<'_> {
         let plain = peer.record.as_ref().is_some_and(|r| {
             !r.has_data || (r.state_lost && r.cluster_id.is_some() && r.cluster_id == d.cluster_id)
         });
-        if (listed || plain) && !claimed {
+        if (listed || plain || fed) && !claimed {
             return self.act(
                 Step::StartEtcd {
                     mode: StartMode::Existing,
@@ -504,6 +521,10 @@ impl Decider<'_> {
                     d.cluster_id.unwrap_or(0),
                     match &peer.record {
                         _ if listed => format!("which {}'s data lists as a voter", peer.name),
+                        _ if fed => format!(
+                            "which added {}'s learner: its data holds everything the learner has",
+                            peer.name
+                        ),
                         Some(r) if r.has_data => format!(
                             "and {} lost its state file too: a plain start in the data's own membership",
                             peer.name
@@ -516,6 +537,27 @@ impl Decider<'_> {
         let what = match &peer.record {
             Some(r) if r.has_data && r.state_lost => {
                 format!("{} lost its state file too", peer.name)
+            }
+            // A learner's data counts for no commit: this node's data is
+            // the newest there is, and a force from it loses no write.
+            Some(r)
+                if r.has_data
+                    && r.learner
+                    && !claimed
+                    && !broken!(self, RefuseBesideOwnLearner) =>
+            {
+                let outcome = self.held_outcome();
+                return self.refuse_as(
+                    format!(
+                        "this node's state file is missing; its data is member {} of cluster {} (read from the write-ahead log), epoch unknown, and {}'s data is a learner's that has not been a voter yet, not added by this member: {} holds the newest data",
+                        d.member_id.map_or("?".into(), |m| format!("{m:x}")),
+                        d.cluster_id.map_or("?".into(), |c| format!("{c:x}")),
+                        peer.name,
+                        f.node
+                    ),
+                    resolve::force_new_cluster(&f.node),
+                    outcome,
+                );
             }
             Some(r) if r.has_data => format!(
                 "{}'s data (epoch {}) does not list it as a voter",

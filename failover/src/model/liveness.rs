@@ -172,11 +172,24 @@ impl EtcdModel {
                 .or(n.lost.map(|l| may_hold(l.epoch, l.pending)))
         };
         let newest = s.nodes.iter().filter_map(epoch).max();
+        // A learner's data that has not been a voter yet counts for no
+        // commit: beside a voter's data (or a lost voter's state file) of
+        // the same epoch it is never the newest.
+        let learner_only = |x: usize| {
+            s.nodes[x]
+                .data
+                .as_ref()
+                .is_some_and(|d| !d.removed && !is_voter(d, x))
+        };
+        let at_newest: Vec<usize> = (0..self.n())
+            .filter(|&x| newest.is_some() && epoch(&s.nodes[x]) == newest)
+            .collect();
+        let voter_at_newest = at_newest.iter().any(|&x| !learner_only(x));
         // With no data and no state file left anywhere (a machine replaced
         // beside a peer that archived its own), the archives hold it.
         let newest_nodes: Vec<String> = (0..self.n())
             .filter(|&x| match newest {
-                Some(_) => epoch(&s.nodes[x]) == newest,
+                Some(_) => at_newest.contains(&x) && (!voter_at_newest || !learner_only(x)),
                 None => s.nodes[x].archives > 0,
             })
             .map(name)

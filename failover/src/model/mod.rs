@@ -201,6 +201,15 @@ impl EtcdModel {
         let r = crate::decide::expected_record(&self.facts(s, x));
         let node = &s.nodes[x];
         let small = |v: u64| u8::try_from(v).unwrap_or(u8::MAX);
+        // A record's `{node: member id}` map, by node index and small id.
+        let by_index = |ids: &std::collections::BTreeMap<String, u64>| -> Vec<(usize, u8)> {
+            ids.iter()
+                .filter_map(|(n, id)| {
+                    let y = (0..self.n()).find(|&y| name(y) == *n)?;
+                    Some((y, small(id - ID_BASE)))
+                })
+                .collect()
+        };
         Rec {
             learner: r.learner,
             removed: r.removed,
@@ -213,15 +222,9 @@ impl EtcdModel {
             lost: node.data.is_none() && node.lost.is_some(),
             lost_member: r.lost_member.map(|m| small(m - ID_BASE)),
             pending: r.pending_epoch.map(small),
-            voter_ids: r
-                .voter_ids
-                .iter()
-                .filter_map(|(n, id)| {
-                    let y = (0..self.n()).find(|&y| name(y) == *n)?;
-                    Some((y, small(id - ID_BASE)))
-                })
-                .collect(),
+            voter_ids: by_index(&r.voter_ids),
             state_lost: r.state_lost,
+            added_by: by_index(&r.added_by),
         }
     }
 }

@@ -149,6 +149,8 @@ pub struct Rec {
     pub voter_ids: Vec<(usize, u8)>,
     /// Its state file is missing beside data: the epoch is unknown.
     pub state_lost: bool,
+    /// A learner's data: the voters that added it, by node.
+    pub added_by: Vec<(usize, u8)>,
 }
 
 /// What the state file still says of a member directory that went missing.

@@ -249,8 +249,23 @@ pub(super) fn local_data(me: &Node) -> LocalData {
                 .map(|e| (name(e.node), ID_BASE + u64::from(e.id)))
                 .collect(),
             state_lost: false,
+            added_by: added_by(d),
         },
     }
+}
+
+/// The voters a learner's data was added by, while its own member is not
+/// a voter yet: the voters its membership lists (a learner's membership
+/// comes from the leader that added it).
+fn added_by(d: &Data) -> std::collections::BTreeMap<String, u64> {
+    if d.config.iter().any(|e| e.id == d.member && !e.learner) {
+        return Default::default();
+    }
+    d.config
+        .iter()
+        .filter(|e| !e.learner)
+        .map(|e| (name(e.node), ID_BASE + u64::from(e.id)))
+        .collect()
 }
 
 pub(super) fn resource_state(n: &Node) -> ResourceState {
@@ -290,6 +305,11 @@ pub(super) fn to_record(y: usize, r: &Rec) -> DataRecord {
             .map(|&(n, id)| (name(n), ID_BASE + u64::from(id)))
             .collect(),
         state_lost: r.state_lost,
+        added_by: r
+            .added_by
+            .iter()
+            .map(|&(n, id)| (name(n), ID_BASE + u64::from(id)))
+            .collect(),
     }
 }
 

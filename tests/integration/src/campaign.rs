@@ -349,12 +349,18 @@ pub struct Tally {
     pub window_rounds: usize,
     /// Writes so dropped.
     pub window_lost: usize,
+    /// Rounds that ended in a refusal naming a command, which the
+    /// campaign then ran (judged as any round afterwards).
+    pub operator: usize,
 }
 
 impl Tally {
     /// Adds a round's verdict and window losses.
     pub fn add(&mut self, j: &Judged) {
         self.rounds += 1;
+        if j.operator.is_some() {
+            self.operator += 1;
+        }
         if !j.window_lost.is_empty() {
             self.window_rounds += 1;
             self.window_lost += j.window_lost.len();
@@ -390,6 +396,13 @@ impl fmt::Display for Tally {
         )?;
         if self.stuck > 0 {
             write!(f, " ({} stuck explained)", self.stuck_explained)?;
+        }
+        if self.operator > 0 {
+            write!(
+                f,
+                "; the command a refusal named run in {} rounds",
+                self.operator
+            )?;
         }
         if self.window_rounds > 0 {
             write!(
@@ -1042,8 +1055,33 @@ pub fn round_of(w: &WardenCluster, n: usize, faults: &[Fault], rng: &mut Rng) ->
     if let Err(e) = heal(w) {
         return Verdict::Stuck(format!("heal: {e:#}; {}", reasons(w))).into();
     }
+    let mut operator = None;
     if let Err(e) = recovered(w, &all) {
-        return Verdict::Stuck(format!("{e:#}; {}", reasons(w))).into();
+        let why = reasons(w);
+        // Where the daemons name one command, the operator runs it, as
+        // the runbook says, and the pair is judged as any other.
+        let Some((sub, node)) = named_command(&why) else {
+            return Verdict::Stuck(format!("{e:#}; {why}")).into();
+        };
+        let cmd = format!("etcd-warden recover {sub} --node {node}");
+        let args = [
+            "recover",
+            sub.as_str(),
+            "--node",
+            node.as_str(),
+            "--confirm",
+        ];
+        if let Err(run) = w.warden_cli(&node, &args) {
+            return Verdict::Stuck(format!("{e:#}; {why}; '{cmd}' failed: {run:#}")).into();
+        }
+        if let Err(after) = recovered(w, &all) {
+            return Verdict::Stuck(format!(
+                "{e:#}; {why}; after '{cmd}': {after:#}; {}",
+                reasons(w)
+            ))
+            .into();
+        }
+        operator = Some(cmd);
     }
     // A write or two once recovered, so the check covers the whole round.
     let t = Instant::now();
@@ -1051,12 +1089,39 @@ pub fn round_of(w: &WardenCluster, n: usize, faults: &[Fault], rng: &mut Rng) ->
     let mut acks = writer.finish();
     let watched = watcher.finish();
     let mut judged = judge(w, &mut acks, &prefix, window, &all, &cuts);
+    judged.operator = operator;
     if judged.verdict == Verdict::Passed
         && let Err(e) = watched.check()
     {
         judged.verdict = Verdict::Unsafe(format!("watch: {e:#}"));
     }
     judged
+}
+
+/// The `etcd-warden recover` command the daemons' refusals in `reasons`
+/// name (`resolve with 'etcd-warden recover SUB --node NODE'`), when they
+/// name exactly one that needs nothing but the node: the subcommand and
+/// the node. A snapshot restore needs a file only the operator has.
+pub fn named_command(reasons: &str) -> Option<(String, String)> {
+    const RUNNABLE: [&str; 3] = ["force-new-cluster", "keep-data-of", "restore-archive"];
+    let named: std::collections::BTreeSet<(String, String)> = reasons
+        .split("resolve with 'etcd-warden recover ")
+        .skip(1)
+        .filter_map(|rest| {
+            let words: Vec<&str> = rest.split('\'').next()?.split_whitespace().collect();
+            match words.as_slice() {
+                [sub, "--node", node] if RUNNABLE.contains(sub) => {
+                    Some((sub.to_string(), node.to_string()))
+                }
+                _ => None,
+            }
+        })
+        .collect();
+    let mut it = named.into_iter();
+    match (it.next(), it.next()) {
+        (Some(one), None) => Some(one),
+        _ => None,
+    }
 }
 
 /// A round's verdict, and the writes lost in the commit-index window of a
@@ -1069,6 +1134,9 @@ pub struct Judged {
     /// Acknowledged writes a follower's forced restart dropped: each one
     /// the last write a client on node2 had acknowledged before the cut.
     pub window_lost: Vec<String>,
+    /// The command the daemons named, which the campaign ran as the
+    /// operator before judging the round.
+    pub operator: Option<String>,
 }
 
 impl From<Verdict> for Judged {
@@ -1076,6 +1144,7 @@ impl From<Verdict> for Judged {
         Judged {
             verdict,
             window_lost: Vec::new(),
+            operator: None,
         }
     }
 }
@@ -1153,11 +1222,13 @@ fn judge(
         return Judged {
             verdict: Verdict::Order(format!("{e:#}")),
             window_lost,
+            operator: None,
         };
     }
     Judged {
         verdict: Verdict::Passed,
         window_lost,
+        operator: None,
     }
 }
 
@@ -1274,12 +1345,9 @@ pub fn run_rounds(round_seeds: &[u64], mut line: impl FnMut(String)) -> Result<T
                 format!(": {d}")
             }
         };
-        line(format!(
-            "round {n}/{rounds} (seed {round_seed}) [{}] {} in {:.0}s{detail}",
-            faults.join(", "),
-            verdict.word(),
-            t.elapsed().as_secs_f64()
-        ));
+        if let Some(cmd) = &judged.operator {
+            detail.push_str(&format!(" (after the operator's '{cmd}')"));
+        }
         if !judged.window_lost.is_empty() {
             detail.push_str(&format!(
                 " ({} dropped in the commit-index window: {:?})",
@@ -1287,6 +1355,12 @@ pub fn run_rounds(round_seeds: &[u64], mut line: impl FnMut(String)) -> Result<T
                 judged.window_lost
             ));
         }
+        line(format!(
+            "round {n}/{rounds} (seed {round_seed}) [{}] {} in {:.0}s{detail}",
+            faults.join(", "),
+            verdict.word(),
+            t.elapsed().as_secs_f64()
+        ));
         tally.add(&judged);
         if *verdict == Verdict::Passed {
             cluster = Some(w);
@@ -1346,15 +1420,44 @@ mod tests {
         t.add(&Judged {
             verdict: Verdict::Passed,
             window_lost: vec!["/campaign-window/w00001/node2c1/7".into()],
+            operator: None,
         });
         assert!(t.ok(), "window losses are measured, not failed: {t}");
         t.add(&Verdict::Stuck("waiting".into()).into());
         assert!(!t.ok());
+        t.add(&Judged {
+            verdict: Verdict::Lost("1 of 9 acknowledged writes lost".into()),
+            window_lost: Vec::new(),
+            operator: Some("etcd-warden recover keep-data-of --node node2".into()),
+        });
         assert_eq!(
             t.to_string(),
-            "campaign: 4 rounds, 2 passed, 0 lost, 0 order, 2 stuck, 0 unsafe (1 stuck explained); \
+            "campaign: 5 rounds, 2 passed, 1 lost, 0 order, 2 stuck, 0 unsafe (1 stuck explained); \
+             the command a refusal named run in 1 rounds; \
              1 writes dropped by a follower's force in 1 rounds (the commit-index window)"
         );
+    }
+
+    #[test]
+    fn the_command_a_refusal_names_is_read_from_the_reasons() {
+        let both = "node1: resolve with 'etcd-warden recover force-new-cluster --node node2': this node is new | \
+                    node2: resolve with 'etcd-warden recover force-new-cluster --node node2': no in-sync marker";
+        assert_eq!(
+            named_command(both),
+            Some(("force-new-cluster".into(), "node2".into()))
+        );
+        let one = "node1: waiting for node2 | node2: resolve with 'etcd-warden recover keep-data-of --node node1': x";
+        assert_eq!(
+            named_command(one),
+            Some(("keep-data-of".into(), "node1".into()))
+        );
+        // Two different commands, a file only the operator has, no command.
+        let two = "node1: resolve with 'etcd-warden recover force-new-cluster --node node1': a | \
+                   node2: resolve with 'etcd-warden recover force-new-cluster --node node2': b";
+        assert_eq!(named_command(two), None);
+        let snapshot = "node1: resolve with 'etcd-warden recover restore-snapshot --node node1 --snapshot <FILE>': a";
+        assert_eq!(named_command(snapshot), None);
+        assert_eq!(named_command("node1: waiting | node2: waiting"), None);
     }
 
     fn ack(node: &str, key: &str, at: Instant) -> writer::Ack {

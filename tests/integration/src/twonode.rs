@@ -416,6 +416,22 @@ impl WardenCluster {
         self.spawn_daemon_env(node, &self.warden, &[(env, points)])
     }
 
+    /// Ends `node`'s daemon with SIGTERM (etcd keeps running) and starts
+    /// one armed to kill itself at `point`, once its API answers.
+    pub fn rearm_daemon(&self, node: &str, point: &str) -> Result<i32> {
+        let pid = self
+            .daemon_pid(node)
+            .with_context(|| format!("no daemon on {node}"))?;
+        self.c.stop_process(node, pid, Duration::from_secs(45))?;
+        let armed = self.spawn_daemon_killed_at(node, point)?;
+        poll(
+            &format!("{node}'s armed daemon's API"),
+            Duration::from_secs(30),
+            || self.status(node).map(Some),
+        )?;
+        Ok(armed)
+    }
+
     fn spawn_daemon_env(&self, node: &str, warden: &Path, envs: &[(&str, &str)]) -> Result<i32> {
         let cfg = self.config_path(node)?;
         let argv = [

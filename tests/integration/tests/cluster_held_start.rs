@@ -161,23 +161,6 @@ fn check_held(w: &WardenCluster, kind: &str, nodes: &[&str], since: u64) -> usiz
     count
 }
 
-/// A daemon stopped with SIGSTOP, continued when dropped (also when the
-/// test fails), unless the process is gone.
-struct Stalled(i32);
-
-impl Stalled {
-    fn stop(pid: i32) -> anyhow::Result<Self> {
-        warden_harness::process::signal(pid, nix::sys::signal::Signal::SIGSTOP)?;
-        Ok(Self(pid))
-    }
-}
-
-impl Drop for Stalled {
-    fn drop(&mut self) {
-        let _ = warden_harness::process::signal(self.0, nix::sys::signal::Signal::SIGCONT);
-    }
-}
-
 /// Waits until `node`'s daemon logged a line with every one of `needles`
 /// since `since`.
 fn wait_action(w: &WardenCluster, node: &str, since: u64, needles: &[&str]) -> anyhow::Result<()> {
@@ -224,7 +207,7 @@ fn monitors_after_every_held_start_agree_with_it() {
         Ok(ms.iter().any(|m| m.is_learner).then_some(()))
     })
     .or_fail(&w);
-    let stalled = Stalled::stop(daemon1).or_fail(&w);
+    let stalled = warden_harness::process::Paused::pause(daemon1).or_fail(&w);
     wait_action(&w, "node2", since, &["action done", "action=Start"]).or_fail(&w);
     // Pacemaker's first monitors of each depth follow the start at once.
     wait_action(&w, "node2", since, &["action done", "action=Monitor"]).or_fail(&w);

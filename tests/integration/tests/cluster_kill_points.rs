@@ -109,24 +109,10 @@ fn died_at_and_restarted(
     Ok(())
 }
 
-/// SIGTERM to `node`'s daemon (etcd keeps running) and a new one armed at
-/// `point`.
-fn arm(w: &WardenCluster, node: &str, point: &str) -> anyhow::Result<i32> {
-    let pid = w
-        .daemon_pid(node)
-        .ok_or_else(|| anyhow::anyhow!("no daemon on {node}"))?;
-    w.c.stop_process(node, pid, Duration::from_secs(45))?;
-    let armed = w.spawn_daemon_killed_at(node, point)?;
-    poll(&format!("{node}'s armed daemon's API"), FAILOVER, || {
-        w.status(node).map(Some)
-    })?;
-    Ok(armed)
-}
-
 fn cycle(w: &WardenCluster, writer: &Writer, c: &Cycle) -> anyhow::Result<()> {
     let all = w.nodes();
     let (survivor, victim) = ("node1", "node2");
-    let armed = arm(w, survivor, c.force)?;
+    let armed = w.rearm_daemon(survivor, c.force)?;
     // node2 loses power and is fenced; node1's daemon dies inside the force.
     w.c.crash(victim)?;
     let t_dead = Instant::now();
@@ -144,7 +130,7 @@ fn cycle(w: &WardenCluster, writer: &Writer, c: &Cycle) -> anyhow::Result<()> {
     // node2 powers on; one daemon dies at a step of its return.
     let t_boot = Instant::now();
     if c.rejoin == "learner-added" {
-        let armed = arm(w, survivor, c.rejoin)?;
+        let armed = w.rearm_daemon(survivor, c.rejoin)?;
         w.boot(victim, SETTLE)?;
         died_at_and_restarted(w, survivor, armed, c.rejoin)?;
     } else {

@@ -55,6 +55,17 @@ struct State {
     member_id: Option<u64>,
     voters: Vec<String>,
     voter_ids: BTreeMap<String, u64>,
+    added_by: BTreeMap<String, u64>,
+}
+
+/// A `{node: member id}` map of a state file.
+fn ids_by_node(v: &Value, key: &str) -> BTreeMap<String, u64> {
+    v.get(key)
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(n, id)| Some((n.clone(), id.as_u64()?)))
+        .collect()
 }
 
 /// `node`'s state file as it is on disk now.
@@ -79,13 +90,8 @@ fn state(w: &WardenCluster, node: &str) -> anyhow::Result<State> {
             .unwrap_or(false),
         member_id: v.get("member_id").and_then(Value::as_u64),
         voters,
-        voter_ids: v
-            .get("voter_ids")
-            .and_then(Value::as_object)
-            .into_iter()
-            .flatten()
-            .filter_map(|(n, id)| Some((n.clone(), id.as_u64()?)))
-            .collect(),
+        voter_ids: ids_by_node(&v, "voter_ids"),
+        added_by: ids_by_node(&v, "added_by"),
     })
 }
 
@@ -389,6 +395,136 @@ fn a_state_file_lost_after_a_failover_is_written_again_from_the_data() {
         t0.elapsed().as_secs_f64()
     );
     eprintln!("node1 now: {}", w.reason("node1").unwrap_or_default());
+    w.c.stop();
+}
+
+/// What node1's daemon logs when it starts its data beside the learner it
+/// added.
+const BESIDE_OWN_LEARNER: &str = "which added node2's learner";
+
+/// node2 loses power and is fenced; node1 forces and takes writes alone.
+/// node2 boots and joins; node1's daemon adds it as a learner and dies at
+/// once (SIGKILL), so the learner is never promoted, and node1 loses power
+/// before its daemon comes back; node1's state file does not come back
+/// (an OS disk reimaged). node2 fences node1; its learner has no leader
+/// and can never become one. node1's data is the newest (a learner's data
+/// counts for no commit), and node2's record says node1's member added
+/// it: node1 starts its data, leads, and the learner is promoted. Nothing
+/// is archived on node1; every acknowledged write is kept.
+#[test]
+fn a_voter_that_lost_its_state_file_beside_its_own_learner_starts_again() {
+    const PREFIX: &str = "/ownlearner";
+    let t0 = Instant::now();
+    let (w, _cid) = healthy(2, Topology::TwoNode);
+    let all = w.nodes();
+    let writer = w.writer(PREFIX, &all).or_fail(&w);
+    let watcher = watch(&w, PREFIX);
+    wait_acks_everywhere(&writer, &all, 20);
+    let old = state(&w, "node1").or_fail(&w);
+
+    let t_dead = Instant::now();
+    w.crash_fenced("node2", "node1", SETTLE).or_fail(&w);
+    let epoch = poll("node1 to force and confirm a new epoch", FAILOVER, || {
+        let s = state(&w, "node1")?;
+        Ok((s.epoch > old.epoch && s.pending_epoch.is_none()).then_some(s.epoch))
+    })
+    .or_fail(&w);
+    writer
+        .wait_ack_after(Some("node1"), t_dead, FAILOVER)
+        .or_fail(&w);
+    let member1 = state(&w, "node1").or_fail(&w).member_id;
+
+    // node2 joins; node1's daemon dies right after adding its learner.
+    let armed = w.rearm_daemon("node1", "learner-added").or_fail(&w);
+    w.boot("node2", SETTLE).or_fail(&w);
+    poll(
+        "node1's daemon to die after adding the learner",
+        SETTLE,
+        || {
+            warden_harness::process::reap(armed);
+            Ok((!warden_harness::process::alive(armed)).then_some(()))
+        },
+    )
+    .or_fail(&w);
+    let joined = poll("node2 to record its join", SETTLE, || {
+        let s = state(&w, "node2")?;
+        Ok((!s.added_by.is_empty() && w.etcd_pid("node2")?.is_some()).then_some(s))
+    })
+    .or_fail(&w);
+    assert_eq!(
+        joined.added_by.get("node1"),
+        member1.as_ref(),
+        "node2's join names node1's member as the voter that added it: {joined:?}"
+    );
+    assert!(
+        !joined.voters.contains(&"node2".to_string()),
+        "node2 is already a voter: {joined:?}"
+    );
+
+    // node1 loses power; its state file does not come back.
+    let before = writer.acks().len();
+    let archived_before = archived_data(&w, "node1");
+    w.crash_fenced("node1", "node2", SETTLE).or_fail(&w);
+    let t_off = Instant::now();
+    let lost = state_file(&w, "node1");
+    let aside = w.c.node_dir("node1").or_fail(&w).join("lost-state-file");
+    move_into(&lost, &aside);
+    eprintln!(
+        "node1 (epoch {epoch}) lost power after adding node2's learner, {before} writes acknowledged; its state file moved to {}",
+        aside.display()
+    );
+
+    let boot_ms = now_ms();
+    let t_boot = Instant::now();
+    w.boot("node1", SETTLE).or_fail(&w);
+    poll(
+        "node1's daemon to start its data beside its learner",
+        SETTLE,
+        || Ok(logged_since(&w, "node1", &[BESIDE_OWN_LEARNER], boot_ms).then_some(())),
+    )
+    .or_fail(&w);
+    w.wait_voters("node1", &all, SETTLE).or_fail(&w);
+    w.wait_started(&all, SETTLE).or_fail(&w);
+    eprintln!(
+        "node1 booted -> two voters {:.2}s",
+        t_boot.elapsed().as_secs_f64()
+    );
+    assert!(
+        logged_since(&w, "node1", &[REWRITTEN], boot_ms),
+        "node1's daemon did not say it wrote its state file again: {}",
+        w.daemon_log_tail("node1")
+    );
+    assert_eq!(
+        archived_data(&w, "node1"),
+        archived_before,
+        "node1 archived data after losing its state file (in {})",
+        archive_dir(&w, "node1").display()
+    );
+    poll("node1's state file to name the epoch again", SETTLE, || {
+        let s = state(&w, "node1")?;
+        Ok((s.epoch >= epoch && !s.epoch_unknown && s.voters == all).then_some(()))
+    })
+    .or_fail(&w);
+
+    let t_up = Instant::now();
+    for n in &all {
+        writer.wait_ack_after(Some(n), t_up, SETTLE).or_fail(&w);
+    }
+    let acks = writer.finish();
+    w.check_writes(&acks, PREFIX, &all).or_fail(&w);
+    let watches = check_watches(&w, watcher, PREFIX);
+    let first = acks
+        .iter()
+        .filter(|a| a.at > t_off)
+        .map(|a| a.at.duration_since(t_off))
+        .min()
+        .unwrap_or_default();
+    eprintln!(
+        "{} acknowledged writes checked; first write {:.2}s after node1's power loss; watches: {watches}; whole run {:.1}s",
+        acks.len(),
+        first.as_secs_f64(),
+        t0.elapsed().as_secs_f64()
+    );
     w.c.stop();
 }
 
