@@ -127,13 +127,15 @@ pub(crate) struct SnapshotRestore {
     pub(crate) token: String,
     /// The epoch the restored data gets.
     pub(crate) epoch: u64,
+    /// This node's member directory is moved into the archive directory
+    /// first (nothing deleted).
+    pub(crate) archive_first: bool,
 }
 
 /// A fresh random cluster token.
 fn fresh_token() -> anyhow::Result<String> {
-    let uuid = std::fs::read_to_string("/proc/sys/kernel/random/uuid")
-        .context("cannot read /proc/sys/kernel/random/uuid for a fresh cluster token")?;
-    let hex: String = uuid.chars().filter(char::is_ascii_hexdigit).collect();
+    let hex = crate::reconcile::local::random_hex(16)
+        .context("cannot read /dev/urandom for a fresh cluster token")?;
     Ok(format!("etcd-warden-restore-{hex}"))
 }
 
@@ -299,13 +301,6 @@ pub(crate) fn plan(
                 .as_ref()
                 .context("restore-snapshot needs the snapshot file")?;
             must_be_me("restore-snapshot")?;
-            if paths.has_data() {
-                bail!(
-                    "{me} already has data in {}; archive it first (`etcd-warden recover keep-data-of --node <the other node>` on {me} moves it into {})",
-                    paths.member_dir().display(),
-                    paths.archive_dir.display()
-                );
-            }
             let size = crate::snapshot_file::verify_file(snapshot)?;
             if etcd.peer_urls.is_empty() {
                 bail!("{me} has no peer URLs in the configuration");
@@ -319,9 +314,17 @@ pub(crate) fn plan(
                 peer_urls: etcd.peer_urls.clone(),
                 token: fresh_token()?,
                 epoch,
+                archive_first: paths.has_data(),
             };
+            let archive = restore.archive_first.then(|| {
+                format!(
+                    "move {me}'s member directory {} into {} (with its SHA-256; nothing deleted)",
+                    paths.member_dir().display(),
+                    paths.archive_dir.display()
+                )
+            });
             Plan {
-                describe: vec![
+                describe: archive.into_iter().chain([
                     format!(
                         "restore {} ({size} bytes, checksum verified) with {} into {} as a new one-member cluster of {me} (peer URLs {}, cluster token {})",
                         snapshot.display(),
@@ -335,7 +338,7 @@ pub(crate) fn plan(
                         paths.state_file.display()
                     ),
                     "every write made after the snapshot was taken is lost; start etcd afterwards (`pcs resource clear <etcd clone> <node>`, with crmsh `crm resource clear <etcd clone> <node>`)".into(),
-                ],
+                ]).collect(),
                 action: RecoverAction::RestoreSnapshot(restore),
                 needs_etcd_stopped: true,
             }
@@ -528,11 +531,7 @@ pub(crate) fn apply(
             })?;
             vec![format!("epoch is now {}", st.epoch)]
         }
-        RecoverAction::Archive => {
-            let dest = paths.archive("operator: keep the peer's data", now)?;
-            crate::reconcile::local::record_checksum(&dest, None)?;
-            vec![format!("archived to {}", dest.display())]
-        }
+        RecoverAction::Archive => archive(paths, "operator: keep the peer's data", now)?,
         RecoverAction::Restore(src) => {
             std::fs::create_dir_all(&paths.data_dir)
                 .with_context(|| format!("cannot create {}", paths.data_dir.display()))?;
@@ -547,8 +546,24 @@ pub(crate) fn apply(
                 src.display()
             )]
         }
-        RecoverAction::RestoreSnapshot(r) => restore_snapshot(r, paths, progress)?,
+        RecoverAction::RestoreSnapshot(r) => {
+            let mut done = if r.archive_first {
+                archive(paths, "operator: restore a snapshot", now)?
+            } else {
+                Vec::new()
+            };
+            done.extend(restore_snapshot(r, paths, progress)?);
+            done
+        }
     })
+}
+
+/// Moves this node's member directory into the archive directory with its
+/// checksum, for `why`.
+fn archive(paths: &LocalPaths, why: &str, now: u64) -> anyhow::Result<Vec<String>> {
+    let dest = paths.archive(why, now)?;
+    crate::reconcile::local::record_checksum(&dest, None)?;
+    Ok(vec![format!("archived to {}", dest.display())])
 }
 
 #[cfg(test)]
@@ -666,13 +681,22 @@ mod tests {
             "{e:#}"
         );
         fake_snapshot(&snap);
-        // Existing data is never touched.
+        // Existing data is archived first, never deleted, and its epoch
+        // counts.
         std::fs::create_dir_all(p.member_dir().join("snap")).unwrap();
         std::fs::write(p.member_dir().join("snap/db"), b"x").unwrap();
         p.update_state(|s| s.epoch = 4).unwrap();
-        let e = plan(&what, "a", &p, &local).unwrap_err();
-        assert!(e.to_string().contains("already has data in"), "{e}");
-        assert!(e.to_string().contains("archive it first"), "{e}");
+        let pl = plan(&what, "a", &p, &local).unwrap();
+        assert!(
+            pl.describe[0].contains("nothing deleted"),
+            "{:?}",
+            pl.describe
+        );
+        let RecoverAction::RestoreSnapshot(r) = &pl.action else {
+            panic!("{:?}", pl.action)
+        };
+        assert!(r.archive_first);
+        assert_eq!(r.epoch, 5);
         // Archived (its epoch 4 goes with it), then a state file at 2: the
         // plan goes above both.
         p.archive("test", 1).unwrap();

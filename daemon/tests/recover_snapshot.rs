@@ -149,7 +149,7 @@ fn save_stop_restore_start(name: &str, etcd: &Path, etcdctl_tool: &Path) -> Stri
         &["put", "/restore/after-snapshot", "lost"],
     );
 
-    // With data in place the restore refuses and touches nothing.
+    // While etcd runs the restore refuses and touches nothing.
     let epoch_before = state(&d)["epoch"].as_u64().unwrap_or(0);
     let snap_s = snap.to_str().unwrap();
     let restore = [
@@ -162,24 +162,22 @@ fn save_stop_restore_start(name: &str, etcd: &Path, etcdctl_tool: &Path) -> Stri
     ];
     let out = warden(&d, &[&restore[..], &["--confirm"]].concat());
     assert!(!out.status.success());
-    assert!(
-        text(&out).contains("already has data in") && text(&out).contains("archive it first"),
-        "{}",
-        text(&out)
-    );
+    assert!(text(&out).contains("stop it first"), "{}", text(&out));
+    let member = d.dir.path().join("etcd/member");
+    assert!(member.join("snap/db").is_file());
 
-    // Stop etcd and move its data aside.
+    // Stop etcd; its data stays where it is.
     let r = d.action(Action::Stop, 0, 30_000);
     assert_eq!(r.outcome, Outcome::Success, "{r:?}");
-    let member = d.dir.path().join("etcd/member");
-    let aside = d.dir.path().join("old-member");
-    std::fs::rename(&member, &aside).unwrap();
+    let old_db = std::fs::read(member.join("snap/db")).unwrap();
 
-    // Without --confirm: the plan, exit 2, nothing done.
+    // Without --confirm: the plan (the data archived first, then the
+    // restore), exit 2, nothing done.
     let out = warden(&d, &restore);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("nothing deleted"), "{}", text(&out));
     assert!(text(&out).contains("will: restore"), "{}", text(&out));
-    assert!(!member.exists());
+    assert_eq!(std::fs::read(member.join("snap/db")).unwrap(), old_db);
 
     // With --confirm: restored, epoch raised, formed, voters [name].
     let out = warden(&d, &[&restore[..], &["--confirm"]].concat());
@@ -228,8 +226,17 @@ fn save_stop_restore_start(name: &str, etcd: &Path, etcdctl_tool: &Path) -> Stri
         members.contains(name) && !members.contains("true"),
         "{members}"
     );
-    // The data moved aside by hand is still there, untouched.
-    assert!(aside.join("snap/db").is_file());
+    // The data that was in place is in the archive directory, whole.
+    let archived: Vec<_> = std::fs::read_dir(d.dir.path().join("etcd.archive"))
+        .unwrap()
+        .map(|e| e.unwrap().path().join("member/snap/db"))
+        .filter(|db| std::fs::read(db).is_ok_and(|b| b == old_db))
+        .collect();
+    assert_eq!(
+        archived.len(),
+        1,
+        "the old data archived once: {archived:?}"
+    );
     said
 }
 

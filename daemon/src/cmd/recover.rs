@@ -149,13 +149,67 @@ fn request(what: &RecoverCommand) -> anyhow::Result<(RecoverRequest, &Target)> {
     ))
 }
 
+/// Trees the daemon's unit hides from it (`PrivateTmp=`, `ProtectHome=`):
+/// a file there is not the file the daemon would open under that name.
+const HIDDEN_FROM_DAEMON: [&str; 5] = ["/tmp", "/var/tmp", "/home", "/root", "/run/user"];
+
+/// A copy of a snapshot the daemon cannot see, in its state directory,
+/// removed when dropped (the operator's file stays where it was).
+struct Staged(PathBuf);
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if std::fs::remove_file(&self.0).is_ok() {
+            println!("removed the staged copy {}", self.0.display());
+        }
+    }
+}
+
+/// Copies `snapshot` into `dir` when it lies in a tree hidden from the
+/// daemon, and says so; `None` when the daemon sees it where it is.
+fn stage(snapshot: &std::path::Path, dir: &std::path::Path) -> anyhow::Result<Option<Staged>> {
+    if !HIDDEN_FROM_DAEMON.iter().any(|h| snapshot.starts_with(h)) {
+        return Ok(None);
+    }
+    let name = snapshot
+        .file_name()
+        .with_context(|| format!("{} names no file", snapshot.display()))?;
+    let len = std::fs::metadata(snapshot)
+        .with_context(|| format!("cannot read the snapshot {}", snapshot.display()))?
+        .len();
+    let to = dir.join(format!(".restore-{}", name.to_string_lossy()));
+    println!(
+        "{} is in a directory the daemon's sandbox hides (PrivateTmp=, ProtectHome=): copying it ({} MiB) to {} ...",
+        snapshot.display(),
+        len >> 20,
+        to.display()
+    );
+    let staged = Staged(to);
+    std::fs::copy(snapshot, &staged.0).with_context(|| {
+        format!(
+            "cannot copy {} to {}",
+            snapshot.display(),
+            staged.0.display()
+        )
+    })?;
+    Ok(Some(staged))
+}
+
 /// Run `etcd-warden recover`.
 pub(crate) fn run_recover(args: RecoverArgs) -> anyhow::Result<ExitCode> {
-    let (req, target) = request(&args.what)?;
+    let (mut req, target) = request(&args.what)?;
     let settings = target.settings()?;
     check_node(&settings, &req.node)?;
     let me = settings.node_name.as_str();
     let client = target.client()?;
+    let state_file = paths_for(&settings).state_file;
+    let staged = match (&req.snapshot, state_file.parent()) {
+        (Some(s), Some(dir)) => stage(s, dir)?,
+        _ => None,
+    };
+    if let Some(st) = &staged {
+        req.snapshot = Some(st.0.clone());
+    }
     if req.confirm {
         println!(
             "etcd-warden recover on {me}: asking the daemon to do it (a snapshot restore takes a while) ..."
@@ -232,6 +286,32 @@ mod tests {
     use super::*;
     use crate::cli::{Cli, Command};
     use clap::Parser;
+
+    /// A snapshot under /tmp (hidden from the sandboxed daemon) is copied
+    /// into the given directory and the copy removed when dropped; the
+    /// operator's file stays. One the daemon sees is left where it is.
+    #[test]
+    fn snapshots_the_daemon_cannot_see_are_staged() {
+        let src = tempfile::Builder::new().tempdir_in("/tmp").unwrap();
+        let file = src.path().join("etcd.db");
+        std::fs::write(&file, b"snapshot").unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let staged = stage(&file, state.path()).unwrap().expect("staged");
+        assert_eq!(staged.0, state.path().join(".restore-etcd.db"));
+        assert_eq!(std::fs::read(&staged.0).unwrap(), b"snapshot");
+        let copy = staged.0.clone();
+        drop(staged);
+        assert!(!copy.exists());
+        assert!(file.exists());
+        let seen = std::path::Path::new("/var/lib/etcd-warden/snapshots/x.db");
+        assert!(stage(seen, state.path()).unwrap().is_none());
+        let missing = src.path().join("missing.db");
+        let e = stage(&missing, state.path()).err().unwrap();
+        assert!(
+            format!("{e:#}").contains("cannot read the snapshot"),
+            "{e:#}"
+        );
+    }
 
     /// The commands `decide` names in refusals are exactly what this
     /// subcommand accepts.

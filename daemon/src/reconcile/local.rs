@@ -224,9 +224,8 @@ impl LocalPaths {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(io("cannot read", &path)(e)),
         }
-        let kernel = read_trim("/proc/sys/kernel/random/boot_id");
-        let random = read_trim("/proc/sys/kernel/random/uuid");
-        let id = format!("{kernel}/{}", random.get(..8).unwrap_or(&random));
+        let random = random_hex(4).map_err(io("cannot read", Path::new(URANDOM)))?;
+        let id = format!("{}/{random}", kernel_boot_id());
         write_durably(&path, id.as_bytes())?;
         Ok(id)
     }
@@ -332,10 +331,30 @@ pub(crate) struct InSyncMarker {
     pub(crate) operator: bool,
 }
 
-fn read_trim(p: &str) -> String {
-    std::fs::read_to_string(p)
+/// The environment variable the unit sets to systemd's `%b`, the kernel's
+/// boot id: the sandbox (`ProcSubset=pid`) hides /proc/sys from the daemon.
+pub const KERNEL_BOOT_ID_ENV: &str = "ETCD_WARDEN_KERNEL_BOOT_ID";
+
+/// The kernel's random source, which `PrivateDevices=` keeps.
+const URANDOM: &str = "/dev/urandom";
+
+/// The kernel's boot id, from /proc where the daemon can read it, else from
+/// [`KERNEL_BOOT_ID_ENV`]; "unknown" when neither has one (the boot id's
+/// random part still tells boots apart).
+fn kernel_boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .or_else(|| std::env::var(KERNEL_BOOT_ID_ENV).ok())
         .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// `bytes` random bytes from the kernel, in hex.
+pub(crate) fn random_hex(bytes: usize) -> std::io::Result<String> {
+    let mut buf = vec![0u8; bytes];
+    std::fs::File::open(URANDOM)?.read_exact(&mut buf)?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// The SHA-256 of a file, in hex, reading at most `pace` bytes a second
@@ -428,6 +447,16 @@ mod tests {
         let p = paths(t.path());
         let b = p.boot_id().unwrap();
         assert_eq!(p.boot_id().unwrap(), b);
+        // A fresh run directory (a new boot) has another id: its random
+        // part never depends on /proc/sys, which the unit's sandbox hides.
+        let t2 = tempfile::tempdir().unwrap();
+        let other = paths(t2.path()).boot_id().unwrap();
+        assert_ne!(other, b);
+        let random = b.rsplit('/').next().unwrap();
+        assert!(
+            random.len() == 8 && random.chars().all(|c| c.is_ascii_hexdigit()),
+            "{b}"
+        );
         assert_eq!(p.in_sync(), None);
         // Nothing to describe yet: no marker.
         assert!(p.mark_in_sync(&b).is_err());

@@ -31,14 +31,15 @@ mod field_support;
 use std::time::Instant;
 
 use field_support::{
-    commands, install, package, reboot, restart, scenario, stop_kill, systemd_backend, upgrade,
-    watchdog,
+    commands, install, package, reboot, restart, restore, scenario, stop_kill, systemd_backend,
+    upgrade, watchdog,
 };
 
 /// Debian 13 (Pacemaker 3.0, etcd 3.5), the `process` backend: install,
 /// the commands messages and docs name, watchdog, `systemctl restart` (plain, and after a configuration typo),
 /// package upgrade, the daemon killed
-/// during a stop, graceful reboot, power cut fenced over IPMI.
+/// during a stop, graceful reboot, the restore-from-a-snapshot runbook,
+/// power cut fenced over IPMI.
 #[test]
 fn field_suite_debian13_process_backend() {
     let t = Instant::now();
@@ -50,6 +51,7 @@ fn field_suite_debian13_process_backend() {
     scenario("upgrade", || upgrade::upgrade(&c));
     scenario("daemon killed during a stop", || stop_kill::stop_kill(&c));
     scenario("reboot", || reboot::reboot(&c));
+    scenario("restore from a snapshot", || restore::restore(&c));
     scenario("power cut", || {
         field_support::power_cut_on(&c, "field_power (trixie)", "/field-power")
     });
@@ -79,7 +81,8 @@ fn field_suite_debian13_package() {
 }
 
 /// Debian 12 (Pacemaker 2.1.5, etcd 3.4.23, pcs 0.11): install, the
-/// commands messages and docs name, power cut.
+/// commands messages and docs name, the restore-from-a-snapshot runbook
+/// (with etcd 3.4's etcdctl), power cut.
 #[test]
 fn field_suite_debian12() {
     let t = Instant::now();
@@ -88,6 +91,9 @@ fn field_suite_debian12() {
         install::install(&c, "field_install (bookworm)")
     });
     scenario("commands (bookworm)", || commands::commands(&c));
+    scenario("restore from a snapshot (bookworm)", || {
+        restore::restore(&c)
+    });
     scenario("power cut (bookworm)", || {
         field_support::power_cut_on(&c, "field_power (bookworm)", "/field-power")
     });

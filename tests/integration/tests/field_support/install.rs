@@ -29,6 +29,22 @@ pub fn install(c: &FieldCluster, label: &str) {
         assert!(show.contains("ActiveState=active"), "{n}: {show}");
         assert!(show.contains("NRestarts=0"), "{n}: {show}");
 
+        // The boot identity the daemon publishes names this boot, although
+        // the sandbox hides /proc/sys from it.
+        let kernel = c
+            .node_sh_ok(n, "cat /proc/sys/kernel/random/boot_id")
+            .unwrap()
+            .stdout;
+        let boot = c
+            .node_sh_ok(n, &format!("cat /run/etcd-warden/{n}/boot-id"))
+            .unwrap()
+            .stdout;
+        assert!(
+            boot.trim().starts_with(&format!("{}/", kernel.trim()))
+                && !boot.trim().ends_with("/unknown"),
+            "{n}: the daemon's boot id {boot:?} does not name kernel boot {kernel:?} and a random part"
+        );
+
         let journal = c
             .node_sh_ok(n, "journalctl -u etcd-warden --no-pager -o cat")
             .unwrap()

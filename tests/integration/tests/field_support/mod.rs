@@ -16,6 +16,7 @@ pub mod install;
 pub mod package;
 pub mod reboot;
 pub mod restart;
+pub mod restore;
 pub mod stop_kill;
 pub mod systemd_backend;
 pub mod upgrade;

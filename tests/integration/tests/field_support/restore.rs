@@ -1,0 +1,177 @@
+//! docs/operations.md, "Restore from a snapshot", command for command on a
+//! running pair, with a writer on both nodes throughout: a scheduled
+//! snapshot (the unit the timer runs) on node-a; more writes; then the
+//! runbook, as for data lost on both nodes: etcd banned from both nodes,
+//! the restore's plan (exit 2) and the restore (node-a's data archived
+//! first), etcd cleared on node-a (one voter, the snapshot's keys), then on
+//! node-b (its data archived, a learner, a voter). Every write acknowledged up to the snapshot's revision is read
+//! back; the writes after it are lost by design and reported; every write
+//! acknowledged after the restore is read back too. Nobody is fenced.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, ensure};
+use warden_harness::field::{FieldCluster, etcd_started_on};
+use warden_integration::gateway::{self, NetNs};
+use warden_integration::writer::{self, Ack};
+
+use super::{archives, assert_no_new_fence, begin, members, wait_all_voters};
+
+const CLONE: &str = "etcd-clone";
+const SNAPSHOTS: &str = "/var/lib/etcd-warden/snapshots";
+
+/// The newest snapshot of node-a the snapshot unit wrote, and its revision
+/// (etcd's own tool: `etcdutl` on etcd 3.5, `etcdctl` on 3.4).
+fn scheduled_snapshot(c: &FieldCluster) -> Result<(String, u64)> {
+    c.node_sh_ok("node-a", "systemctl start etcd-warden-snapshot.service")?;
+    let path = c
+        .node_sh_ok(
+            "node-a",
+            &format!("ls -1 {SNAPSHOTS}/etcd-warden-snapshot-node-a-*.db | tail -n 1"),
+        )?
+        .stdout
+        .trim()
+        .to_owned();
+    ensure!(
+        !path.is_empty(),
+        "the snapshot unit wrote nothing in {SNAPSHOTS}"
+    );
+    let status = c.node_sh_ok(
+        "node-a",
+        &format!(
+            "if command -v etcdutl >/dev/null; then etcdutl snapshot status {path} -w json; \
+             else ETCDCTL_API=3 etcdctl snapshot status {path} -w json; fi"
+        ),
+    )?;
+    let v: serde_json::Value = serde_json::from_str(status.stdout.trim())
+        .with_context(|| format!("snapshot status: {}", status.stdout))?;
+    let revision = v
+        .get("revision")
+        .and_then(serde_json::Value::as_u64)
+        .with_context(|| format!("no revision in {v}"))?;
+    Ok((path, revision))
+}
+
+/// Waits until Pacemaker shows etcd `started` (or not) on `node`.
+fn wait_etcd(c: &FieldCluster, node: &str, started: bool) -> Result<()> {
+    let what = format!(
+        "etcd {} on {node}",
+        if started { "started" } else { "stopped" }
+    );
+    c.wait_crm("node-a", &what, Duration::from_secs(180), |m| {
+        etcd_started_on(m, node) == started
+    })
+    .map(|_| ())
+}
+
+/// Every key under `prefix`, as node-a's etcd answers it.
+fn read_back(c: &FieldCluster, prefix: &str) -> Result<Vec<gateway::Kv>> {
+    let n = c.node("node-a")?;
+    let addr = n.client_addr();
+    let prefix = prefix.to_owned();
+    NetNs::of_pid(n.netns_holder)?
+        .run(move || gateway::range_prefix(addr, &prefix, Duration::from_secs(10)))
+}
+
+/// The runbook on a running pair.
+pub fn restore(c: &FieldCluster) {
+    let (w, fences_before) = begin(c, "/field-restore");
+    let prefix = w.prefix().to_owned();
+    let t0 = Instant::now();
+    w.wait_ack_after(Some("node-a"), t0, Duration::from_secs(30))
+        .unwrap();
+    let (snapshot, revision) = scheduled_snapshot(c).unwrap();
+    eprintln!("snapshot {snapshot} at revision {revision}");
+    let t_snap = Instant::now();
+    for n in ["node-a", "node-b"] {
+        w.wait_ack_after(Some(n), t_snap, Duration::from_secs(30))
+            .unwrap();
+    }
+
+    // 1. etcd stopped on both nodes and kept from starting.
+    let t_ban = Instant::now();
+    for n in ["node-b", "node-a"] {
+        c.node_sh_ok("node-a", &format!("pcs resource ban {CLONE} {n}"))
+            .unwrap();
+    }
+    for n in ["node-a", "node-b"] {
+        wait_etcd(c, n, false).unwrap();
+    }
+    let down = t_ban.elapsed();
+    // 2. The plan (node-a's data archived first), then the restore.
+    let restore =
+        format!("etcd-warden recover restore-snapshot --node node-a --snapshot {snapshot}");
+    let plan = c.node_sh("node-a", &restore).unwrap();
+    assert_eq!(
+        plan.status.code(),
+        Some(2),
+        "the plan exits 2 and changes nothing: {}{}",
+        plan.stdout,
+        plan.stderr
+    );
+    eprintln!("{}", plan.stdout.trim_end());
+    assert!(
+        plan.stdout.contains("nothing deleted"),
+        "the plan archives node-a's data first: {}",
+        plan.stdout
+    );
+    let archived = archives(c, "node-a").unwrap().len();
+    let done = c
+        .node_sh_ok("node-a", &format!("{restore} --confirm"))
+        .unwrap();
+    eprintln!("{}", done.stdout.trim_end());
+    assert_eq!(
+        archives(c, "node-a").unwrap().len(),
+        archived + 1,
+        "node-a's data is archived, not deleted"
+    );
+    // 3. etcd on node-a: one voter (node-b may be listed as a learner that
+    // has not started).
+    let t_clear = Instant::now();
+    c.node_sh_ok("node-a", &format!("pcs resource clear {CLONE} node-a"))
+        .unwrap();
+    wait_etcd(c, "node-a", true).unwrap();
+    let first = w
+        .wait_ack_after(Some("node-a"), t_clear, Duration::from_secs(120))
+        .unwrap();
+    let alone = members(c, "node-a").unwrap();
+    assert_eq!(
+        alone
+            .iter()
+            .filter(|m| !m.is_learner)
+            .map(|m| m.name.as_str())
+            .collect::<Vec<_>>(),
+        ["node-a"],
+        "the restored cluster has one voter: {alone:?}"
+    );
+    // 4. node-b rejoins: archived, a learner, a voter.
+    c.node_sh_ok("node-a", &format!("pcs resource clear {CLONE} node-b"))
+        .unwrap();
+    wait_all_voters(c, "node-a", Duration::from_secs(300)).unwrap();
+    let voters = t_clear.elapsed();
+    let t_up = Instant::now();
+    w.wait_ack_after(Some("node-b"), t_up, Duration::from_secs(60))
+        .unwrap();
+    assert_no_new_fence(c, fences_before, "a restore must not fence anyone");
+
+    let acks = w.finish();
+    let kvs = read_back(c, &prefix).unwrap();
+    let (before, after): (Vec<Ack>, Vec<Ack>) = acks.into_iter().partition(|a| a.at < t_clear);
+    let (kept, past): (Vec<Ack>, Vec<Ack>) =
+        before.into_iter().partition(|a| a.revision <= revision);
+    writer::check_all_present(&kept, &kvs).unwrap();
+    let lost = writer::lost_acks(&past, &kvs).len();
+    writer::check_unique_revisions(&after).unwrap();
+    writer::check_all_present(&after, &kvs).unwrap();
+    eprintln!(
+        "field_restore: banned -> etcd stopped on both {:.1} s; cleared node-a -> first write {:.1} s, \
+         -> two voters {:.1} s; {} writes up to the snapshot's revision {revision} all present; \
+         {lost} of {} acknowledged after it lost (by design); {} after the restore all present; no fence",
+        down.as_secs_f64(),
+        first.at.duration_since(t_clear).as_secs_f64(),
+        voters.as_secs_f64(),
+        kept.len(),
+        past.len(),
+        after.len()
+    );
+}
