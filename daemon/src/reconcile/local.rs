@@ -338,14 +338,15 @@ pub const KERNEL_BOOT_ID_ENV: &str = "ETCD_WARDEN_KERNEL_BOOT_ID";
 /// The kernel's random source, which `PrivateDevices=` keeps.
 const URANDOM: &str = "/dev/urandom";
 
-/// The kernel's boot id, from /proc where the daemon can read it, else from
+/// The kernel's boot id as journald writes it (32 hex digits, no dashes),
+/// from /proc where the daemon can read it, else from
 /// [`KERNEL_BOOT_ID_ENV`]; "unknown" when neither has one (the boot id's
 /// random part still tells boots apart).
 fn kernel_boot_id() -> String {
     std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
         .ok()
         .or_else(|| std::env::var(KERNEL_BOOT_ID_ENV).ok())
-        .map(|s| s.trim().to_string())
+        .map(|s| s.trim().replace('-', ""))
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "unknown".into())
 }

@@ -29,12 +29,14 @@ pub fn install(c: &FieldCluster, label: &str) {
         assert!(show.contains("ActiveState=active"), "{n}: {show}");
         assert!(show.contains("NRestarts=0"), "{n}: {show}");
 
-        // The boot identity the daemon publishes names this boot, although
-        // the sandbox hides /proc/sys from it.
+        // The boot identity the daemon publishes names this boot (as
+        // journald does: no dashes), although the sandbox hides /proc/sys
+        // from it.
         let kernel = c
             .node_sh_ok(n, "cat /proc/sys/kernel/random/boot_id")
             .unwrap()
-            .stdout;
+            .stdout
+            .replace('-', "");
         let boot = c
             .node_sh_ok(n, &format!("cat /run/etcd-warden/{n}/boot-id"))
             .unwrap()
