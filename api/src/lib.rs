@@ -30,6 +30,11 @@ use serde::{Deserialize, Serialize};
 /// Default path of the daemon's API socket.
 pub const DEFAULT_SOCKET: &str = "/run/etcd-warden/api.sock";
 
+/// What the OCF agent's exit reason says when an action found no daemon to
+/// answer it; the daemon, once back, recognises its own absence by it in
+/// Pacemaker's failure record.
+pub const DAEMON_UNREACHABLE: &str = "the etcd-warden daemon is not reachable";
+
 /// Route paths, shared so that client and server cannot drift apart.
 pub mod paths {
     /// Run one OCF action (start, stop, monitor, …).

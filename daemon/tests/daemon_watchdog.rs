@@ -72,6 +72,9 @@ impl Pacemaker for SlowPacemaker {
     async fn delete_attr(&self, _n: &str, _a: &str, _d: Duration) -> Result<(), PcmkError> {
         Ok(())
     }
+    async fn clear_failed_start(&self, _r: &str, _n: &str, _d: Duration) -> Result<(), PcmkError> {
+        Ok(())
+    }
 }
 
 /// Node a of a two-node pair managed by Pacemaker (no autostart).

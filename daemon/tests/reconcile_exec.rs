@@ -58,6 +58,9 @@ impl Pacemaker for Attrs {
         self.0.lock().unwrap().push(format!("delete {n} {a}"));
         Ok(())
     }
+    async fn clear_failed_start(&self, _r: &str, _n: &str, _d: Duration) -> Result<(), PcmkError> {
+        Ok(())
+    }
 }
 
 fn settings(dir: &std::path::Path, me: &str, ports: [u16; 4]) -> Settings {
@@ -133,6 +136,7 @@ fn pnode(name: &str, online: bool) -> NodeView {
         },
         record: None,
         claim: None,
+        start_failed_without_daemon: None,
     }
 }
 

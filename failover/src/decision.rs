@@ -58,6 +58,12 @@ pub enum Step {
     },
     /// Delete this node's own claim. Only ever the owner's claim.
     ClearClaim,
+    /// Clear Pacemaker's record of a failed start of `resource` on this
+    /// node that no daemon answered, so that Pacemaker starts it again.
+    ClearFailedStart {
+        /// The etcd resource's id.
+        resource: String,
+    },
     /// Record `epoch` in the state file (fsync), then restart the local
     /// member alone with `--force-new-cluster`, keeping its data.
     ForceNewCluster {

@@ -206,6 +206,12 @@ pub struct NodeView {
     /// Its force-new-cluster claim (transient attribute
     /// `etcd-warden-claim`, lifetime reboot, owner: that node's daemon).
     pub claim: Option<Claim>,
+    /// The etcd resource whose start Pacemaker records as failed on that
+    /// node because no daemon answered the agent (the daemon was down or
+    /// restarting): a start failure keeps etcd off the node until the
+    /// failure expires, although nothing about etcd failed.
+    #[serde(default)]
+    pub start_failed_without_daemon: Option<String>,
 }
 
 /// The etcd instance on a node, from the CIB's operation history.

@@ -53,6 +53,7 @@ fn node(name: &str, epoch: u64) -> NodeView {
         etcd: ResourceState::Started,
         record: Some(record(name, true, epoch)),
         claim: None,
+        start_failed_without_daemon: None,
     }
 }
 
@@ -2234,6 +2235,29 @@ fn a_lost_state_file_beside_a_peer_not_listing_its_member_refuses() {
         "{:?}",
         decide(&f)
     );
+}
+
+/// A start of etcd on this node failed while its daemon was down or
+/// restarting (the agent found no daemon to answer): once the daemon
+/// answers, it clears that failure so that Pacemaker starts etcd again,
+/// beside whatever else it decides; not while the cluster is in
+/// maintenance.
+#[test]
+fn a_start_failed_without_the_daemon_is_cleared() {
+    let mut f = healthy(B);
+    f.trigger = Trigger::Reconcile;
+    f.etcd = EtcdView::NotRunning;
+    peer_mut(&mut f, B).etcd = ResourceState::Unknown;
+    peer_mut(&mut f, B).start_failed_without_daemon = Some("etcd".into());
+    let clear = Step::ClearFailedStart {
+        resource: "etcd".into(),
+    };
+    assert!(decide(&f).steps.contains(&clear), "{:?}", decide(&f));
+    f.pacemaker.maintenance_mode = true;
+    assert!(!decide(&f).steps.contains(&clear), "{:?}", decide(&f));
+    f.pacemaker.maintenance_mode = false;
+    peer_mut(&mut f, B).start_failed_without_daemon = None;
+    assert!(!decide(&f).steps.contains(&clear), "{:?}", decide(&f));
 }
 
 /// n1 forced, added n2 as a learner and lost power with its state file

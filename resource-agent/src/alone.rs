@@ -66,6 +66,9 @@ pub trait Node {
     fn stop_unit(&self, unit: &str, timeout: Duration) -> Result<(), String>;
     /// Time since boot (suspend included), comparable across processes.
     fn boot_clock(&self) -> Duration;
+    /// The processes named `etcd` in this node's network namespace (the
+    /// one etcd's URLs are served in).
+    fn etcd_processes(&self) -> Vec<u32>;
 }
 
 /// Whether `e` means that no daemon is there to answer: nothing listens, or
@@ -136,6 +139,17 @@ pub fn monitor(
     let fail = |why: String| (Outcome::Failed, format!("{down}; daemon down: {why}"));
     let etcd = match read_record(socket) {
         Ok(Some(r)) => r,
+        // A boot whose daemon has not come up: with no etcd process at
+        // all, etcd is not running (a probe's answer, not a failure).
+        Ok(None) if node.etcd_processes().is_empty() => {
+            return (
+                Outcome::NotRunning,
+                format!(
+                    "{down}; daemon down: no record of etcd's process at {} and no etcd process runs on this node",
+                    warden_api::etcd_record_path(socket).display()
+                ),
+            );
+        }
         Ok(None) => {
             return fail(format!(
                 "no record of etcd's process at {}, so the agent cannot judge etcd",
@@ -188,12 +202,24 @@ pub fn stop(node: &dyn Node, socket: &Path, budget: &Budget, down: &str) -> (Out
     let fail = |why: String| (Outcome::Failed, format!("{down}; daemon down: {why}"));
     let etcd = match read_record(socket) {
         Ok(Some(r)) => r,
-        // The daemon removes the record when it sees etcd gone; without
-        // one nobody can say whether etcd runs.
+        // The daemon removes the record when it sees etcd gone, and a boot
+        // starts without one: no etcd process at all on this node is then
+        // the proof that etcd is stopped (a start that failed before its
+        // daemon came up is stopped so, never by a fence). With any etcd
+        // process, nobody can say whether it is this resource's.
         Ok(None) => {
+            let running = node.etcd_processes();
+            if running.is_empty() {
+                return (
+                    Outcome::Success,
+                    format!(
+                        "{down}; daemon down: no record of etcd's process at {} and no etcd process runs on this node",
+                        warden_api::etcd_record_path(socket).display()
+                    ),
+                );
+            }
             return fail(format!(
-                "no record of etcd's process at {}, so the agent cannot confirm that etcd is \
-                 stopped",
+                "no record of etcd's process at {}, and etcd processes {running:?} run on this node, so the agent cannot confirm that this resource's etcd is stopped",
                 warden_api::etcd_record_path(socket).display()
             ));
         }
@@ -326,6 +352,35 @@ impl Node for HostNode {
         clock_gettime(ClockId::CLOCK_BOOTTIME)
             .map(Duration::from)
             .unwrap_or_default()
+    }
+
+    fn etcd_processes(&self) -> Vec<u32> {
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        let netns = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/net")).ok();
+        let ours = netns("self");
+        // The agent's own file is named `etcd` too (ocf:etcd-warden:etcd):
+        // this and every other run of it are not etcd.
+        let me = std::env::current_exe().ok();
+        let exe = |pid: u32| std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+        dir.flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| me.is_none() || exe(*pid) != me)
+            // An etcd in another network namespace serves other addresses
+            // (another node of a test harness, a container).
+            .filter(|pid| ours.is_none() || netns(&pid.to_string()) == ours)
+            .filter(|pid| {
+                // The executable's name, else (a kernel thread, a process
+                // gone meanwhile) the command name.
+                exe(*pid)
+                    .and_then(|p| p.file_name().map(|n| n == "etcd"))
+                    .unwrap_or_else(|| {
+                        std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                            .is_ok_and(|c| c.trim() == "etcd")
+                    })
+            })
+            .collect()
     }
 }
 
@@ -464,6 +519,13 @@ mod tests_support {
         fn boot_clock(&self) -> Duration {
             self.now
         }
+        fn etcd_processes(&self) -> Vec<u32> {
+            if self.alive.get() {
+                vec![4242]
+            } else {
+                Vec::new()
+            }
+        }
     }
 
     /// A run dir with the daemon's record of etcd (pid 4242, start 77).
@@ -549,6 +611,19 @@ mod tests {
         );
         assert_eq!(o, Outcome::Failed);
         assert!(why.contains("no record of etcd's process"), "{why}");
+        // No record and no etcd process at all: not running.
+        let none = Fake {
+            alive: std::cell::Cell::new(false),
+            ..Fake::running()
+        };
+        let (o, why) = monitor(
+            &none,
+            &d.path().join("api.sock"),
+            GRACE,
+            &budget(30_000),
+            "x",
+        );
+        assert_eq!(o, Outcome::NotRunning, "{why}");
 
         let (_d, socket) = run_dir(None);
         let (o, why) = monitor(&node, &socket, Duration::ZERO, &budget(30_000), "x");
@@ -622,7 +697,19 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let (o, why) = stop(&Fake::running(), &d.path().join("api.sock"), &b, "x");
         assert_eq!(o, Outcome::Failed);
-        assert!(why.contains("cannot confirm that etcd is stopped"), "{why}");
+        assert!(
+            why.contains("cannot confirm that this resource's etcd is stopped"),
+            "{why}"
+        );
+        // No record and no etcd process at all (a boot whose daemon never
+        // came up): stopped.
+        let none = Fake {
+            alive: std::cell::Cell::new(false),
+            ..Fake::running()
+        };
+        let (o, why) = stop(&none, &d.path().join("api.sock"), &b, "x");
+        assert_eq!(o, Outcome::Success, "{why}");
+        assert!(why.contains("no etcd process runs on this node"), "{why}");
     }
 
     #[test]

@@ -405,8 +405,8 @@ fn from_error(
                 format!(" (kept trying for {} ms)", budget.elapsed().as_millis())
             };
             format!(
-                "{action}: the etcd-warden daemon is not reachable at {}: {source}{waited}; is \
-                 etcd-warden running on this node?",
+                "{action}: {} at {}: {source}{waited}; is etcd-warden running on this node?",
+                warden_api::DAEMON_UNREACHABLE,
                 socket.display()
             )
         }
@@ -799,6 +799,38 @@ mod tests {
         );
     }
 
+    /// [`super::run`] on a node where an etcd runs that no record names, so
+    /// that what these tests see does not depend on the processes of the
+    /// host they run on.
+    fn run(args: &[String], env: &Env, daemon: &dyn Daemon, started: Instant) -> Exit {
+        run_on(args, env, daemon, &UnrecordedEtcd, started)
+    }
+
+    /// A node where an etcd runs that no record names: without the daemon,
+    /// monitor and stop cannot judge it.
+    struct UnrecordedEtcd;
+
+    impl Node for UnrecordedEtcd {
+        fn is_running(&self, _pid: u32, _start_ticks: u64) -> bool {
+            true
+        }
+        fn signal(&self, _etcd: &warden_api::EtcdRecord, _sig: alone::Sig) -> Result<(), String> {
+            Ok(())
+        }
+        fn health(&self, _url: &str, _timeout: Duration) -> Result<String, String> {
+            Err("not asked".into())
+        }
+        fn stop_unit(&self, _unit: &str, _timeout: Duration) -> Result<(), String> {
+            Err("not asked".into())
+        }
+        fn boot_clock(&self) -> Duration {
+            Duration::ZERO
+        }
+        fn etcd_processes(&self) -> Vec<u32> {
+            vec![4242]
+        }
+    }
+
     /// A stop whose every attempt gets `error` fails within its 1 s
     /// timeout (more `env` beside it), with a reason containing `why`.
     fn stop_gives_up_in_time(
@@ -810,7 +842,7 @@ mod tests {
         let mut pairs = vec![("OCF_RESKEY_CRM_meta_timeout", "1000")];
         pairs.extend_from_slice(more);
         let t0 = Instant::now();
-        let e = run(&args("stop"), &env(&pairs), &d, t0);
+        let e = run_on(&args("stop"), &env(&pairs), &d, &UnrecordedEtcd, t0);
         assert!(
             t0.elapsed() < Duration::from_millis(1000),
             "{:?}",

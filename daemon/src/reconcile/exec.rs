@@ -296,6 +296,27 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                 .await
                 .map_err(pcmk)
         }
+        // Only ever this node's own failure record. Bookkeeping: a cleanup
+        // that fails must not hold up the steps after it (the next pass
+        // sees the record still there and tries again).
+        Step::ClearFailedStart { resource } => {
+            match ports
+                .pacemaker
+                .clear_failed_start(resource, me, attr_deadline)
+                .await
+            {
+                Ok(()) => tracing::info!(
+                    resource = %resource,
+                    "cleared a start of etcd that failed while no daemon answered: Pacemaker may start it again"
+                ),
+                Err(e) => tracing::warn!(
+                    resource = %resource,
+                    error = %e,
+                    "cannot clear a start of etcd that failed while no daemon answered"
+                ),
+            }
+            Ok(())
+        }
         // Only ever this node's own claim: the attribute of `me`.
         Step::ClearClaim => ports
             .pacemaker

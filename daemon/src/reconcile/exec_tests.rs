@@ -226,6 +226,10 @@ impl Pacemaker for Fake {
         self.log(format!("delete {n} {a}"));
         Ok(())
     }
+    async fn clear_failed_start(&self, r: &str, n: &str, _d: Duration) -> Result<(), PcmkError> {
+        self.log(format!("cleanup {r} start on {n}"));
+        Ok(())
+    }
 }
 
 fn node(name: &str, online: bool) -> NodeView {
@@ -245,6 +249,7 @@ fn node(name: &str, online: bool) -> NodeView {
         },
         record: None,
         claim: None,
+        start_failed_without_daemon: None,
     }
 }
 

@@ -79,6 +79,15 @@ pub trait Pacemaker: Send + Sync {
         name: &str,
         deadline: Duration,
     ) -> impl Future<Output = Result<(), PcmkError>> + Send;
+    /// Clear Pacemaker's record of failed starts of `resource` on `node`
+    /// (`crm_resource --cleanup --operation start`), so that Pacemaker may
+    /// start it there again.
+    fn clear_failed_start(
+        &self,
+        resource: &str,
+        node: &str,
+        deadline: Duration,
+    ) -> impl Future<Output = Result<(), PcmkError>> + Send;
     /// The node of `nodes` that wins fence races: the only one whose
     /// fencing is delayed in the CIB's stonith resources (see
     /// `crm_xml::cib::FenceTargets::fence_race_winner`); `None` when none
@@ -183,6 +192,33 @@ impl Pacemaker for CrmTools {
         transient_attr(node, name, &["--delete"], deadline)
             .await
             .map(|_| ())
+    }
+
+    async fn clear_failed_start(
+        &self,
+        resource: &str,
+        node: &str,
+        deadline: Duration,
+    ) -> Result<(), PcmkError> {
+        let args = [
+            "--cleanup",
+            "--resource",
+            resource,
+            "--node",
+            node,
+            "--operation",
+            "start",
+            "--interval",
+            "0",
+        ];
+        match run("crm_resource", &args, deadline).await? {
+            (Some(0), _, _) => Ok(()),
+            (code, _, message) => Err(PcmkError::Failed {
+                tool: "crm_resource",
+                code,
+                message,
+            }),
+        }
     }
 
     async fn fence_race_winner(
@@ -363,6 +399,7 @@ pub(crate) fn view(
                 etcd: resource_state(doc, name),
                 record,
                 claim,
+                start_failed_without_daemon: start_failed_without_daemon(doc, name),
             }
         })
         .collect();
@@ -380,6 +417,40 @@ pub(crate) fn view(
             .filter_map(fence_event)
             .collect(),
     }
+}
+
+/// The etcd resource (this project's agent) whose start Pacemaker lists as
+/// failed on `node` with the agent's reason for "no daemon answered".
+fn start_failed_without_daemon(doc: &CrmMon, node: &str) -> Option<String> {
+    let ours: Vec<String> = doc
+        .primitive_instances()
+        .iter()
+        .filter(|i| i.primitive.agent == AGENT)
+        .map(|i| {
+            i.primitive
+                .id
+                .split(':')
+                .next()
+                .unwrap_or(&i.primitive.id)
+                .to_string()
+        })
+        .collect();
+    doc.failures
+        .iter()
+        .filter(|f| f.node == node && f.task.as_deref() == Some("start"))
+        .filter(|f| {
+            f.exit_reason
+                .as_deref()
+                .is_some_and(|r| r.contains(warden_api::DAEMON_UNREACHABLE))
+        })
+        .map(|f| {
+            f.resource()
+                .split(':')
+                .next()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .find(|r| ours.contains(r))
 }
 
 /// Whether the etcd resource is not managed by Pacemaker: an instance of
@@ -512,6 +583,42 @@ mod tests {
             "{:?}",
             v.nodes[1]
         );
+    }
+
+    /// A start Pacemaker records as failed because no daemon answered the
+    /// agent is seen on its node; another start failure, or one of
+    /// another resource, is not.
+    #[test]
+    fn a_start_failed_without_the_daemon_is_seen() {
+        let failure = |rsc: &str, reason: &str| {
+            format!(
+                r#"<failures><failure op_key="{rsc}_start_0" node="nodeB" exitstatus="error" exitreason="{reason}" exitcode="1" call="19" status="complete" last-rc-change="2026-12-05 00:33:21Z" queued="0" exec="12276" interval="0" task="start"/></failures>"#
+            )
+        };
+        let base = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("src/reconcile/fixtures/stopped-on-b.xml"),
+        )
+        .unwrap();
+        let nodes = vec!["nodeA".to_string(), "nodeB".to_string()];
+        let with = |f: String| {
+            let xml = base.replace("</node_history>", &format!("</node_history>\n  {f}"));
+            view(&crm_xml::parse(&xml).unwrap(), &nodes, &BTreeMap::new())
+        };
+        let unreachable = format!(
+            "start: {} at /run/etcd-warden/api.sock: Connection refused (os error 111)",
+            warden_api::DAEMON_UNREACHABLE
+        );
+        let v = with(failure("etcd", &unreachable));
+        assert_eq!(
+            v.nodes[1].start_failed_without_daemon.as_deref(),
+            Some("etcd")
+        );
+        assert_eq!(v.nodes[0].start_failed_without_daemon, None);
+        let v = with(failure("etcd", "etcd exited during its start"));
+        assert_eq!(v.nodes[1].start_failed_without_daemon, None);
+        let v = with(failure("fence-testns", &unreachable));
+        assert_eq!(v.nodes[1].start_failed_without_daemon, None);
     }
 
     #[test]

@@ -216,6 +216,13 @@ pub trait DynPacemaker: Send + Sync + std::fmt::Debug {
         name: &'a str,
         deadline: Duration,
     ) -> BoxFuture<'a, Result<(), PcmkError>>;
+    /// See [`Pacemaker::clear_failed_start`].
+    fn clear_failed_start_dyn<'a>(
+        &'a self,
+        resource: &'a str,
+        node: &'a str,
+        deadline: Duration,
+    ) -> BoxFuture<'a, Result<(), PcmkError>>;
     /// See [`Pacemaker::fence_race_winner`].
     fn fence_race_winner_dyn<'a>(
         &'a self,
@@ -252,6 +259,14 @@ impl<T: Pacemaker + std::fmt::Debug> DynPacemaker for T {
         deadline: Duration,
     ) -> BoxFuture<'a, Result<(), PcmkError>> {
         Box::pin(self.delete_attr(node, name, deadline))
+    }
+    fn clear_failed_start_dyn<'a>(
+        &'a self,
+        resource: &'a str,
+        node: &'a str,
+        deadline: Duration,
+    ) -> BoxFuture<'a, Result<(), PcmkError>> {
+        Box::pin(self.clear_failed_start(resource, node, deadline))
     }
     fn fence_race_winner_dyn<'a>(
         &'a self,
@@ -303,6 +318,16 @@ impl Pacemaker for SharedPacemaker {
         deadline: Duration,
     ) -> Result<(), PcmkError> {
         self.0.delete_attr_dyn(node, name, deadline).await
+    }
+    async fn clear_failed_start(
+        &self,
+        resource: &str,
+        node: &str,
+        deadline: Duration,
+    ) -> Result<(), PcmkError> {
+        self.0
+            .clear_failed_start_dyn(resource, node, deadline)
+            .await
     }
     async fn fence_race_winner(
         &self,

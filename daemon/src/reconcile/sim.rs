@@ -501,6 +501,16 @@ impl Pacemaker for Sim {
         });
         Ok(())
     }
+
+    async fn clear_failed_start(
+        &self,
+        resource: &str,
+        node: &str,
+        _d: Duration,
+    ) -> Result<(), PcmkError> {
+        self.with(|w| w.log.push(format!("cleanup {resource} start on {node}")));
+        Ok(())
+    }
 }
 
 impl EtcdReads for Sim {

@@ -119,6 +119,14 @@ impl<'a> Decider<'a> {
         {
             return self.paused(me, reason);
         }
+        // This daemon answers now: a start that failed while it was down
+        // proves nothing about etcd; Pacemaker may try it again, and the
+        // start decides then.
+        if let Some(resource) = &me.start_failed_without_daemon {
+            self.steps.push(Step::ClearFailedStart {
+                resource: resource.clone(),
+            });
+        }
         if let EtcdView::Running(live) = &self.f.etcd
             && let Some(ms) = live.hung_ms
             && matches!(

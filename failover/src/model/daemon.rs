@@ -125,6 +125,8 @@ impl EtcdModel {
                 });
             }
             Step::ClearClaim => s.nodes[x].claim = None,
+            // The model keeps no failure record: Pacemaker always retries.
+            Step::ClearFailedStart { .. } => {}
             Step::ForceNewCluster { epoch } => {
                 let window = self.config.power_loss_window;
                 let epoch_first = self.config.policy.mutation == Some(Mutation::EpochBeforeForce);

@@ -143,6 +143,7 @@ impl EtcdModel {
                 etcd: resource_state(ny),
                 record: ny.record.as_ref().map(|r| to_record(y, r)),
                 claim: ny.claim.map(|c| to_claim(y, &c)),
+                start_failed_without_daemon: None,
             };
         }
         let me = &s.nodes[x];
@@ -160,6 +161,7 @@ impl EtcdModel {
             etcd: ResourceState::Unknown,
             record: copy.record.as_ref().map(|r| to_record(y, r)),
             claim: copy.claim.map(|c| to_claim(y, &c)),
+            start_failed_without_daemon: None,
         };
         match me.seen[y] {
             // Never seen as a member: unclean until fenced

@@ -20,7 +20,7 @@ mod failover_support;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use failover_support::{FAILOVER, OrFail, SETTLE, healthy, wait_acks_everywhere};
+use failover_support::{FAILOVER, OrFail, SETTLE, fail, healthy, wait_acks_everywhere};
 use warden_harness::crm;
 use warden_integration::twonode::{Topology, WardenCluster, is_etcd, poll};
 use warden_integration::writer::longest_gap;
@@ -328,5 +328,99 @@ fn a_sigtermed_daemon_leaves_etcd_serving_and_the_next_one_adopts_it() {
     }
     w.check_writes(&acks, "/restart", &all).or_fail(&w);
     warden_integration::writer::check_real_time_order(&acks).or_fail(&w);
+    w.c.stop();
+}
+
+/// Whether `node`'s Pacemaker lists a failed start of etcd on `on` with the
+/// agent's reason for "no daemon answered"; `false` while crm_mon does not
+/// answer (the cluster busy with the node's join).
+fn start_failed_without_daemon(w: &WardenCluster, node: &str, on: &str) -> anyhow::Result<bool> {
+    let Ok(m) = w.c.crm_mon(node) else {
+        return Ok(false);
+    };
+    let doc = crm_xml::parse(&m.raw)?;
+    Ok(doc.failures.iter().any(|f| {
+        f.node == on
+            && f.task.as_deref() == Some("start")
+            && f.exit_reason
+                .as_deref()
+                .is_some_and(|r| r.contains(warden_api::DAEMON_UNREACHABLE))
+    }))
+}
+
+/// node2 boots while its own daemon is down (systemd still restarting it,
+/// a slow start after a crash loop): Pacemaker's start of etcd there fails,
+/// the agent finding no daemon, and a failed start keeps etcd off the node
+/// until the failure expires (`failure-timeout`, 10 min). The stop that
+/// follows succeeds without a record of etcd (no etcd process runs in the
+/// node's namespace), so node2 is not fenced for its daemon. Once node2's
+/// daemon answers, it clears that failure; Pacemaker starts etcd again and
+/// node2 is a voter, nobody is fenced, every write is kept. On failure the
+/// message carries node1's Pacemaker log lines on fencing and etcd's
+/// operations.
+#[test]
+fn a_start_that_failed_without_its_daemon_is_retried_once_the_daemon_is_back() {
+    const PREFIX: &str = "/start-without-daemon";
+    let (w, _) = healthy(2, Topology::TwoNode);
+    let all = w.nodes();
+    let writer = w.writer(PREFIX, &all).or_fail(&w);
+    wait_acks_everywhere(&writer, &all, 20);
+    let t_dead = Instant::now();
+    w.crash_fenced("node2", "node1", SETTLE).or_fail(&w);
+    writer
+        .wait_ack_after(Some("node1"), t_dead, FAILOVER)
+        .or_fail(&w);
+    let fences = w.fence_count("node1", "node1").or_fail(&w);
+
+    // node2 boots; its daemon does not start with it.
+    w.c.power_on_with("node2", SETTLE, || Ok(())).or_fail(&w);
+    poll(
+        "Pacemaker's start of etcd on node2 to fail without its daemon",
+        SETTLE,
+        || Ok(start_failed_without_daemon(&w, "node1", "node2")?.then_some(())),
+    )
+    .unwrap_or_else(|e| {
+        let log =
+            w.c.log_dir("node1")
+                .ok()
+                .and_then(|d| std::fs::read_to_string(d.join("log-pacemaker/pacemaker.log")).ok())
+                .unwrap_or_default();
+        let lines: Vec<&str> = log
+            .lines()
+            .filter(|l| {
+                ["fence", "Fence", "stonith", "node2", "etcd_"]
+                    .iter()
+                    .any(|k| l.contains(k))
+                    && (l.contains("error") || l.contains("warning") || l.contains("notice"))
+            })
+            .collect();
+        let tail = lines[lines.len().saturating_sub(60)..].join("\n");
+        fail(&w, anyhow::anyhow!("{e:#}\nnode1's pacemaker.log:\n{tail}"))
+    });
+    let t_back = Instant::now();
+    w.spawn_daemon("node2").or_fail(&w);
+    w.wait_voters("node1", &all, SETTLE).or_fail(&w);
+    w.wait_started(&all, SETTLE).or_fail(&w);
+    let voter = t_back.elapsed();
+    assert!(
+        !start_failed_without_daemon(&w, "node1", "node2").or_fail(&w),
+        "the failure is still listed"
+    );
+    assert_eq!(
+        w.fence_count("node1", "node1").or_fail(&w),
+        fences,
+        "node1 was fenced"
+    );
+    let t_up = Instant::now();
+    for n in &all {
+        writer.wait_ack_after(Some(n), t_up, SETTLE).or_fail(&w);
+    }
+    let acks = writer.finish();
+    w.check_writes(&acks, PREFIX, &all).or_fail(&w);
+    eprintln!(
+        "node2's daemon back -> two voters {:.1}s; {} acknowledged writes checked",
+        voter.as_secs_f64(),
+        acks.len()
+    );
     w.c.stop();
 }
