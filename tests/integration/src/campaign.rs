@@ -650,10 +650,24 @@ fn move_leader(w: &WardenCluster, to: &str) -> Result<()> {
         .find(|m| m.name == to)
         .with_context(|| format!("{to} is not a member: {members:?}"))?
         .id;
-    for n in w.nodes() {
-        let addr = w.client_addr(&n)?;
+    let (n, me) = leader(w)?;
+    if me == target {
+        return Ok(());
+    }
+    let addr = w.client_addr(n)?;
+    let id = format!("{target:x}");
+    w.netns(n)?.run(move || {
+        gateway::etcdctl(addr, &["move-leader", &id], Duration::from_secs(5)).map(|_| ())
+    })?;
+    Ok(())
+}
+
+/// The node whose etcd answers as the leader, and its member id.
+fn leader(w: &WardenCluster) -> Result<(&'static str, u64)> {
+    for n in ["node1", "node2"] {
+        let addr = w.client_addr(n)?;
         let status = w
-            .netns(&n)?
+            .netns(n)?
             .run(move || gateway::etcdctl(addr, &["endpoint", "status"], Duration::from_secs(3)));
         let Ok(status) = status else { continue };
         let s = status
@@ -666,18 +680,21 @@ fn move_leader(w: &WardenCluster, to: &str) -> Result<()> {
             .get("header")
             .and_then(|h| h.get("member_id"))
             .and_then(gateway::num);
-        if leader.is_some() && leader == me {
-            if me == Some(target) {
-                return Ok(());
-            }
-            let id = format!("{target:x}");
-            w.netns(&n)?.run(move || {
-                gateway::etcdctl(addr, &["move-leader", &id], Duration::from_secs(5)).map(|_| ())
-            })?;
-            return Ok(());
+        if let Some(me) = me
+            && leader == Some(me)
+        {
+            return Ok((n, me));
         }
     }
     bail!("no node answered as the leader")
+}
+
+/// The moment `node` is taken out, when its etcd led: the other node can
+/// then force only from a follower's log, whose commit index may not cover
+/// the last write the leader acknowledged (the commit-index window).
+fn leader_cut(w: &WardenCluster, node: &'static str) -> Option<(Instant, &'static str)> {
+    let led = leader(w).is_ok_and(|(n, _)| n == node);
+    led.then(|| (Instant::now(), node))
 }
 
 /// Kills `pid` inside `node`.
@@ -793,7 +810,8 @@ pub struct Applied {
     pub own: Vec<writer::Ack>,
     /// When the network was cut, and the node of the leader the other
     /// node forced without ([`Fault::FollowerForces`],
-    /// [`Fault::WinnerCannotFence`]).
+    /// [`Fault::WinnerCannotFence`]); or when a leader's node lost power
+    /// or lost a fence race (a random fence delay, an operator's confirm).
     pub window_cut: Option<(Instant, &'static str)>,
 }
 
@@ -808,6 +826,7 @@ pub fn apply(w: &WardenCluster, f: &Fault, rng: &mut Rng) -> Result<Applied> {
                 // Two nodes down at once is the total outage, drawn apart.
                 return Ok(done);
             }
+            done.window_cut = leader_cut(w, node);
             power_off(w, node)?;
             std::thread::sleep(*back_after);
             power_on(w, node)?;
@@ -816,7 +835,12 @@ pub fn apply(w: &WardenCluster, f: &Fault, rng: &mut Rng) -> Result<Applied> {
             if !(up(w, "node1") && up(w, "node2")) {
                 return Ok(done);
             }
+            let led = leader(w).ok().map(|(n, _)| n);
+            let cut = Instant::now();
             let loser = partition_until_fenced(w)?;
+            if led == Some(loser) {
+                done.window_cut = Some((cut, loser));
+            }
             std::thread::sleep(rng.delay(3000));
             power_on(w, loser)?;
         }
@@ -940,6 +964,7 @@ pub fn apply(w: &WardenCluster, f: &Fault, rng: &mut Rng) -> Result<Applied> {
                 return Ok(done);
             }
             warden_harness::fence_agent::set_fails(w.c.root(), node, true)?;
+            done.window_cut = leader_cut(w, node);
             let result = (|| {
                 w.c.crash(node)?;
                 poll(&format!("a failed fence of {node}"), STEP, || {

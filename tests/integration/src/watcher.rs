@@ -100,6 +100,9 @@ pub struct Watcher {
     shared: Arc<Mutex<Shared>>,
     children: Arc<Mutex<HashMap<String, Child>>>,
     threads: Vec<JoinHandle<()>>,
+    /// Ends the etcdctl processes when a signal ends this process (a
+    /// campaign stopped with SIGTERM), which runs no `Drop`.
+    _on_signal: warden_harness::OnSignal,
 }
 
 impl Watcher {
@@ -150,11 +153,18 @@ impl Watcher {
                 ctx.run();
             }));
         }
+        let ours = children.clone();
+        let _on_signal = warden_harness::OnSignal::new(move || {
+            for child in lock(&ours).values_mut() {
+                let _ = child.kill();
+            }
+        });
         Ok(Self {
             stop,
             shared,
             children,
             threads,
+            _on_signal,
         })
     }
 
