@@ -538,18 +538,23 @@ impl Decider<'_> {
             Some(r) if r.has_data && r.state_lost => {
                 format!("{} lost its state file too", peer.name)
             }
-            // A learner's data counts for no commit: this node's data is
-            // the newest there is, and a force from it loses no write.
+            // A learner's data counts for no commit: beside one whose
+            // record does not say who added it (a join recorded by an
+            // earlier daemon), this node's voter data is the newest there
+            // is, and a force from it loses no write. A learner added by
+            // another member of this node is left to the refusal below:
+            // this data is then older than that member's was.
             Some(r)
                 if r.has_data
                     && r.learner
+                    && r.added_by.is_empty()
                     && !claimed
                     && !broken!(self, RefuseBesideOwnLearner) =>
             {
                 let outcome = self.held_outcome();
                 return self.refuse_as(
                     format!(
-                        "this node's state file is missing; its data is member {} of cluster {} (read from the write-ahead log), epoch unknown, and {}'s data is a learner's that has not been a voter yet, not added by this member: {} holds the newest data",
+                        "this node's state file is missing; its data is member {} of cluster {} (read from the write-ahead log), epoch unknown, and {}'s data is a learner's that has not been a voter yet, whose record does not say who added it: {} holds the newest data",
                         d.member_id.map_or("?".into(), |m| format!("{m:x}")),
                         d.cluster_id.map_or("?".into(), |c| format!("{c:x}")),
                         peer.name,
