@@ -273,7 +273,7 @@ pub enum FenceStatus {
 /// What a node's daemon publishes about its data for the current boot.
 /// Being a reboot-lifetime attribute, a record that is present was written
 /// during the owner's current boot.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct DataRecord {
     /// The owner's boot id.
     pub boot_id: String,

@@ -168,24 +168,8 @@ pub(crate) fn record(
         formed: has_data,
         epoch,
         cluster_id,
-        departed: false,
-        archives: 0,
-        bootstrap_token: None,
-        lost_member: None,
-        learner: false,
-        removed: false,
-        pending_epoch: None,
-        voter_ids: Default::default(),
-        state_lost: false,
-        added_by: Default::default(),
+        ..DataRecord::default()
     }
-}
-
-fn now_unix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default()
 }
 
 /// A time as crm_mon prints fence events (`YYYY-MM-DD HH:MM:SSZ`).
@@ -336,7 +320,7 @@ impl Sim {
     /// Pacemaker fences `node` now: in the history, and the node is down
     /// cleanly from then on.
     pub(crate) fn fence_now(&self, node: &str) {
-        self.fence(node, now_unix() + 1);
+        self.fence(node, crate::clock::now_unix() + 1);
         self.with(|w| {
             let n = w.nodes.get_mut(node).unwrap();
             n.unclean = false;

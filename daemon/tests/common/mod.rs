@@ -22,13 +22,24 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_etcd-warden");
 /// loaded two-core machine running the whole suite has taken over 10 s.
 pub const READY_LIMIT: Duration = Duration::from_secs(60);
 
-/// A free loopback port (bound and released; the daemon binds it next).
+/// A free loopback port (bound and released; the daemon binds it next),
+/// never one this test process was given before: the kernel may hand the
+/// port just released out again at once, and a daemon's HTTP port equal to
+/// its etcd's client port fails the start.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// Poll `f` until it returns Some, or panic after `limit`.

@@ -63,6 +63,7 @@ macro_rules! broken {
 }
 
 mod ha;
+mod lost_state;
 #[cfg(feature = "model")]
 mod mutations;
 mod proof;
