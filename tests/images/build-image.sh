@@ -102,18 +102,6 @@ fresh() {
     [ -z "$(find "$marker" -mtime "+$max_age_days" 2>/dev/null)" ]
 }
 
-host_mirror() {
-    # The first Debian (non-security) archive the host's apt is configured with.
-    local m
-    m=$(cat /etc/apt/sources.list 2>/dev/null | sed -n 's/^deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([a-z]\+:[^[:space:]]*\).*/\2/p' \
-        | grep -v security | head -1 || true)
-    if [ -z "$m" ]; then
-        m=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\).*/\1/p' \
-            | grep -v security | head -1 || true)
-    fi
-    printf '%s' "$m"
-}
-
 mkdir -p "$cache"
 exec 9>"$cache/.lock-$key"
 flock 9
@@ -124,11 +112,9 @@ if fresh; then
     exit 0
 fi
 
-mirror=${DEBIAN_MIRROR:-$(host_mirror)}
-if [ -z "$mirror" ]; then
-    echo "build-image.sh: no Debian mirror found in the host's apt sources; set DEBIAN_MIRROR" >&2
-    exit 1
-fi
+# The host's Debian mirror, or DEBIAN_MIRROR (debian-debs.sh says which is
+# missing and fails when neither is there).
+mirror=$("$(dirname "$0")/debian-debs.sh" mirror) || exit 1
 
 tmp=$(mktemp -d "$cache/.build-$key.XXXXXX")
 # Removed on every exit path; after the final rename it is empty.

@@ -6,8 +6,7 @@
 #       Prints the mirror: DEBIAN_MIRROR when set, else the first Debian
 #       (non-security) archive of the host's apt sources (its first `deb` line
 #       in /etc/apt/sources.list, or the first `URIs:` field of
-#       /etc/apt/sources.list.d/*.sources). The same lookup as
-#       build-image.sh's host_mirror.
+#       /etc/apt/sources.list.d/*.sources). build-image.sh asks it too.
 #
 #   tests/images/debian-debs.sh download SUITE DIR PACKAGE...
 #       Downloads the candidate .deb of each PACKAGE in SUITE (component main,

@@ -275,13 +275,11 @@ fn stamp(s: &str) -> Option<Stamp> {
 /// The state of this project's etcd instance on `node`, from the resources
 /// and the node's operation history.
 fn resource_state(doc: &CrmMon, node: &str) -> ResourceState {
-    let mut ids = Vec::new();
     for i in doc.primitive_instances() {
         let p = i.primitive;
         if p.agent != AGENT {
             continue;
         }
-        ids.push(p.id.split(':').next().unwrap_or(&p.id).to_string());
         if p.nodes.iter().any(|n| n == node) {
             return match p.pending.as_deref() {
                 Some("Starting") => ResourceState::Starting,
@@ -293,15 +291,13 @@ fn resource_state(doc: &CrmMon, node: &str) -> ResourceState {
     }
     // Not running there: a completed stop in the history is proof that its
     // etcd is down; the last start/stop by call id decides.
+    let ids = agent_ids(doc);
     let last = doc
         .node_history
         .iter()
         .filter(|h| h.node == node)
         .flat_map(|h| &h.resources)
-        .filter(|r| {
-            ids.iter()
-                .any(|id| r.id.split(':').next() == Some(id.as_str()))
-        })
+        .filter(|r| ids.contains(&base_id(&r.id)))
         .flat_map(|r| &r.operations)
         .filter(|o| o.task == "start" || o.task == "stop")
         .max_by_key(|o| o.call.unwrap_or(i64::MIN));
@@ -419,22 +415,24 @@ pub(crate) fn view(
     }
 }
 
+/// A resource id without its clone instance (`etcd:1` → `etcd`).
+fn base_id(id: &str) -> &str {
+    id.split(':').next().unwrap_or(id)
+}
+
+/// The ids of this project's agent's resources (clone instances folded).
+fn agent_ids(doc: &CrmMon) -> Vec<&str> {
+    doc.primitive_instances()
+        .into_iter()
+        .filter(|i| i.primitive.agent == AGENT)
+        .map(|i| base_id(&i.primitive.id))
+        .collect()
+}
+
 /// The etcd resource (this project's agent) whose start Pacemaker lists as
 /// failed on `node` with the agent's reason for "no daemon answered".
 fn start_failed_without_daemon(doc: &CrmMon, node: &str) -> Option<String> {
-    let ours: Vec<String> = doc
-        .primitive_instances()
-        .iter()
-        .filter(|i| i.primitive.agent == AGENT)
-        .map(|i| {
-            i.primitive
-                .id
-                .split(':')
-                .next()
-                .unwrap_or(&i.primitive.id)
-                .to_string()
-        })
-        .collect();
+    let ours = agent_ids(doc);
     doc.failures
         .iter()
         .filter(|f| f.node == node && f.task.as_deref() == Some("start"))
@@ -443,14 +441,9 @@ fn start_failed_without_daemon(doc: &CrmMon, node: &str) -> Option<String> {
                 .as_deref()
                 .is_some_and(|r| r.contains(warden_api::DAEMON_UNREACHABLE))
         })
-        .map(|f| {
-            f.resource()
-                .split(':')
-                .next()
-                .unwrap_or_default()
-                .to_string()
-        })
+        .map(|f| base_id(f.resource()))
         .find(|r| ours.contains(r))
+        .map(str::to_string)
 }
 
 /// Whether the etcd resource is not managed by Pacemaker: an instance of
