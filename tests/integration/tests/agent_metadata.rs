@@ -9,7 +9,7 @@
 mod agent_support;
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use agent_support::{agent, code, run, text, workspace};
@@ -176,35 +176,64 @@ fn validate_all_names_the_bad_parameter_with_rc_6() {
     }
 }
 
+/// Runs the agent's `action` in a network namespace of its own (`unshare
+/// --net`), so that the etcd processes it looks for are only those the test
+/// puts there: with `fake_etcd`, a copy of `sleep` named `etcd` runs beside
+/// it and is ended by its PID afterwards. `daemon_wait` is 1 s.
+fn in_own_netns(agent: &Path, action: &str, socket: &Path, fake_etcd: Option<&Path>) -> Output {
+    let script = r#"
+        if [ -n "$FAKE_ETCD" ]; then "$FAKE_ETCD" 60 & fake=$!; fi
+        "$@"; rc=$?
+        if [ -n "$fake" ]; then kill "$fake"; wait "$fake" 2>/dev/null; fi
+        exit $rc"#;
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--net", "--", "sh", "-c", script, "sh"])
+        .arg(agent)
+        .arg(action)
+        .env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("OCF_RESKEY_socket", socket)
+        .env("OCF_RESKEY_CRM_meta_timeout", "20000")
+        // Stop waits this long for a daemon that may be restarting.
+        .env("OCF_RESKEY_daemon_wait", "1");
+    if let Some(fake) = fake_etcd {
+        cmd.env("FAKE_ETCD", fake);
+    }
+    run(&mut cmd, T)
+}
+
 #[test]
 fn an_unreachable_daemon_fails_fast_with_a_reason() {
     // Built (if need be) before any clock starts.
     let agent = agent();
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("api.sock");
-    // Notify drops its hint without the daemon (0); monitor fails (1);
-    // validate-all finds the daemon missing on this node (5, not the
-    // cluster-wide 6).
-    for (action, rc) in [("monitor", 1), ("validate-all", 5), ("notify", 0)] {
+    let fake_etcd = dir.path().join("etcd");
+    std::fs::copy("/bin/sleep", &fake_etcd).unwrap();
+    // Notify drops its hint without the daemon (0); validate-all finds the
+    // daemon missing on this node (5, not the cluster-wide 6). Monitor and
+    // stop without a record of etcd's process: with no etcd process in the
+    // node's network namespace etcd is stopped (7, 0); with one, nobody can
+    // say whose it is (1, 1).
+    let cases = [
+        ("monitor", None, 7),
+        ("stop", None, 0),
+        ("validate-all", None, 5),
+        ("notify", None, 0),
+        ("monitor", Some(fake_etcd.as_path()), 1),
+        ("stop", Some(fake_etcd.as_path()), 1),
+    ];
+    for (action, fake, rc) in cases {
         let t0 = Instant::now();
-        let out = run(
-            Command::new(&agent)
-                .arg(action)
-                .env_clear()
-                .env("OCF_RESKEY_socket", &socket)
-                .env("OCF_RESKEY_CRM_meta_timeout", "20000"),
-            T,
-        );
-        assert!(
-            t0.elapsed() < Duration::from_secs(2),
-            "{action} took {:?}",
-            t0.elapsed()
-        );
-        assert_eq!(code(&out), rc, "{action}");
+        let out = in_own_netns(&agent, action, &socket, fake);
+        let took = t0.elapsed();
+        let with = if fake.is_some() { "with" } else { "without" };
+        assert!(took < Duration::from_secs(2), "{action} took {took:?}");
         let stderr = text(&out.stderr);
+        assert_eq!(code(&out), rc, "{action} {with} an etcd process: {stderr}");
         assert!(
             stderr.contains("ocf-exit-reason:") && stderr.contains("not reachable"),
-            "{action}: {stderr}"
+            "{action} {with} an etcd process: {stderr}"
         );
     }
     // Start waits daemon_wait for a daemon that may be restarting, but never
