@@ -724,6 +724,9 @@ impl Core {
                 "etcd runs on {me} (pid {pid}): stop it first (`pcs resource ban <etcd clone> {me}`, with crmsh `crm resource ban <etcd clone> {me}`), then run this again"
             ));
         }
+        if plan.stops_etcd {
+            self.stop_leaderless_etcd(&me).await?;
+        }
         tracing::warn!(what = ?req.what, node = %req.node, plan = ?plan.describe, "recover: carrying out an operator's resolution");
         let done = tokio::task::spawn_blocking(move || {
             crate::recover::apply(&plan.action, &paths, &mut |p| {
@@ -738,6 +741,32 @@ impl Core {
         }
         reply.done = done;
         Ok(reply)
+    }
+
+    /// Stops etcd for a resolution that replaces its data, only while it
+    /// has no leader (it then serves nothing); a member with a leader is
+    /// part of a working cluster, and the resolution is refused.
+    async fn stop_leaderless_etcd(&self, me: &str) -> Result<(), String> {
+        let Some(pid) = self.supervisor.state().await.pid() else {
+            return Ok(());
+        };
+        let probe = self.settings.timeouts.probe_timeout;
+        if let Ok(st) = self.local_status(probe).await
+            && st.has_leader()
+        {
+            return Err(format!(
+                "etcd on {me} (pid {pid}) has a leader (member {:x}): it is part of a working cluster, which it catches up with; nothing to force",
+                st.leader
+            ));
+        }
+        tracing::warn!(
+            pid,
+            "recover: stopping etcd, which has no leader, before its data is replaced"
+        );
+        self.stop_etcd(self.settings.timeouts.stop_grace)
+            .await
+            .map_err(|e| format!("cannot stop etcd on {me} (pid {pid}): {e}"))?;
+        Ok(())
     }
 
     async fn do_action(&self, req: ActionRequest, deadline: Duration) -> ActionReply {

@@ -211,6 +211,22 @@ fn save_stop_restore_start(name: &str, etcd: &Path, etcdctl_tool: &Path) -> Stri
     }
     let later = etcdctl_ok(etcdctl_tool, client, &["get", "/restore/after-snapshot"]);
     assert!(later.trim().is_empty(), "{later}");
+    // The revision moved past what the lost write had (and any other made
+    // after the snapshot), and the older revisions read as compacted.
+    let put = etcdctl_ok(
+        etcdctl_tool,
+        client,
+        &["put", "/restore/next", "x", "-w", "json"],
+    );
+    let put: serde_json::Value = serde_json::from_str(&put).unwrap();
+    let revision = put["header"]["revision"].as_u64().unwrap();
+    assert!(revision > 1000 + KEYS as u64, "revision {revision}\n{said}");
+    let old = etcdctl(
+        etcdctl_tool,
+        client,
+        &["get", "/restore/k001", "--rev", "3"],
+    );
+    assert!(text(&old).contains("compacted"), "{}", text(&old));
     let restored = cluster_id(etcdctl_tool, client);
     assert_ne!(
         restored, original,

@@ -2390,6 +2390,53 @@ fn a_replaced_machine_beside_a_waiting_member_names_the_command() {
     );
 }
 
+/// A replaced machine (n2: no data, no state file, no archive) beside n1,
+/// whose data is a learner's that was never promoted (n1 rejoined as a
+/// learner and n2, the voter it learnt from, was then replaced). A
+/// learner's data may lack acknowledged writes, but it is the newest
+/// there is, whatever n1's archives hold (they were made before n1
+/// rejoined): both name `force-new-cluster` on n1, which etcd cannot do
+/// with a learner's data itself, so the command restores its backend as a
+/// new cluster. A campaign round ended stuck when both named
+/// `restore-archive` on n1, which refuses while n1 has data in place.
+#[test]
+fn a_replaced_voter_beside_its_learner_names_the_learners_node() {
+    let mut blank = fresh(B);
+    blank.trigger = Trigger::Start;
+    let a = peer_mut(&mut blank, A);
+    a.etcd = ResourceState::Started;
+    let mut learner = record(A, true, 16);
+    learner.learner = true;
+    learner.formed = false;
+    learner.archives = 12;
+    *a.record.as_mut().unwrap() = learner;
+    let d = decide(&blank);
+    assert!(
+        !d.steps.iter().any(|s| matches!(s, Step::StartEtcd { .. })),
+        "{d:?}"
+    );
+    let (reason, cmd) = d.refusal().expect("must refuse");
+    assert!(reason.contains("holds only a learner's data"), "{reason}");
+    assert_eq!(cmd, "etcd-warden recover force-new-cluster --node n1");
+
+    let mut me = healthy(A);
+    me.local = LocalMarkers::default();
+    me.data.epoch = 16;
+    me.data.voters = vec![];
+    me.data.archives = 12;
+    *live_mut(&mut me) = live(
+        ID_A,
+        vec![member(ID_A, A, true, true), member(ID_B, B, false, false)],
+        false,
+        false,
+    );
+    *peer_mut(&mut me, B).record.as_mut().unwrap() = record(B, false, 0);
+    let d = decide(&me);
+    let (reason, cmd) = d.refusal().expect("must refuse");
+    assert!(reason.contains("new or replaced machine"), "{reason}");
+    assert_eq!(cmd, "etcd-warden recover force-new-cluster --node n1");
+}
+
 /// Right after a start that held back and returned success (Pacemaker
 /// shows the instance started, no etcd runs), every monitor agrees with
 /// it: degraded (190) with the reason, whether the node still waits or

@@ -43,7 +43,10 @@ pub(crate) enum RecoverCommand {
     /// assert that the peer is down and that NODE's data is the one to keep.
     /// Sets this boot's in-sync marker; the daemon then forces once
     /// Pacemaker shows the peer down (or the peer's data shows that it
-    /// left the member list, its removal committed).
+    /// left the member list, its removal committed). On a learner's data,
+    /// which etcd cannot force into a cluster, it stops etcd there if it
+    /// has no leader, archives the data and restores its backend as a new
+    /// one-member cluster of NODE, its revision moved on.
     ForceNewCluster(NodeArgs),
     /// Keep NODE's data where both nodes hold different histories of the
     /// same epoch. On NODE: raise its epoch, so that the other node sees its
@@ -259,7 +262,7 @@ fn offline(req: &RecoverRequest, settings: &Settings) -> anyhow::Result<ExitCode
         println!("nothing done; run again with --confirm to do it");
         return Ok(ExitCode::from(2));
     }
-    if plan.needs_etcd_stopped && etcd_answers(settings) {
+    if (plan.needs_etcd_stopped || plan.stops_etcd) && etcd_answers(settings) {
         bail!(
             "etcd answers on {} on {me}: stop it first (`pcs resource ban <etcd clone> {me}`, with crmsh `crm resource ban <etcd clone> {me}`), then run this again",
             settings.local_client_url()

@@ -17,6 +17,37 @@ fn reply(outcome: Outcome, reason: Option<String>) -> ActionReply {
     ActionReply { outcome, reason }
 }
 
+/// A start without failover: a plain start, or, where the state file
+/// says a restore or forced restart still owes its revision step, a start
+/// that holds clients off until the revision has moved on.
+async fn start_normal<P: Pacemaker, E: EtcdOps, S: Supervisor>(
+    ports: &Ports<'_, P, E, S>,
+    budget: Duration,
+) -> Result<(), String> {
+    let paths = super::paths_for(ports.settings);
+    let owed = paths
+        .read_state()
+        .map_err(|e| e.to_string())?
+        .revision_bump_owed;
+    let Some(at_risk) = owed else {
+        return ports
+            .supervisor
+            .start(StartMode::Normal, budget)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+    };
+    ports
+        .supervisor
+        .start_moving_revision(at_risk, budget)
+        .await
+        .map_err(|e| e.to_string())?;
+    paths
+        .update_state(|st| st.revision_bump_owed = None)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
 /// Answer one agent action within `budget`: through the failover
 /// reconciler when there is one and it handles the action, through the
 /// live check of the local etcd otherwise.
@@ -39,9 +70,9 @@ pub(crate) async fn action<P: Pacemaker, E: EtcdOps, S: Supervisor>(
     }
     let settings = ports.settings;
     match req.action {
-        Action::Start => match ports.supervisor.start(StartMode::Normal, budget).await {
-            Ok(_) => reply(Outcome::Success, None),
-            Err(e) => reply(Outcome::Failed, Some(e.to_string())),
+        Action::Start => match start_normal(ports, budget).await {
+            Ok(()) => reply(Outcome::Success, None),
+            Err(e) => reply(Outcome::Failed, Some(e)),
         },
         Action::Stop => {
             let grace = settings.timeouts.stop_grace.min(budget.mul_f32(0.7));

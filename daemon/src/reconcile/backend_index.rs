@@ -26,6 +26,21 @@ const META_SUMMED: usize = 56;
 /// Nested pages read before giving up (a damaged file must not loop).
 const MAX_DEPTH: usize = 32;
 
+/// What the backend of the data in `member` applied (its
+/// `consistent_index`) and how many v3 requests its write-ahead log
+/// commits past that index, or why either cannot be read: a backend
+/// restored alone lacks those requests.
+pub fn applied_and_lacking(member: &Path) -> Result<(u64, u64), String> {
+    let applied = consistent_index(&member.join("snap").join("db"))?;
+    let lacking = super::held::v3_requests_after(member, applied).ok_or_else(|| {
+        format!(
+            "the newest segments of {} do not reach back to index {applied}",
+            member.join("wal").display()
+        )
+    })?;
+    Ok((applied, lacking))
+}
+
 /// `consistent_index` of the backend at `db`, or why it cannot be read.
 pub fn consistent_index(db: &Path) -> Result<u64, String> {
     let f = File::open(db).map_err(|e| format!("cannot open {}: {e}", db.display()))?;

@@ -784,7 +784,7 @@ fn revisions_at_risk(paths: &LocalPaths, stopped_gracefully: bool) -> u64 {
 /// Revisions assumed at risk when the log's tail cannot be read: more than
 /// etcd's raft keeps in flight (256 messages of entries batched under
 /// load), few enough that moving past them takes well under a second.
-const UNREAD_TAIL_REVISIONS: u64 = 1000;
+pub(crate) const UNREAD_TAIL_REVISIONS: u64 = 1000;
 
 /// The forced restart's revision step is done: nothing is owed.
 fn clear_revision_bump(paths: &LocalPaths) -> Result<(), super::local::LocalError> {

@@ -308,6 +308,35 @@ pub(crate) fn force_drop(member: &Path) -> Option<ForceDrop> {
     Some(log.drop_of_force(newest_start.saturating_sub(1)))
 }
 
+/// How many entries of the data in `member` that the log commits past
+/// `applied` carry a v3 request (one a backend applies: a key, a lease, a
+/// compaction, an alarm or a member's attributes on 3.5): what a backend
+/// that applied up to `applied` lacks. etcd 3.4 records the applied index
+/// in its backend only with a change of keys, so its backend's index
+/// trails the log's commit by the entries that carry none (membership
+/// changes, a leader's empty entry, a v2 publish). `None` when the two
+/// newest segments do not reach back to `applied` or cannot be read.
+pub(crate) fn v3_requests_after(member: &Path, applied: u64) -> Option<u64> {
+    let wal = member.join("wal");
+    let mut names: Vec<String> = std::fs::read_dir(&wal)
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".wal"))
+        .collect();
+    names.sort();
+    let mut log = Tail::default();
+    for name in names.iter().rev().take(2).rev() {
+        log.read(File::open(wal.join(name)).ok()?);
+    }
+    let commit = log.state.2;
+    if log.entries.first().is_none_or(|e| e.0 > applied + 1) && commit > applied {
+        return None;
+    }
+    let lacking = log.v3.iter().filter(|i| **i > applied && **i <= commit);
+    Some(lacking.count() as u64)
+}
+
 /// What the newest segments say about the log's tail.
 #[derive(Debug, Default)]
 struct Tail {
@@ -317,6 +346,9 @@ struct Tail {
     /// The entries in log order (a rewritten index replaces the rest):
     /// index, term, whether it carries a request.
     entries: Vec<(u64, u64, bool)>,
+    /// The indexes of the entries that carry a v3 request (an
+    /// `InternalRaftRequest`, whose header is field 100), in log order.
+    v3: Vec<u64>,
 }
 
 impl Tail {
@@ -346,6 +378,12 @@ impl Tail {
         let keep = self.entries.partition_point(|e| e.0 < index);
         self.entries.truncate(keep);
         self.entries.push((index, term, carries));
+        let keep = self.v3.partition_point(|i| *i < index);
+        self.v3.truncate(keep);
+        let request = field_bytes(data, 4).filter(|_| normal);
+        if request.is_some_and(|r| field_bytes(r, 100).is_some()) {
+            self.v3.push(index);
+        }
     }
 
     /// `before_newest`: the index before the newest segment's first, the

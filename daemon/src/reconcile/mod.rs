@@ -17,7 +17,7 @@ pub mod archives;
 pub mod backend_index;
 pub mod exec;
 pub(crate) mod gather;
-mod held;
+pub(crate) mod held;
 pub mod local;
 pub mod pcmk;
 pub mod ports;

@@ -16,10 +16,10 @@ impl Decider<'_> {
             {
                 return self.refuse(
                     format!(
-                        "this node's member is a learner, never promoted, and {} is online with neither etcd data nor a state file (a new or replaced machine): the voter's data is gone, and a learner's data may lack acknowledged writes",
+                        "this node's member is a learner, never promoted, and {} is online with neither etcd data nor a state file (a new or replaced machine): the voter's data is gone, and a learner's data may lack acknowledged writes; this node holds the newest data there is",
                         peer.name
                     ),
-                    resolve::restore_data(&f.node, f.data.archives),
+                    resolve::force_new_cluster(&f.node),
                 );
             }
             let reason = if live.quorate() {

@@ -140,6 +140,17 @@ impl Decider<'_> {
                         peer.name, r.epoch
                     ));
                 }
+                if r.may_hold_epoch() > mine && r.learner {
+                    // Its live data, not an archive: a learner's data is
+                    // made a cluster by `force-new-cluster` on its node.
+                    let command = resolve::force_new_cluster(&peer.name);
+                    reason.push_str(&format!(
+                        ": a new cluster would replace that data with an empty one; the newest data known is {}'s",
+                        peer.name
+                    ));
+                    let outcome = self.held_outcome();
+                    return Some(self.refuse_as(reason, command, outcome));
+                }
                 if r.may_hold_epoch() > mine {
                     (peer.name.as_str(), r.archives)
                 } else {
@@ -563,10 +574,10 @@ impl Decider<'_> {
                 let outcome = self.held_outcome();
                 self.refuse_as(
                     format!(
-                        "this node has no etcd data, and {} holds only a learner's data, never promoted, which may lack acknowledged writes: the voter's data is gone",
-                        peer.name
+                        "this node has no etcd data, and {} holds only a learner's data, never promoted, which may lack acknowledged writes: the voter's data is gone, and {} holds the newest data there is",
+                        peer.name, peer.name
                     ),
-                    resolve::restore_data(&peer.name, r.archives),
+                    resolve::force_new_cluster(&peer.name),
                     outcome,
                 )
             }

@@ -1,0 +1,482 @@
+//! The resolutions of `etcd-warden recover` (the one command a refusal
+//! names): what each does on this node ([`plan`]) and doing it ([`apply`]).
+//! The daemon runs them for `POST /v1/recover` under its one-pass-at-a-time
+//! lock, so that no failover pass or agent action acts on the files while
+//! they change; the CLI runs them itself only when the daemon is not
+//! running. Nothing is ever deleted: data is moved into the archive
+//! directory.
+
+mod restore;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use warden_api::{RecoverRequest, RecoverWhat};
+
+use crate::config::Settings;
+use crate::reconcile::archives::Held;
+use crate::reconcile::local::{LocalPaths, StateFile};
+#[cfg(test)]
+use restore::RestoreTool;
+#[cfg(test)]
+use restore::logged_id;
+pub(crate) use restore::{RestoreSource, SnapshotRestore, find_etcd_tool, find_restore_tool};
+use restore::{fresh_token, restore_snapshot, revision_step};
+
+/// `node` must be one of the configured nodes.
+pub(crate) fn check_node(settings: &Settings, node: &str) -> anyhow::Result<()> {
+    if settings.nodes.iter().any(|n| n.name == node) {
+        return Ok(());
+    }
+    bail!(
+        "--node {node}: not a configured node (configured: {})",
+        settings
+            .nodes
+            .iter()
+            .map(|n| n.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// This node's etcd as the configuration names it.
+pub(crate) fn local_etcd(settings: &Settings) -> LocalEtcd {
+    LocalEtcd {
+        binary: settings.etcd.binary.clone(),
+        peer_urls: settings.local_node().peer_urls.clone(),
+    }
+}
+
+/// What a resolution does on this node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RecoverAction {
+    /// Set the in-sync marker for this boot.
+    MarkInSync,
+    /// Raise the data's epoch by one.
+    RaiseEpoch,
+    /// Move the local member directory into the archive directory.
+    Archive,
+    /// Move this archive back in place.
+    Restore(PathBuf),
+    /// Restore a snapshot as a new one-member cluster.
+    RestoreSnapshot(SnapshotRestore),
+}
+
+/// What this node's etcd is: the binary (the restore tools are looked for
+/// beside it) and its peer URLs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LocalEtcd {
+    /// The configured etcd binary.
+    pub(crate) binary: PathBuf,
+    /// This node's peer URLs.
+    pub(crate) peer_urls: Vec<String>,
+}
+
+/// The highest epoch known on this node: the state file's and those of the
+/// archives' state files, a forced restart's epoch not yet seen done
+/// included.
+fn highest_epoch(paths: &LocalPaths) -> anyhow::Result<u64> {
+    let mut top = paths.read_state()?.may_hold_epoch();
+    for a in paths.archives() {
+        if let Ok(b) = std::fs::read(a.join("state.json"))
+            && let Ok(s) = serde_json::from_slice::<StateFile>(&b)
+        {
+            top = top.max(s.may_hold_epoch());
+        }
+    }
+    Ok(top)
+}
+
+/// Refuses to restore an archive whose data is of an older epoch than the
+/// state file names: writing its state over it would make older data look
+/// current, and newer data of the peer stale.
+fn no_older_epoch(
+    src: &Path,
+    held: &Held,
+    st: &StateFile,
+    state_file: &Path,
+) -> anyhow::Result<()> {
+    let named = st.may_hold_epoch();
+    if held.epoch >= named {
+        return Ok(());
+    }
+    bail!(
+        "{} holds data of epoch {}, but {} names epoch {named}: restoring it would write the older epoch over the newer one, and data of epoch {named} elsewhere would then look stale; restore an archive of epoch {named} or later (`etcd-warden status` lists each archive's epoch), or, once no data of epoch {named} exists anywhere, add --allow-older-epoch",
+        src.display(),
+        held.epoch,
+        state_file.display()
+    )
+}
+
+/// An archive's data in a plan line.
+fn describe_held(h: &Held) -> String {
+    let cluster = h
+        .cluster_id
+        .map_or_else(|| "unknown".to_owned(), |c| format!("{c:x}"));
+    let index = h
+        .raft_index
+        .map_or_else(|| "unknown".to_owned(), |i| i.to_string());
+    format!("cluster {cluster}, epoch {}, raft index {index}", h.epoch)
+}
+
+/// The plan: the action and its description.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    /// The action.
+    pub(crate) action: RecoverAction,
+    /// Human-readable lines.
+    pub(crate) describe: Vec<String>,
+    /// The local etcd must not run.
+    pub(crate) needs_etcd_stopped: bool,
+    /// The daemon stops its etcd first (a learner that has no leader,
+    /// which serves nothing).
+    pub(crate) stops_etcd: bool,
+}
+
+/// What `what` means on node `me`.
+pub(crate) fn plan(
+    req: &RecoverRequest,
+    me: &str,
+    paths: &LocalPaths,
+    etcd: &LocalEtcd,
+) -> anyhow::Result<Plan> {
+    let node = req.node.as_str();
+    let must_be_me = |verb: &str| -> anyhow::Result<()> {
+        if node != me {
+            bail!("{verb} acts on the node whose data is used: run it on {node}, not on {me}");
+        }
+        Ok(())
+    };
+    Ok(match req.what {
+        RecoverWhat::ForceNewCluster => {
+            must_be_me("force-new-cluster")?;
+            if !paths.has_data() {
+                bail!(
+                    "{me} has no etcd data in {}: nothing to force a cluster from",
+                    paths.data_dir.display()
+                );
+            }
+            let st = paths.read_state()?;
+            if learners_data(&st, me) {
+                return learner_plan(me, paths, etcd, &st);
+            }
+            Plan {
+                action: RecoverAction::MarkInSync,
+                describe: vec![
+                    format!("mark {me}'s data as holding every acknowledged write for this boot ({})", paths.run_dir.join("in-sync").display()),
+                    "let the daemon force a new one-member cluster from it once Pacemaker shows the peer down, or once the peer's daemon says it holds no data (its data gone, or a new or replaced machine with neither data nor a state file), or that its data shows its own removal committed (a leave the local member's persisted commit index predates)".into(),
+                    "after a total outage Corosync holds quorum back until the peer was seen (wait_for_all): if the peer stays off, lift that yourself with `pcs quorum unblock`, so that Pacemaker fences the peer and starts etcd here".into(),
+                    "the peer, when it returns, archives its data and rejoins as a learner".into(),
+                ],
+                needs_etcd_stopped: false,
+                stops_etcd: false,
+            }
+        }
+        RecoverWhat::KeepDataOf if node == me => {
+            let st = paths.read_state()?;
+            Plan {
+                action: RecoverAction::RaiseEpoch,
+                describe: vec![format!(
+                    "raise the epoch of {me}'s data from {} to {} in {}, so that the other node's data is stale and is archived",
+                    st.epoch,
+                    st.may_hold_epoch() + 1,
+                    paths.state_file.display()
+                )],
+                needs_etcd_stopped: false,
+                stops_etcd: false,
+            }
+        }
+        RecoverWhat::KeepDataOf => {
+            if !paths.has_data() {
+                bail!(
+                    "{me} has no etcd data in {}: nothing to archive",
+                    paths.data_dir.display()
+                );
+            }
+            Plan {
+                action: RecoverAction::Archive,
+                describe: vec![format!(
+                    "move {me}'s member directory {} into {} (with its SHA-256; nothing deleted), so that {me} rejoins {node}'s cluster as a learner",
+                    paths.member_dir().display(),
+                    paths.archive_dir.display()
+                )],
+                needs_etcd_stopped: true,
+                stops_etcd: false,
+            }
+        }
+        RecoverWhat::RestoreArchive => {
+            must_be_me("restore-archive")?;
+            if paths.has_data() {
+                bail!(
+                    "{me} already has data in {}: archive it first (keep-data-of)",
+                    paths.member_dir().display()
+                );
+            }
+            let st = paths.read_state()?;
+            let src = match &req.archive {
+                Some(a) => a.clone(),
+                None => paths
+                    .newest_archive(st.cluster_id)
+                    .map(|a| a.path)
+                    .with_context(|| format!("no archive in {}", paths.archive_dir.display()))?,
+            };
+            if !src.join("member").is_dir() {
+                bail!("{} holds no member directory", src.display());
+            }
+            let held = Held::of(&src);
+            if !req.allow_older_epoch {
+                no_older_epoch(&src, &held, &st, &paths.state_file)?;
+            }
+            Plan {
+                describe: vec![format!(
+                    "move {} ({}) back to {} and restore its state file",
+                    src.join("member").display(),
+                    describe_held(&held),
+                    paths.member_dir().display()
+                )],
+                action: RecoverAction::Restore(src),
+                needs_etcd_stopped: true,
+                stops_etcd: false,
+            }
+        }
+        RecoverWhat::RestoreSnapshot => {
+            let snapshot = req
+                .snapshot
+                .as_ref()
+                .context("restore-snapshot needs the snapshot file")?;
+            must_be_me("restore-snapshot")?;
+            let size = crate::snapshot_file::verify_file(snapshot)?;
+            if etcd.peer_urls.is_empty() {
+                bail!("{me} has no peer URLs in the configuration");
+            }
+            let restore = new_restore(RestoreSource::Snapshot(snapshot.clone()), me, paths, etcd)?;
+            let epoch = restore.epoch;
+            let archive = restore.archive_first.then(|| {
+                format!(
+                    "move {me}'s member directory {} into {} (with its SHA-256; nothing deleted)",
+                    paths.member_dir().display(),
+                    paths.archive_dir.display()
+                )
+            });
+            Plan {
+                describe: archive.into_iter().chain([
+                    format!(
+                        "restore {} ({size} bytes, checksum verified) with {} into {} as a new one-member cluster of {me} (peer URLs {}, cluster token {})",
+                        snapshot.display(),
+                        restore.tool.path().display(),
+                        paths.member_dir().display(),
+                        restore.peer_urls.join(","),
+                        restore.token
+                    ),
+                    restore.revision.describe(),
+                    format!(
+                        "write {} with epoch {epoch} (above every epoch known here), so that the other node's data is stale: it is archived (not deleted) when that node rejoins, as a learner",
+                        paths.state_file.display()
+                    ),
+                    "every write made after the snapshot was taken is lost; start etcd afterwards (`pcs resource clear <etcd clone> <node>`, with crmsh `crm resource clear <etcd clone> <node>`)".into(),
+                ]).collect(),
+                action: RecoverAction::RestoreSnapshot(restore),
+                needs_etcd_stopped: true,
+                stops_etcd: false,
+            }
+        }
+    })
+}
+
+/// Carry out `action`, telling `progress` about long steps; returns what
+/// was done.
+pub(crate) fn apply(
+    action: &RecoverAction,
+    paths: &LocalPaths,
+    progress: &mut dyn FnMut(&str),
+) -> anyhow::Result<Vec<String>> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    Ok(match action {
+        RecoverAction::MarkInSync => {
+            let boot = paths.boot_id()?;
+            paths.mark_in_sync_by_operator(&boot)?;
+            vec![format!("in-sync marker set for boot {boot}")]
+        }
+        RecoverAction::RaiseEpoch => {
+            let st = paths.update_state(|s| {
+                s.epoch = s.may_hold_epoch() + 1;
+                s.pending_epoch = None;
+            })?;
+            vec![format!("epoch is now {}", st.epoch)]
+        }
+        RecoverAction::Archive => archive(paths, "operator: keep the peer's data", now)?.1,
+        RecoverAction::Restore(src) => {
+            std::fs::create_dir_all(&paths.data_dir)
+                .with_context(|| format!("cannot create {}", paths.data_dir.display()))?;
+            std::fs::rename(src.join("member"), paths.member_dir())
+                .with_context(|| format!("cannot move {} back", src.join("member").display()))?;
+            if let Ok(state) = std::fs::read(src.join("state.json")) {
+                crate::reconcile::local::write_durably(&paths.state_file, &state)?;
+            }
+            vec![format!(
+                "restored {} (its checksum file stays in {})",
+                paths.member_dir().display(),
+                src.display()
+            )]
+        }
+        RecoverAction::RestoreSnapshot(r) => {
+            let why = match r.source {
+                RestoreSource::Snapshot(_) => "operator: restore a snapshot",
+                _ => "operator: a new cluster from a learner's data",
+            };
+            match &r.source {
+                RestoreSource::OwnBackend => {
+                    restore::backend_holds_the_log(&paths.member_dir())?;
+                }
+                RestoreSource::ArchivedBackend(db) => {
+                    if let Some(member) = db.parent().and_then(Path::parent) {
+                        restore::backend_holds_the_log(member)?;
+                    }
+                }
+                RestoreSource::Snapshot(_) => {}
+            }
+            let (archived, mut done) = if r.archive_first {
+                let (dest, done) = archive(paths, why, now)?;
+                (Some(dest), done)
+            } else {
+                (None, Vec::new())
+            };
+            let file = match (&r.source, archived) {
+                (RestoreSource::Snapshot(f), _) => f.clone(),
+                (RestoreSource::ArchivedBackend(db), _) => db.clone(),
+                (RestoreSource::OwnBackend, Some(dest)) => backend_of(&dest),
+                (RestoreSource::OwnBackend, None) => {
+                    bail!("no member directory was archived to restore the backend of")
+                }
+            };
+            done.extend(restore_snapshot(r, &file, paths, progress)?);
+            done
+        }
+    })
+}
+
+/// Moves this node's member directory into the archive directory with its
+/// checksum, for `why`: where it went, and what was done.
+fn archive(paths: &LocalPaths, why: &str, now: u64) -> anyhow::Result<(PathBuf, Vec<String>)> {
+    let dest = paths.archive(why, now)?;
+    crate::reconcile::local::record_checksum(&dest, None)?;
+    let done = vec![format!("archived to {}", dest.display())];
+    Ok((dest, done))
+}
+
+/// The backend file of the data in `dir` (a data or archive directory).
+fn backend_of(dir: &Path) -> PathBuf {
+    dir.join("member").join("snap").join("db")
+}
+
+/// A restore of `source` as a new one-member cluster of `me`, its epoch
+/// above every epoch known here.
+fn new_restore(
+    source: RestoreSource,
+    me: &str,
+    paths: &LocalPaths,
+    etcd: &LocalEtcd,
+) -> anyhow::Result<SnapshotRestore> {
+    if etcd.peer_urls.is_empty() {
+        bail!("{me} has no peer URLs in the configuration");
+    }
+    let tool = find_restore_tool(&etcd.binary)?;
+    Ok(SnapshotRestore {
+        revision: revision_step(&tool),
+        source,
+        tool,
+        name: me.to_owned(),
+        peer_urls: etcd.peer_urls.clone(),
+        token: fresh_token()?,
+        epoch: highest_epoch(paths)? + 1,
+        archive_first: paths.has_data(),
+    })
+}
+
+/// Whether the state file says this node's data is a learner's that has
+/// not been a voter yet (a join started, or a cluster whose voters did not
+/// list this node at the last quorate look). A state file written again
+/// from the data's log knows no voters, and says nothing either way.
+fn learners_data(st: &StateFile, me: &str) -> bool {
+    !st.epoch_unknown
+        && (st.joining || (st.cluster_id.is_some() && !st.voters.iter().any(|v| v == me)))
+}
+
+/// `force-new-cluster` on a learner's data: etcd cannot force a learner's
+/// data into a cluster (it panics, "removed all voters"), so the newest
+/// backend on this node (the learner's, or an archive's of the same
+/// cluster that holds a later raft index) is restored as a new one-member
+/// cluster, the learner's member directory archived first.
+fn learner_plan(
+    me: &str,
+    paths: &LocalPaths,
+    etcd: &LocalEtcd,
+    st: &StateFile,
+) -> anyhow::Result<Plan> {
+    let own = Held {
+        cluster_id: st.cluster_id,
+        epoch: st.may_hold_epoch(),
+        raft_index: crate::reconcile::held::last_index(&paths.member_dir()),
+    };
+    let key = |h: &Held| (h.epoch, h.raft_index.unwrap_or(0));
+    let newer_archive = paths
+        .newest_archive(st.cluster_id)
+        .filter(|a| a.held.cluster_id == st.cluster_id && key(&a.held) > key(&own))
+        .filter(|a| backend_of(&a.path).is_file());
+    let (source, held, from) = match newer_archive {
+        Some(a) => (
+            RestoreSource::ArchivedBackend(backend_of(&a.path)),
+            a.held,
+            format!("the archive {}", a.path.display()),
+        ),
+        None => {
+            if !backend_of(paths.data_dir.as_path()).is_file() {
+                bail!(
+                    "{me}'s data is a learner's, but {} holds no backend to restore: etcd cannot force a learner's data into a cluster",
+                    backend_of(&paths.data_dir).display()
+                );
+            }
+            (
+                RestoreSource::OwnBackend,
+                own,
+                "the learner's data".to_owned(),
+            )
+        }
+    };
+    let restore = new_restore(source, me, paths, etcd)?;
+    let describe = vec![
+        format!("{me}'s data is a learner's that has not been a voter yet (its state file lists no voter {me}), and etcd cannot force a learner's data into a cluster: the newest backend here is restored instead"),
+        format!("stop etcd on {me} if it runs (a learner without a leader serves nothing)"),
+        format!(
+            "move {me}'s member directory {} into {} (with its SHA-256; nothing deleted)",
+            paths.member_dir().display(),
+            paths.archive_dir.display()
+        ),
+        format!(
+            "restore the backend of {from} ({}) with {} as a new one-member cluster of {me} (peer URLs {}, cluster token {}); what etcd had not applied to its backend yet is not restored",
+            describe_held(&held),
+            restore.tool.path().display(),
+            restore.peer_urls.join(","),
+            restore.token
+        ),
+        restore.revision.describe(),
+        format!(
+            "write {} with epoch {} (above every epoch known here), so that any other data is stale: it is archived (not deleted) when its node rejoins, as a learner",
+            paths.state_file.display(),
+            restore.epoch
+        ),
+        "writes the lost voter acknowledged that the learner had not received are lost; the daemon starts etcd on the restored data where Pacemaker has it started".into(),
+    ];
+    Ok(Plan {
+        action: RecoverAction::RestoreSnapshot(restore),
+        describe,
+        needs_etcd_stopped: false,
+        stops_etcd: true,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,229 @@
+//! Plans and their effects on a temporary state and data directory.
+
+use super::*;
+use std::os::unix::fs::PermissionsExt;
+
+fn etcd() -> LocalEtcd {
+    LocalEtcd {
+        binary: "/nonexistent/etcd".into(),
+        peer_urls: vec!["http://127.0.0.1:2380".into()],
+    }
+}
+
+fn paths(t: &std::path::Path) -> LocalPaths {
+    LocalPaths {
+        data_dir: t.join("data"),
+        state_file: t.join("state/failover.json"),
+        run_dir: t.join("run"),
+        archive_dir: t.join("data.archive"),
+    }
+}
+
+fn req(what: RecoverWhat, node: &str) -> RecoverRequest {
+    RecoverRequest {
+        what,
+        node: node.into(),
+        archive: None,
+        snapshot: None,
+        confirm: true,
+        allow_older_epoch: false,
+    }
+}
+
+fn quiet(_: &str) {}
+
+#[test]
+fn plans_and_their_effects() {
+    let t = tempfile::tempdir().unwrap();
+    let p = paths(t.path());
+    // No data: nothing to force from.
+    let force = req(RecoverWhat::ForceNewCluster, "a");
+    assert!(plan(&force, "a", &p, &etcd()).is_err());
+    // Only on the node whose data is kept.
+    assert!(plan(&req(RecoverWhat::ForceNewCluster, "b"), "a", &p, &etcd()).is_err());
+    std::fs::create_dir_all(p.member_dir().join("snap")).unwrap();
+    std::fs::write(p.member_dir().join("snap/db"), b"x").unwrap();
+    p.update_state(|s| {
+        s.cluster_id = Some(1);
+        s.member_id = Some(2);
+        s.voters = vec!["a".into(), "b".into()];
+    })
+    .unwrap();
+    let pl = plan(&force, "a", &p, &etcd()).unwrap();
+    assert_eq!(pl.action, RecoverAction::MarkInSync);
+    apply(&pl.action, &p, &mut quiet).unwrap();
+    assert_eq!(p.in_sync(), Some(p.boot_id().unwrap()));
+    // keep-data-of self raises the epoch.
+    let keep = req(RecoverWhat::KeepDataOf, "a");
+    let pl = plan(&keep, "a", &p, &etcd()).unwrap();
+    apply(&pl.action, &p, &mut quiet).unwrap();
+    assert_eq!(p.read_state().unwrap().epoch, 1);
+    // keep-data-of the peer archives ours (never deletes) ...
+    let pl = plan(&req(RecoverWhat::KeepDataOf, "b"), "a", &p, &etcd()).unwrap();
+    assert!(pl.needs_etcd_stopped);
+    apply(&pl.action, &p, &mut quiet).unwrap();
+    assert!(!p.has_data());
+    assert_eq!(p.archives().len(), 1);
+    // ... and restore-archive brings it back with its epoch.
+    let restore = req(RecoverWhat::RestoreArchive, "a");
+    let pl = plan(&restore, "a", &p, &etcd()).unwrap();
+    apply(&pl.action, &p, &mut quiet).unwrap();
+    assert_eq!(std::fs::read(p.member_dir().join("snap/db")).unwrap(), b"x");
+    assert_eq!(p.read_state().unwrap().epoch, 1);
+}
+
+/// A file that passes the snapshot check: a bbolt magic and the SHA-256
+/// trailer etcd appends.
+fn fake_snapshot(p: &Path) {
+    use sha2::Digest;
+    let mut db = vec![0u8; 4096];
+    db[16..20].copy_from_slice(&0xED0C_DAEDu32.to_le_bytes());
+    let sum = sha2::Sha256::digest(&db);
+    db.extend_from_slice(&sum);
+    std::fs::write(p, db).unwrap();
+}
+
+#[test]
+fn restore_snapshot_plans_above_every_known_epoch_and_refuses_existing_data() {
+    let t = tempfile::tempdir().unwrap();
+    let p = paths(t.path());
+    let snap = t.path().join("s.db");
+    let bin = t.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let tool = bin.join("etcdctl");
+    std::fs::write(&tool, "#!/bin/sh\nexit 1\n").unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let local = LocalEtcd {
+        binary: bin.join("etcd"),
+        peer_urls: vec!["http://127.0.0.1:2380".into()],
+    };
+    let what = RecoverRequest {
+        snapshot: Some(snap.clone()),
+        ..req(RecoverWhat::RestoreSnapshot, "a")
+    };
+    let what_b = RecoverRequest {
+        node: "b".into(),
+        ..what.clone()
+    };
+    // Only the node itself restores.
+    assert!(plan(&what_b, "a", &p, &local).is_err());
+    // A file that is not a verified snapshot is refused before anything.
+    std::fs::write(&snap, b"not a snapshot").unwrap();
+    let e = plan(&what, "a", &p, &local).unwrap_err();
+    assert!(
+        format!("{e:#}").contains("not a sound etcd snapshot"),
+        "{e:#}"
+    );
+    fake_snapshot(&snap);
+    // Existing data is archived first, never deleted, and its epoch
+    // counts.
+    std::fs::create_dir_all(p.member_dir().join("snap")).unwrap();
+    std::fs::write(p.member_dir().join("snap/db"), b"x").unwrap();
+    p.update_state(|s| s.epoch = 4).unwrap();
+    let pl = plan(&what, "a", &p, &local).unwrap();
+    assert!(
+        pl.describe[0].contains("nothing deleted"),
+        "{:?}",
+        pl.describe
+    );
+    let RecoverAction::RestoreSnapshot(r) = &pl.action else {
+        panic!("{:?}", pl.action)
+    };
+    assert!(r.archive_first);
+    assert_eq!(r.epoch, 5);
+    // Archived (its epoch 4 goes with it), then a state file at 2: the
+    // plan goes above both.
+    p.archive("test", 1).unwrap();
+    p.update_state(|s| s.epoch = 2).unwrap();
+    let pl = plan(&what, "a", &p, &local).unwrap();
+    assert!(pl.needs_etcd_stopped);
+    let RecoverAction::RestoreSnapshot(r) = &pl.action else {
+        panic!("{:?}", pl.action)
+    };
+    assert_eq!(r.epoch, 5);
+    assert_eq!(r.tool, RestoreTool::Etcdctl(tool.clone()));
+    assert_eq!(r.name, "a");
+    let other = match plan(&what, "a", &p, &local).unwrap().action {
+        RecoverAction::RestoreSnapshot(o) => o.token,
+        a => panic!("{a:?}"),
+    };
+    assert_ne!(r.token, other, "every restore gets a fresh token");
+    // A failing tool leaves the data directory without data and the
+    // state file as it was.
+    let e = apply(&pl.action, &p, &mut quiet).unwrap_err();
+    assert!(e.to_string().contains("snapshot restore failed"), "{e}");
+    assert!(!p.has_data());
+    assert_eq!(p.read_state().unwrap().epoch, 2);
+}
+
+#[test]
+fn restore_archive_picks_the_newest_data_and_never_an_older_epoch() {
+    use crate::reconcile::archives::test_archive;
+    let t = tempfile::tempdir().unwrap();
+    let p = paths(t.path());
+    // Names out of order, as a clock stepped back leaves them.
+    let older = test_archive(&p, 5000, 7, 2, 900);
+    let newest_of_7 = test_archive(&p, 3000, 7, 3, 500);
+    let other_cluster = test_archive(&p, 4000, 8, 4, 100);
+    let restore = req(RecoverWhat::RestoreArchive, "a");
+    // No cluster named: the newest data of all.
+    let pl = plan(&restore, "a", &p, &etcd()).unwrap();
+    assert_eq!(pl.action, RecoverAction::Restore(other_cluster));
+    // The state file names cluster 7 at epoch 3 (its data went
+    // missing): the newest data of that cluster.
+    p.write_state(&StateFile {
+        cluster_id: Some(7),
+        epoch: 3,
+        formed: true,
+        ..StateFile::default()
+    })
+    .unwrap();
+    let pl = plan(&restore, "a", &p, &etcd()).unwrap();
+    assert_eq!(pl.action, RecoverAction::Restore(newest_of_7.clone()));
+    assert!(
+        pl.describe[0].contains("cluster 7, epoch 3, raft index 500"),
+        "{:?}",
+        pl.describe
+    );
+    // An archive of an older epoch than the state file names is refused,
+    // naming both epochs and the override.
+    let named = RecoverRequest {
+        archive: Some(older.clone()),
+        ..restore.clone()
+    };
+    let e = plan(&named, "a", &p, &etcd()).unwrap_err().to_string();
+    assert!(e.contains("holds data of epoch 2"), "{e}");
+    assert!(e.contains("names epoch 3"), "{e}");
+    assert!(e.contains("--allow-older-epoch"), "{e}");
+    // A forced restart not yet confirmed counts too.
+    p.update_state(|s| s.pending_epoch = Some(4)).unwrap();
+    let e = plan(&restore, "a", &p, &etcd()).unwrap_err().to_string();
+    assert!(e.contains("names epoch 4"), "{e}");
+    p.update_state(|s| s.pending_epoch = None).unwrap();
+    let allowed = RecoverRequest {
+        allow_older_epoch: true,
+        ..named
+    };
+    assert_eq!(
+        plan(&allowed, "a", &p, &etcd()).unwrap().action,
+        RecoverAction::Restore(older)
+    );
+    // Restored: the data and its state are back.
+    apply(&pl.action, &p, &mut quiet).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(p.member_dir().join("snap/db")).unwrap(),
+        "7/3/500"
+    );
+    let st = p.read_state().unwrap();
+    assert_eq!((st.cluster_id, st.epoch), (Some(7), 3));
+}
+
+#[test]
+fn ids_from_the_restore_log() {
+    let log = r#"{"level":"info","msg":"restoring snapshot","path":"s.db"}
+{"level":"info","msg":"added member","cluster-id":"7f2d1c7a3b3e9f10","local-member-id":"0","added-peer-id":"8e9e05c52164694d","added-peer-peer-urls":["http://127.0.0.1:2380"]}"#;
+    assert_eq!(logged_id(log, "cluster-id"), Some(0x7f2d_1c7a_3b3e_9f10));
+    assert_eq!(logged_id(log, "added-peer-id"), Some(0x8e9e_05c5_2164_694d));
+    assert_eq!(logged_id(log, "local-member-id"), None, "zero is no id");
+    assert_eq!(logged_id("no json here", "cluster-id"), None);
+}
