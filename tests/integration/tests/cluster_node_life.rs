@@ -954,3 +954,149 @@ fn a_replaced_node_whose_old_learner_is_still_listed_is_added_anew() {
     );
     w.c.stop();
 }
+
+/// A voter replaced while its peer's member is still a learner: node1
+/// forces after node2's power loss, adds node2 as a learner and its daemon
+/// dies right after (kill point `learner-added`), so node2 is never
+/// promoted; the learner catches up; node1 loses power and comes back as a
+/// replaced machine. The voter's data is gone; the learner's may lack what
+/// node1 acknowledged last, but it is the newest there is, and etcd cannot
+/// force a learner's data into a cluster. Both daemons refuse and name
+/// `recover force-new-cluster --node node2`; no node serves until the
+/// operator runs it. Then node2's learner data becomes a one-member
+/// cluster (its backend restored, the learner's member directory
+/// archived), node1 joins and is promoted, every write acknowledged before
+/// node1's power loss is there, and no revision is acknowledged twice.
+#[test]
+fn a_replaced_voter_beside_its_learner_recovers_with_the_named_command() {
+    const PREFIX: &str = "/learnerleft";
+    const COMMAND: &str = "etcd-warden recover force-new-cluster --node node2";
+    let t0 = Instant::now();
+    let (w, _cid) = healthy(2, Topology::TwoNode);
+    let all = w.nodes();
+    let before_prefix = format!("{PREFIX}/before");
+    let writer = w.writer(&before_prefix, &all).or_fail(&w);
+    let watcher = watch(&w, PREFIX);
+    wait_acks_everywhere(&writer, &all, 20);
+    let old = state(&w, "node1").or_fail(&w);
+
+    let t_dead = Instant::now();
+    w.crash_fenced("node2", "node1", SETTLE).or_fail(&w);
+    poll("node1 to force and confirm a new epoch", FAILOVER, || {
+        let s = state(&w, "node1")?;
+        Ok((s.epoch > old.epoch && s.pending_epoch.is_none()).then_some(()))
+    })
+    .or_fail(&w);
+    writer
+        .wait_ack_after(Some("node1"), t_dead, FAILOVER)
+        .or_fail(&w);
+
+    // node2 joins; node1's daemon dies right after adding its learner.
+    let armed = w.rearm_daemon("node1", "learner-added").or_fail(&w);
+    w.boot("node2", SETTLE).or_fail(&w);
+    poll("node1's daemon to die after adding the learner", SETTLE, || {
+        warden_harness::process::reap(armed);
+        Ok((!warden_harness::process::alive(armed)).then_some(()))
+    })
+    .or_fail(&w);
+    poll("node2 to record its join", SETTLE, || {
+        let s = state(&w, "node2")?;
+        Ok((!s.added_by.is_empty() && w.etcd_pid("node2")?.is_some()).then_some(()))
+    })
+    .or_fail(&w);
+    // The writes stop; the learner catches up with everything node1
+    // acknowledged (the window in which it would not is not this test's).
+    let before = writer.finish();
+    let last = w.put("node1", "/sentinel", "last").or_fail(&w);
+    poll("node2's learner to catch up", SETTLE, || {
+        let voter = w.status("node1")?["raftIndex"].as_u64();
+        let learner = w.status("node2")?;
+        Ok((learner["isLearner"] == Value::Bool(true)
+            && learner["raftIndex"].as_u64() >= voter
+            && voter.is_some())
+        .then_some(()))
+    })
+    .or_fail(&w);
+
+    // node1 loses power and comes back as a replaced machine.
+    w.crash_fenced("node1", "node2", SETTLE).or_fail(&w);
+    let t_off = Instant::now();
+    let old_disk = w.c.node_dir("node1").or_fail(&w).join("replaced-machine");
+    let data = move_entries(&w.data_dir("node1").or_fail(&w), &old_disk.join("etcd"));
+    let st = move_entries(&state_dir(&w, "node1"), &old_disk.join("state"));
+    let archives = archive_dir(&w, "node1");
+    if archives.exists() {
+        move_into(&archives, &old_disk);
+    }
+    eprintln!(
+        "node1 lost power with {} writes acknowledged (the last at revision {last}); its data {data:?} and state {st:?} moved to {}",
+        before.len(),
+        old_disk.display()
+    );
+    let after_prefix = format!("{PREFIX}/after");
+    let writer = w.writer(&after_prefix, &all).or_fail(&w);
+    w.boot("node1", SETTLE).or_fail(&w);
+    let t_boot = Instant::now();
+    for n in ["node1", "node2"] {
+        let r = poll(&format!("{n} to name {COMMAND}"), SETTLE, || {
+            check_nobody_serves(&w, &writer, &watcher, t_off);
+            let r = w.reason(n)?;
+            Ok(r.contains(COMMAND).then_some(r))
+        })
+        .or_fail(&w);
+        eprintln!(
+            "{n} ({:.2}s after node1 booted): {r}",
+            t_boot.elapsed().as_secs_f64()
+        );
+    }
+
+    // The operator runs the command on node2.
+    let t_cmd = Instant::now();
+    let out = w
+        .warden_cli(
+            "node2",
+            &["recover", "force-new-cluster", "--node", "node2", "--confirm"],
+        )
+        .or_fail(&w);
+    eprintln!("{}", out.trim_end());
+    w.wait_voters("node2", &all, SETTLE).or_fail(&w);
+    w.wait_started(&all, SETTLE).or_fail(&w);
+    eprintln!(
+        "operator command -> two voters {:.2}s",
+        t_cmd.elapsed().as_secs_f64()
+    );
+    assert_eq!(
+        archived_data(&w, "node2").len(),
+        1,
+        "node2's learner data is archived once (in {})",
+        archive_dir(&w, "node2").display()
+    );
+    for n in &all {
+        writer.wait_ack_after(Some(n), t_cmd, SETTLE).or_fail(&w);
+    }
+    let after = writer.finish();
+    let first = after.iter().map(|a| a.at).min().unwrap_or(t_cmd);
+    assert!(
+        first > t_cmd,
+        "a write was acknowledged before the operator's command"
+    );
+    w.check_writes(&before, &before_prefix, &all).or_fail(&w);
+    w.check_writes(&after, &after_prefix, &all).or_fail(&w);
+    let mut acks = before.clone();
+    acks.extend(after.iter().cloned());
+    check_unique_revisions(&acks).or_fail(&w);
+    let min_after = after.iter().map(|a| a.revision).min().unwrap_or(0);
+    assert!(
+        min_after > last + 1000,
+        "the revision moved on past node1's last ({last}): first after the command {min_after}"
+    );
+    let watches = check_watches(&w, watcher, PREFIX);
+    eprintln!(
+        "{} writes before node1's power loss and {} after the command checked; first write {:.2}s after the command; watches: {watches}; whole run {:.1}s",
+        before.len(),
+        after.len(),
+        first.duration_since(t_cmd).as_secs_f64(),
+        t0.elapsed().as_secs_f64()
+    );
+    w.c.stop();
+}
