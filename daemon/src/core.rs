@@ -621,6 +621,13 @@ impl Core {
         if let ProcState::Running { pid } = self.supervisor.state().await {
             return Ok(pid);
         }
+        // A forced restart starts alone, its peers down by proof.
+        if !matches!(
+            mode,
+            StartMode::ForceNewCluster | StartMode::ClientsHeld { force: true, .. }
+        ) {
+            crate::etcd_version::check_start(&self.settings, &self.connector).await?;
+        }
         self.set_state("starting");
         self.etcd.reset().await;
         if matches!(mode, StartMode::JoinExisting { .. }) {

@@ -15,6 +15,7 @@ pub(crate) mod data_layout;
 pub(crate) mod defrag;
 pub mod etcd;
 pub mod etcd_conf;
+pub mod etcd_version;
 pub(crate) mod force_held;
 pub mod kill_point;
 pub(crate) mod metrics;

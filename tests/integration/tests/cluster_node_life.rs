@@ -994,10 +994,14 @@ fn a_replaced_voter_beside_its_learner_recovers_with_the_named_command() {
     // node2 joins; node1's daemon dies right after adding its learner.
     let armed = w.rearm_daemon("node1", "learner-added").or_fail(&w);
     w.boot("node2", SETTLE).or_fail(&w);
-    poll("node1's daemon to die after adding the learner", SETTLE, || {
-        warden_harness::process::reap(armed);
-        Ok((!warden_harness::process::alive(armed)).then_some(()))
-    })
+    poll(
+        "node1's daemon to die after adding the learner",
+        SETTLE,
+        || {
+            warden_harness::process::reap(armed);
+            Ok((!warden_harness::process::alive(armed)).then_some(()))
+        },
+    )
     .or_fail(&w);
     poll("node2 to record its join", SETTLE, || {
         let s = state(&w, "node2")?;
@@ -1055,7 +1059,13 @@ fn a_replaced_voter_beside_its_learner_recovers_with_the_named_command() {
     let out = w
         .warden_cli(
             "node2",
-            &["recover", "force-new-cluster", "--node", "node2", "--confirm"],
+            &[
+                "recover",
+                "force-new-cluster",
+                "--node",
+                "node2",
+                "--confirm",
+            ],
         )
         .or_fail(&w);
     eprintln!("{}", out.trim_end());
