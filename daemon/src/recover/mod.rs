@@ -44,6 +44,7 @@ pub(crate) fn local_etcd(settings: &Settings) -> LocalEtcd {
     LocalEtcd {
         binary: settings.etcd.binary.clone(),
         peer_urls: settings.local_node().peer_urls.clone(),
+        forces: settings.topology == crate::config::settings::Topology::TwoNode,
     }
 }
 
@@ -70,6 +71,9 @@ pub(crate) struct LocalEtcd {
     pub(crate) binary: PathBuf,
     /// This node's peer URLs.
     pub(crate) peer_urls: Vec<String>,
+    /// The topology forces new clusters (two nodes with fencing); an HA or
+    /// arbiter cluster never does: its majority decides.
+    pub(crate) forces: bool,
 }
 
 /// The highest epoch known on this node: the state file's and those of the
@@ -158,6 +162,11 @@ pub(crate) fn plan(
             }
             let st = paths.read_state()?;
             if learners_data(&st, me) {
+                if !etcd.forces {
+                    bail!(
+                        "{me}'s data is a learner's, and this cluster's topology never forces a new cluster: its majority decides, and its leader promotes the learner once it is in sync"
+                    );
+                }
                 return learner_plan(me, paths, etcd, &st);
             }
             Plan {

@@ -7,6 +7,7 @@ fn etcd() -> LocalEtcd {
     LocalEtcd {
         binary: "/nonexistent/etcd".into(),
         peer_urls: vec!["http://127.0.0.1:2380".into()],
+        forces: true,
     }
 }
 
@@ -96,6 +97,7 @@ fn restore_snapshot_plans_above_every_known_epoch_and_refuses_existing_data() {
     let local = LocalEtcd {
         binary: bin.join("etcd"),
         peer_urls: vec!["http://127.0.0.1:2380".into()],
+        forces: true,
     };
     let what = RecoverRequest {
         snapshot: Some(snap.clone()),
@@ -226,4 +228,61 @@ fn ids_from_the_restore_log() {
     assert_eq!(logged_id(log, "added-peer-id"), Some(0x8e9e_05c5_2164_694d));
     assert_eq!(logged_id(log, "local-member-id"), None, "zero is no id");
     assert_eq!(logged_id("no json here", "cluster-id"), None);
+}
+
+/// `force-new-cluster` on a learner's data (the state file lists no voter
+/// for this node): a restore of the newest backend here, never in a
+/// topology that does not force, and from an archive of the same cluster
+/// only where it holds a later raft index.
+#[test]
+fn force_on_a_learners_data_restores_the_newest_backend_in_two_node_clusters_only() {
+    let t = tempfile::tempdir().unwrap();
+    let p = paths(t.path());
+    let bin = t.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let tool = bin.join("etcdctl");
+    std::fs::write(&tool, "#!/bin/sh\nexit 1\n").unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let local = LocalEtcd {
+        binary: bin.join("etcd"),
+        peer_urls: vec!["http://127.0.0.1:2380".into()],
+        forces: true,
+    };
+    std::fs::create_dir_all(p.member_dir().join("snap")).unwrap();
+    std::fs::write(p.member_dir().join("snap/db"), b"learner").unwrap();
+    p.update_state(|s| {
+        s.epoch = 16;
+        s.cluster_id = Some(7);
+        s.voters = vec!["b".into()];
+    })
+    .unwrap();
+    let force = req(RecoverWhat::ForceNewCluster, "a");
+    let pl = plan(&force, "a", &p, &local).unwrap();
+    assert!(pl.stops_etcd && !pl.needs_etcd_stopped, "{pl:?}");
+    let RecoverAction::RestoreSnapshot(r) = &pl.action else {
+        panic!("{:?}", pl.action)
+    };
+    assert_eq!(r.source, RestoreSource::OwnBackend);
+    assert!(r.archive_first);
+    assert_eq!(r.epoch, 17);
+    assert_eq!(r.revision, restore::RevisionStep::Daemon(1000));
+    assert!(
+        pl.describe.iter().any(|l| l.contains("a learner's")),
+        "{:?}",
+        pl.describe
+    );
+    // An HA or arbiter cluster never forces.
+    let ha = LocalEtcd {
+        forces: false,
+        ..local.clone()
+    };
+    let e = plan(&force, "a", &p, &ha).unwrap_err();
+    assert!(e.to_string().contains("never forces"), "{e}");
+    // A voter's data is a plain force (the in-sync marker).
+    p.update_state(|s| s.voters = vec!["a".into(), "b".into()])
+        .unwrap();
+    assert_eq!(
+        plan(&force, "a", &p, &local).unwrap().action,
+        RecoverAction::MarkInSync
+    );
 }
