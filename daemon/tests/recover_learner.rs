@@ -163,10 +163,14 @@ fn learner_data(bin: &Path, tool: &Path, work: &Path, data: &Path, b: (u16, u16)
     .to_string()
 }
 
-fn dropin(binary: &Path, b: (u16, u16)) -> String {
-    format!(
+/// b's configuration: with `a` (its lost voter's ports), the two-node
+/// pair the command acts in (the daemon's failover then finds no
+/// Pacemaker, and acts on nothing); without, b alone, whose start needs no
+/// Pacemaker.
+fn dropin(binary: &Path, b: (u16, u16), a: Option<(u16, u16)>) -> String {
+    let mut conf = format!(
         r#"node_name = "b"
-[etcd]
+{}[etcd]
 user = "root"
 binary = "{}"
 [[nodes]]
@@ -174,10 +178,22 @@ name = "b"
 peer_urls = ["http://127.0.0.1:{}"]
 client_urls = ["http://127.0.0.1:{}"]
 "#,
+        if a.is_some() {
+            "topology = \"two-node\"\n"
+        } else {
+            ""
+        },
         binary.display(),
         b.1,
         b.0
-    )
+    );
+    if let Some(a) = a {
+        conf.push_str(&format!(
+            "[[nodes]]\nname = \"a\"\npeer_urls = [\"http://127.0.0.1:{}\"]\nclient_urls = [\"http://127.0.0.1:{}\"]\n",
+            a.1, a.0
+        ));
+    }
+    conf
 }
 
 /// The whole case with the binaries of one etcd release; returns what the
@@ -223,10 +239,11 @@ fn learner_becomes_a_cluster(bin: &Path, tool: &Path) -> String {
 
     // The daemon for b, with the learner's data and its state file.
     std::fs::create_dir_all(dir.path().join("config.d")).unwrap();
-    std::fs::write(dir.path().join("config.d/50-test.toml"), dropin(bin, b)).unwrap();
+    let conf = dir.path().join("config.d/50-test.toml");
+    std::fs::write(&conf, dropin(bin, b, Some((free_port(), free_port())))).unwrap();
     std::fs::create_dir_all(dir.path().join("state")).unwrap();
     std::fs::write(dir.path().join("state/failover-state.json"), &state).unwrap();
-    let old_db = std::fs::read(data.join("member/snap/db")).unwrap();
+    let mut old_db = std::fs::read(data.join("member/snap/db")).unwrap();
     let mut d = Daemon::in_dir(dir, &[("CIB_file", "/nonexistent/etcd-warden-cib.xml")]);
     d.spawn(false);
     let warden = |args: &[&str]| {
@@ -243,7 +260,7 @@ fn learner_becomes_a_cluster(bin: &Path, tool: &Path) -> String {
     assert!(text(&plan).contains("a learner's"), "{}", text(&plan));
     // The learner was killed as by a power loss: its backend may lag its
     // log, and then nothing is done.
-    let out = warden(&["--confirm"]);
+    let mut out = warden(&["--confirm"]);
     if !out.status.success() {
         assert!(text(&out).contains("applies its log"), "{}", text(&out));
         assert_eq!(std::fs::read(data.join("member/snap/db")).unwrap(), old_db);
@@ -259,9 +276,9 @@ fn learner_becomes_a_cluster(bin: &Path, tool: &Path) -> String {
         });
         eprintln!("etcd alone on the learner's data: applied, requests lacking {applied:?}");
         stop_gracefully(alone);
+        old_db = std::fs::read(data.join("member/snap/db")).unwrap();
+        out = warden(&["--confirm"]);
     }
-    let old_db = std::fs::read(data.join("member/snap/db")).unwrap();
-    let out = warden(&["--confirm"]);
     let said = text(&out);
     assert!(out.status.success(), "{said}\n{}", d.log());
     let st: serde_json::Value = serde_json::from_slice(
@@ -278,8 +295,12 @@ fn learner_becomes_a_cluster(bin: &Path, tool: &Path) -> String {
         .count();
     assert_eq!(archived, 1, "{said}");
 
-    // The daemon starts the restored data: every key, one voter, and the
+    // b alone now: the daemon, restarted with b's own configuration,
+    // starts the restored data: every key, one voter, and the
     // revision moved on past the old ones, which read as compacted.
+    d.kill_daemon();
+    std::fs::write(&conf, dropin(bin, b, None)).unwrap();
+    d.spawn(false);
     let r = d.action(Action::Start, 0, 60_000);
     assert_eq!(r.outcome, Outcome::Success, "{r:?}\n{}", d.log());
     d.wait_ready();

@@ -222,6 +222,11 @@ pub fn wait_gone(pids: &[i32], timeout: Duration) -> Vec<i32> {
         }
         let left: Vec<i32> = pids.iter().copied().filter(|&p| alive(p)).collect();
         if left.is_empty() || Instant::now() >= deadline {
+            // A child that ended between its reap above and the check
+            // (a zombie counts as gone) is reaped now.
+            for &p in pids {
+                reap(p);
+            }
             return left;
         }
         thread::sleep(Duration::from_millis(20));
