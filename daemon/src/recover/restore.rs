@@ -169,7 +169,7 @@ pub(crate) fn backend_holds_the_log(member: &Path) -> anyhow::Result<u64> {
 }
 
 /// What makes a backend hold its log again.
-const AFTER_A_START: &str = "let etcd start on this data once (it applies its log as it starts, with or without a leader: where Pacemaker has it started the daemon starts it, else `pcs resource cleanup <etcd clone> --node <node>`), then run this again, which stops it gracefully first";
+const AFTER_A_START: &str = "let etcd start on this data once (it applies its log as it starts, with or without a leader: where Pacemaker has it started the daemon starts it, else `pcs resource cleanup <etcd clone> node=<node>`), then run this again, which stops it gracefully first";
 
 /// A fresh random cluster token.
 pub(super) fn fresh_token() -> anyhow::Result<String> {
