@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{broadcast, watch};
-use warden_api::{ActionReply, ActionRequest, NodeStatus, Outcome, RecoverReply, RecoverRequest};
+use warden_api::{ActionReply, ActionRequest, NodeStatus, Outcome};
 
 use crm_xml::report::{EtcdMember, EtcdRole, EtcdSection, WardenNodeState, WardenState};
 
@@ -694,88 +694,6 @@ impl Core {
         tracing::info!(?action, outcome = ?reply.outcome, reason = ?reply.reason, took = ?started.elapsed(), "action done");
         reply
     }
-
-    /// `POST /v1/recover`: plan an operator's resolution and, confirmed,
-    /// carry it out, under the failover reconciler's one-pass-at-a-time lock
-    /// (no pass or agent action acts on the files meanwhile). A plan that
-    /// needs etcd stopped is refused while it runs.
-    pub(crate) async fn recover(&self, req: RecoverRequest) -> Result<RecoverReply, String> {
-        let why = |e: anyhow::Error| format!("{e:#}");
-        crate::recover::check_node(&self.settings, &req.node).map_err(why)?;
-        let _one = match self.failover.get() {
-            Some(f) => Some(f.exclusive().await),
-            None => None,
-        };
-        let paths = self.local_paths();
-        let me = self.settings.node_name.clone();
-        let etcd = crate::recover::local_etcd(&self.settings);
-        let (r, p, m) = (req.clone(), paths.clone(), me.clone());
-        // Reading the data directory and verifying a snapshot are file work:
-        // off the async workers.
-        let plan = tokio::task::spawn_blocking(move || crate::recover::plan(&r, &m, &p, &etcd))
-            .await
-            .map_err(|e| format!("planning failed internally: {e}"))?
-            .map_err(why)?;
-        let mut reply = RecoverReply {
-            node: me.clone(),
-            plan: plan.describe.clone(),
-            done: Vec::new(),
-        };
-        if !req.confirm {
-            return Ok(reply);
-        }
-        if plan.needs_etcd_stopped
-            && let Some(pid) = self.supervisor.state().await.pid()
-        {
-            return Err(format!(
-                "etcd runs on {me} (pid {pid}): stop it first (`pcs resource ban <etcd clone> {me}`, with crmsh `crm resource ban <etcd clone> {me}`), then run this again"
-            ));
-        }
-        if plan.stops_etcd {
-            self.stop_leaderless_etcd(&me).await?;
-        }
-        tracing::warn!(what = ?req.what, node = %req.node, plan = ?plan.describe, "recover: carrying out an operator's resolution");
-        let done = tokio::task::spawn_blocking(move || {
-            crate::recover::apply(&plan.action, &paths, &mut |p| {
-                tracing::info!(progress = p, "recover")
-            })
-        })
-        .await
-        .map_err(|e| format!("the resolution failed internally: {e}"))?
-        .map_err(why)?;
-        for d in &done {
-            tracing::warn!(done = %d, "recover");
-        }
-        reply.done = done;
-        Ok(reply)
-    }
-
-    /// Stops etcd for a resolution that replaces its data, only while it
-    /// has no leader (it then serves nothing); a member with a leader is
-    /// part of a working cluster, and the resolution is refused.
-    async fn stop_leaderless_etcd(&self, me: &str) -> Result<(), String> {
-        let Some(pid) = self.supervisor.state().await.pid() else {
-            return Ok(());
-        };
-        let probe = self.settings.timeouts.probe_timeout;
-        if let Ok(st) = self.local_status(probe).await
-            && st.has_leader()
-        {
-            return Err(format!(
-                "etcd on {me} (pid {pid}) has a leader (member {:x}): it is part of a working cluster, which it catches up with; nothing to force",
-                st.leader
-            ));
-        }
-        tracing::warn!(
-            pid,
-            "recover: stopping etcd, which has no leader, before its data is replaced"
-        );
-        self.stop_etcd(self.settings.timeouts.stop_grace)
-            .await
-            .map_err(|e| format!("cannot stop etcd on {me} (pid {pid}): {e}"))?;
-        Ok(())
-    }
-
     async fn do_action(&self, req: ActionRequest, deadline: Duration) -> ActionReply {
         // Leave a margin so that the reply itself fits in the deadline.
         let budget = deadline.saturating_sub(Duration::from_millis(200).min(deadline / 4));

@@ -6,6 +6,7 @@
 //! running. Nothing is ever deleted: data is moved into the archive
 //! directory.
 
+mod in_daemon;
 mod restore;
 
 use std::path::{Path, PathBuf};
