@@ -18,7 +18,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use common::*;
-use tls_support::etcd35;
+use tls_support::{etcd35, etcdctl, etcdctl_ok, text};
 use warden_api::{Action, Outcome};
 
 const KEYS: usize = 40;
@@ -72,34 +72,6 @@ fn etcd(bin: &Path, name: &str, data: &Path, ports: (u16, u16), join: Option<&st
     Etcd {
         child: cmd.spawn().unwrap(),
     }
-}
-
-fn etcdctl(tool: &Path, client: u16, args: &[&str]) -> Output {
-    Command::new(tool)
-        .env("ETCDCTL_API", "3")
-        .arg(format!("--endpoints=http://127.0.0.1:{client}"))
-        .arg("--command-timeout=5s")
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn etcdctl_ok(tool: &Path, client: u16, args: &[&str]) -> String {
-    let out = etcdctl(tool, client, args);
-    assert!(
-        out.status.success(),
-        "etcdctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// `endpoint status` of one endpoint, as JSON.

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use common::*;
-use tls_support::{daemon_with_dropin, etcd35};
+use tls_support::{daemon_with_dropin, etcd35, etcdctl, etcdctl_ok, text};
 use warden_api::{Action, Outcome};
 
 const KEYS: usize = 40;
@@ -41,25 +41,6 @@ client_urls = ["http://127.0.0.1:{client}"]
     }
 }
 
-fn etcdctl(tool: &Path, client: u16, args: &[&str]) -> Output {
-    Command::new(tool)
-        .env("ETCDCTL_API", "3")
-        .arg(format!("--endpoints=http://127.0.0.1:{client}"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn etcdctl_ok(tool: &Path, client: u16, args: &[&str]) -> String {
-    let out = etcdctl(tool, client, args);
-    assert!(
-        out.status.success(),
-        "etcdctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
 /// The cluster id etcd reports (`endpoint status`).
 fn cluster_id(tool: &Path, client: u16) -> u64 {
     let v: serde_json::Value = serde_json::from_str(&etcdctl_ok(
@@ -79,14 +60,6 @@ fn warden(d: &Daemon, args: &[&str]) -> Output {
         .arg(d.dir.path())
         .output()
         .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn state(d: &Daemon) -> serde_json::Value {

@@ -289,6 +289,13 @@ impl ForceDrop {
 /// What a forced restart of the data in `member` drops, read from the two
 /// newest WAL segments. `None` when no segment can be read.
 pub(crate) fn force_drop(member: &Path) -> Option<ForceDrop> {
+    let (log, newest_start) = newest_segments(member)?;
+    Some(log.drop_of_force(newest_start.saturating_sub(1)))
+}
+
+/// The two newest WAL segments of `member` read, and the first index the
+/// newest one was cut for. `None` when no segment can be read.
+fn newest_segments(member: &Path) -> Option<(Tail, u64)> {
     let wal = member.join("wal");
     let mut names: Vec<String> = std::fs::read_dir(&wal)
         .ok()?
@@ -305,7 +312,7 @@ pub(crate) fn force_drop(member: &Path) -> Option<ForceDrop> {
     for name in names.iter().rev().take(2).rev() {
         log.read(File::open(wal.join(name)).ok()?);
     }
-    Some(log.drop_of_force(newest_start.saturating_sub(1)))
+    Some((log, newest_start))
 }
 
 /// How many entries of the data in `member` that the log commits past
@@ -317,18 +324,7 @@ pub(crate) fn force_drop(member: &Path) -> Option<ForceDrop> {
 /// changes, a leader's empty entry, a v2 publish). `None` when the two
 /// newest segments do not reach back to `applied` or cannot be read.
 pub(crate) fn v3_requests_after(member: &Path, applied: u64) -> Option<u64> {
-    let wal = member.join("wal");
-    let mut names: Vec<String> = std::fs::read_dir(&wal)
-        .ok()?
-        .flatten()
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| n.ends_with(".wal"))
-        .collect();
-    names.sort();
-    let mut log = Tail::default();
-    for name in names.iter().rev().take(2).rev() {
-        log.read(File::open(wal.join(name)).ok()?);
-    }
+    let (log, _) = newest_segments(member)?;
     let commit = log.state.2;
     if log.entries.first().is_none_or(|e| e.0 > applied + 1) && commit > applied {
         return None;

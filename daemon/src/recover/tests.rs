@@ -33,6 +33,22 @@ fn req(what: RecoverWhat, node: &str) -> RecoverRequest {
 
 fn quiet(_: &str) {}
 
+/// A local etcd in `dir/bin` whose restore tool (`etcdctl`) fails; the
+/// tool's path.
+fn failing_tool(dir: &Path) -> (LocalEtcd, std::path::PathBuf) {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let tool = bin.join("etcdctl");
+    std::fs::write(&tool, "#!/bin/sh\nexit 1\n").unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let local = LocalEtcd {
+        binary: bin.join("etcd"),
+        peer_urls: vec!["http://127.0.0.1:2380".into()],
+        forces: true,
+    };
+    (local, tool)
+}
+
 #[test]
 fn plans_and_their_effects() {
     let t = tempfile::tempdir().unwrap();
@@ -89,16 +105,7 @@ fn restore_snapshot_plans_above_every_known_epoch_and_refuses_existing_data() {
     let t = tempfile::tempdir().unwrap();
     let p = paths(t.path());
     let snap = t.path().join("s.db");
-    let bin = t.path().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let tool = bin.join("etcdctl");
-    std::fs::write(&tool, "#!/bin/sh\nexit 1\n").unwrap();
-    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let local = LocalEtcd {
-        binary: bin.join("etcd"),
-        peer_urls: vec!["http://127.0.0.1:2380".into()],
-        forces: true,
-    };
+    let (local, tool) = failing_tool(t.path());
     let what = RecoverRequest {
         snapshot: Some(snap.clone()),
         ..req(RecoverWhat::RestoreSnapshot, "a")
@@ -238,16 +245,7 @@ fn ids_from_the_restore_log() {
 fn force_on_a_learners_data_restores_the_newest_backend_in_two_node_clusters_only() {
     let t = tempfile::tempdir().unwrap();
     let p = paths(t.path());
-    let bin = t.path().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let tool = bin.join("etcdctl");
-    std::fs::write(&tool, "#!/bin/sh\nexit 1\n").unwrap();
-    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let local = LocalEtcd {
-        binary: bin.join("etcd"),
-        peer_urls: vec!["http://127.0.0.1:2380".into()],
-        forces: true,
-    };
+    let (local, _) = failing_tool(t.path());
     std::fs::create_dir_all(p.member_dir().join("snap")).unwrap();
     std::fs::write(p.member_dir().join("snap/db"), b"learner").unwrap();
     p.update_state(|s| {

@@ -185,3 +185,35 @@ pub fn make_pki(dir: &Path) -> Pki {
         client_key: dir.join("client.key"),
     }
 }
+
+/// `etcdctl ARGS` (API 3) at the plain client port `client`, 5 s per
+/// command.
+pub fn etcdctl(tool: &Path, client: u16, args: &[&str]) -> Output {
+    Command::new(tool)
+        .env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints=http://127.0.0.1:{client}"))
+        .arg("--command-timeout=5s")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// [`etcdctl`] that must succeed; its stdout.
+pub fn etcdctl_ok(tool: &Path, client: u16, args: &[&str]) -> String {
+    let out = etcdctl(tool, client, args);
+    assert!(
+        out.status.success(),
+        "etcdctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A command's stdout and stderr, lossy.
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}

@@ -411,6 +411,41 @@ const BESIDE_OWN_LEARNER: &str = "which added node2's learner";
 /// counts for no commit), and node2's record says node1's member added
 /// it: node1 starts its data, leads, and the learner is promoted. Nothing
 /// is archived on node1; every acknowledged write is kept.
+/// node2 loses power and node1 forces (its epoch confirmed, a write
+/// acknowledged after node2's power loss); node2 boots and joins, and node1's daemon
+/// dies right after adding node2's learner (kill point `learner-added`), so
+/// that nobody promotes it. Returns node1's epoch and node2's state once
+/// its join is recorded and its etcd runs.
+fn learner_left_unpromoted(w: &WardenCluster, writer: &Writer, old: &State) -> (u64, State) {
+    let t_dead = Instant::now();
+    w.crash_fenced("node2", "node1", SETTLE).or_fail(w);
+    let epoch = poll("node1 to force and confirm a new epoch", FAILOVER, || {
+        let s = state(w, "node1")?;
+        Ok((s.epoch > old.epoch && s.pending_epoch.is_none()).then_some(s.epoch))
+    })
+    .or_fail(w);
+    writer
+        .wait_ack_after(Some("node1"), t_dead, FAILOVER)
+        .or_fail(w);
+    let armed = w.rearm_daemon("node1", "learner-added").or_fail(w);
+    w.boot("node2", SETTLE).or_fail(w);
+    poll(
+        "node1's daemon to die after adding the learner",
+        SETTLE,
+        || {
+            warden_harness::process::reap(armed);
+            Ok((!warden_harness::process::alive(armed)).then_some(()))
+        },
+    )
+    .or_fail(w);
+    let joined = poll("node2 to record its join", SETTLE, || {
+        let s = state(w, "node2")?;
+        Ok((!s.added_by.is_empty() && w.etcd_pid("node2")?.is_some()).then_some(s))
+    })
+    .or_fail(w);
+    (epoch, joined)
+}
+
 #[test]
 fn a_voter_that_lost_its_state_file_beside_its_own_learner_starts_again() {
     const PREFIX: &str = "/ownlearner";
@@ -422,35 +457,8 @@ fn a_voter_that_lost_its_state_file_beside_its_own_learner_starts_again() {
     wait_acks_everywhere(&writer, &all, 20);
     let old = state(&w, "node1").or_fail(&w);
 
-    let t_dead = Instant::now();
-    w.crash_fenced("node2", "node1", SETTLE).or_fail(&w);
-    let epoch = poll("node1 to force and confirm a new epoch", FAILOVER, || {
-        let s = state(&w, "node1")?;
-        Ok((s.epoch > old.epoch && s.pending_epoch.is_none()).then_some(s.epoch))
-    })
-    .or_fail(&w);
-    writer
-        .wait_ack_after(Some("node1"), t_dead, FAILOVER)
-        .or_fail(&w);
+    let (epoch, joined) = learner_left_unpromoted(&w, &writer, &old);
     let member1 = state(&w, "node1").or_fail(&w).member_id;
-
-    // node2 joins; node1's daemon dies right after adding its learner.
-    let armed = w.rearm_daemon("node1", "learner-added").or_fail(&w);
-    w.boot("node2", SETTLE).or_fail(&w);
-    poll(
-        "node1's daemon to die after adding the learner",
-        SETTLE,
-        || {
-            warden_harness::process::reap(armed);
-            Ok((!warden_harness::process::alive(armed)).then_some(()))
-        },
-    )
-    .or_fail(&w);
-    let joined = poll("node2 to record its join", SETTLE, || {
-        let s = state(&w, "node2")?;
-        Ok((!s.added_by.is_empty() && w.etcd_pid("node2")?.is_some()).then_some(s))
-    })
-    .or_fail(&w);
     assert_eq!(
         joined.added_by.get("node1"),
         member1.as_ref(),
@@ -558,6 +566,20 @@ const BEFORE: &str = "/replaced/before";
 const AFTER: &str = "/replaced/after";
 const COMMAND: &str = "etcd-warden recover force-new-cluster --node node1";
 
+/// `node` (powered off) becomes a replaced machine: its data, state
+/// directory and archive directory moved into its work directory's
+/// `replaced-machine`. Returns that directory and what was moved.
+fn replaced_machine_dirs(w: &WardenCluster, node: &str) -> (PathBuf, Vec<String>, Vec<String>) {
+    let old_disk = w.c.node_dir(node).or_fail(w).join("replaced-machine");
+    let data = move_entries(&w.data_dir(node).or_fail(w), &old_disk.join("etcd"));
+    let st = move_entries(&state_dir(w, node), &old_disk.join("state"));
+    let archives = archive_dir(w, node);
+    if archives.exists() {
+        move_into(&archives, &old_disk);
+    }
+    (old_disk, data, st)
+}
+
 fn replaced_beside_intact_peer() -> Replaced {
     let t0 = Instant::now();
     let (w, _cid) = healthy(2, Topology::TwoNode);
@@ -577,13 +599,7 @@ fn replaced_beside_intact_peer() -> Replaced {
     w.c.crash("node1").or_fail(&w);
     w.c.crash("node2").or_fail(&w);
     let t_off = Instant::now();
-    let old_disk = w.c.node_dir("node2").or_fail(&w).join("replaced-machine");
-    let data = move_entries(&w.data_dir("node2").or_fail(&w), &old_disk.join("etcd"));
-    let st = move_entries(&state_dir(&w, "node2"), &old_disk.join("state"));
-    let archives = archive_dir(&w, "node2");
-    if archives.exists() {
-        move_into(&archives, &old_disk);
-    }
+    let (old_disk, data, st) = replaced_machine_dirs(&w, "node2");
     eprintln!(
         "total outage with {} writes acknowledged; node2's data {data:?}, state {st:?} and archive directory moved to {}",
         before.len(),
@@ -898,13 +914,7 @@ fn a_replaced_node_whose_old_learner_is_still_listed_is_added_anew() {
     // node1's Pacemaker has fenced it (a fence still running when the
     // machine boots would power the new boot off).
     w.crash_fenced("node2", "node1", SETTLE).or_fail(&w);
-    let old_disk = w.c.node_dir("node2").or_fail(&w).join("replaced-machine");
-    let data = move_entries(&w.data_dir("node2").or_fail(&w), &old_disk.join("etcd"));
-    let st = move_entries(&state_dir(&w, "node2"), &old_disk.join("state"));
-    let archives = archive_dir(&w, "node2");
-    if archives.exists() {
-        move_into(&archives, &old_disk);
-    }
+    let (old_disk, data, st) = replaced_machine_dirs(&w, "node2");
     eprintln!(
         "node2 replaced: data {data:?}, state {st:?} and archive directory moved to {}",
         old_disk.display()
@@ -980,34 +990,7 @@ fn a_replaced_voter_beside_its_learner_recovers_with_the_named_command() {
     wait_acks_everywhere(&writer, &all, 20);
     let old = state(&w, "node1").or_fail(&w);
 
-    let t_dead = Instant::now();
-    w.crash_fenced("node2", "node1", SETTLE).or_fail(&w);
-    poll("node1 to force and confirm a new epoch", FAILOVER, || {
-        let s = state(&w, "node1")?;
-        Ok((s.epoch > old.epoch && s.pending_epoch.is_none()).then_some(()))
-    })
-    .or_fail(&w);
-    writer
-        .wait_ack_after(Some("node1"), t_dead, FAILOVER)
-        .or_fail(&w);
-
-    // node2 joins; node1's daemon dies right after adding its learner.
-    let armed = w.rearm_daemon("node1", "learner-added").or_fail(&w);
-    w.boot("node2", SETTLE).or_fail(&w);
-    poll(
-        "node1's daemon to die after adding the learner",
-        SETTLE,
-        || {
-            warden_harness::process::reap(armed);
-            Ok((!warden_harness::process::alive(armed)).then_some(()))
-        },
-    )
-    .or_fail(&w);
-    poll("node2 to record its join", SETTLE, || {
-        let s = state(&w, "node2")?;
-        Ok((!s.added_by.is_empty() && w.etcd_pid("node2")?.is_some()).then_some(()))
-    })
-    .or_fail(&w);
+    learner_left_unpromoted(&w, &writer, &old);
     // The writes stop; the learner catches up with everything node1
     // acknowledged (the window in which it would not is not this test's).
     let before = writer.finish();
@@ -1038,13 +1021,7 @@ fn a_replaced_voter_beside_its_learner_recovers_with_the_named_command() {
     // node1 loses power and comes back as a replaced machine.
     w.crash_fenced("node1", "node2", SETTLE).or_fail(&w);
     let t_off = Instant::now();
-    let old_disk = w.c.node_dir("node1").or_fail(&w).join("replaced-machine");
-    let data = move_entries(&w.data_dir("node1").or_fail(&w), &old_disk.join("etcd"));
-    let st = move_entries(&state_dir(&w, "node1"), &old_disk.join("state"));
-    let archives = archive_dir(&w, "node1");
-    if archives.exists() {
-        move_into(&archives, &old_disk);
-    }
+    let (old_disk, data, st) = replaced_machine_dirs(&w, "node1");
     eprintln!(
         "node1 lost power with {} writes acknowledged (the last at revision {last}); its data {data:?} and state {st:?} moved to {}",
         before.len(),
