@@ -606,6 +606,30 @@ pub(crate) async fn status_of_members(
         .collect()
 }
 
+/// Status of the etcd of every configured node but this one, each asked
+/// at its configured client URLs under `deadline`; a node that does not
+/// answer in time is left out.
+pub(crate) async fn status_of_other_nodes(
+    settings: &crate::config::Settings,
+    connector: &Connector,
+    deadline: Duration,
+) -> Vec<(String, MemberStatus)> {
+    let mut out = Vec::new();
+    for node in settings
+        .nodes
+        .iter()
+        .filter(|n| n.name != settings.node_name)
+    {
+        let Ok(mut c) = connector.connect(&node.client_urls, deadline).await else {
+            continue;
+        };
+        if let Ok(r) = within(deadline, c.status()).await {
+            out.push((node.name.clone(), status_from(&r)));
+        }
+    }
+    out
+}
+
 fn status_from(r: &etcd_client::StatusResponse) -> MemberStatus {
     let h = r.header();
     MemberStatus {

@@ -143,21 +143,11 @@ pub(crate) async fn check_start(settings: &Settings, connector: &Connector) -> R
     if !has_rule && local.minor < 6 {
         return Ok(());
     }
-    for node in settings
-        .nodes
-        .iter()
-        .filter(|n| n.name != settings.node_name)
-    {
-        let Ok(mut c) = connector.connect(&node.client_urls, ASK_PEER).await else {
+    for (node, st) in crate::etcd::status_of_other_nodes(settings, connector, ASK_PEER).await {
+        let Some(peer) = Version::parse(&st.version) else {
             continue;
         };
-        let Ok(Ok(st)) = tokio::time::timeout(ASK_PEER, c.status()).await else {
-            continue;
-        };
-        let Some(peer) = Version::parse(st.version()) else {
-            continue;
-        };
-        if let Some(why) = refusal(local, peer, &node.name) {
+        if let Some(why) = refusal(local, peer, &node) {
             return Err(why);
         }
     }

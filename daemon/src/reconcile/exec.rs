@@ -787,7 +787,7 @@ fn revisions_at_risk(paths: &LocalPaths, stopped_gracefully: bool) -> u64 {
 pub(crate) const UNREAD_TAIL_REVISIONS: u64 = 1000;
 
 /// The forced restart's revision step is done: nothing is owed.
-fn clear_revision_bump(paths: &LocalPaths) -> Result<(), super::local::LocalError> {
+pub(super) fn clear_revision_bump(paths: &LocalPaths) -> Result<(), super::local::LocalError> {
     paths
         .update_state(|st| st.revision_bump_owed = None)
         .map(|_| ())

@@ -97,22 +97,10 @@ impl Core {
     /// The other node whose etcd answers as member `leader`, leading.
     async fn leading_peer(&self, leader: u64) -> Option<String> {
         const ASK: Duration = Duration::from_millis(500);
-        for node in self
-            .settings
-            .nodes
-            .iter()
-            .filter(|n| n.name != self.settings.node_name)
-        {
-            let Ok(mut c) = self.connector.connect(&node.client_urls, ASK).await else {
-                continue;
-            };
-            if let Ok(Ok(st)) = tokio::time::timeout(ASK, c.status()).await
-                && st.leader() == leader
-                && st.header().is_some_and(|h| h.member_id() == leader)
-            {
-                return Some(node.name.clone());
-            }
-        }
-        None
+        crate::etcd::status_of_other_nodes(&self.settings, &self.connector, ASK)
+            .await
+            .into_iter()
+            .find(|(_, st)| st.leader == leader && st.member_id == leader)
+            .map(|(node, _)| node)
     }
 }
