@@ -8,7 +8,7 @@
 # stack installed by apt inside it with the command of docs/operations.md
 # ("The whole installation, command for command"): `apt-get install
 # --no-install-recommends corosync pacemaker pacemaker-cli-utils pcs
-# etcd-server etcd-client fence-agents-ipmilan ipmitool`. Without
+# etcd-server etcd-client fence-agents-ipmilan ipmitool openssl`. Without
 # `--no-install-recommends`, Debian 13's pacemaker recommends every fence
 # agent there is, which brings a compiler toolchain and several hundred Python
 # packages: 779 packages and 2.9 GB instead of the few the cluster runs on, and
@@ -26,4 +26,4 @@ case $suite in
 esac
 exec "$here/build-image.sh" "$suite" systemd systemd-sysv dbus iproute2 \
     --apt --no-install-recommends corosync pacemaker pacemaker-cli-utils pcs \
-    etcd-server etcd-client "$fence" ipmitool
+    etcd-server etcd-client "$fence" ipmitool openssl

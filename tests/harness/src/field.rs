@@ -17,8 +17,10 @@
 //! else in the tests kills a node's processes.
 //!
 //! Installation and cluster creation follow docs/operations.md section 1 and
-//! 2: `dpkg -i` of the project's `.deb` on each node, Debian's etcd service
-//! masked, `pcs host auth`, `pcs cluster setup`, `pcs cluster start --all`,
+//! 2: the cluster's certificates made on the first node (`field_tls`),
+//! `dpkg -i` of the project's `.deb` on each node, Debian's etcd service
+//! masked, the node's TLS files installed and named in its configuration
+//! (https on both of etcd's sides, client certificates required), `pcs host auth`, `pcs cluster setup`, `pcs cluster start --all`,
 //! then the output of `etcd-warden pcs-config --no-setup` run through `pcs`.
 //! The `hacluster` password reaches `chpasswd` and `pcs host auth` on their
 //! standard input, and the BMC password lives in root-only files (the BMC's
@@ -76,6 +78,10 @@ pub struct FieldOptions {
     /// `/etc/etcd-warden/config.d/` before its first start, as an operator
     /// writes them: (file name, TOML).
     pub drop_ins: Vec<(String, String)>,
+    /// TLS on both of etcd's sides, as section 1 installs it (the
+    /// default); without it, http URLs, as installations made before TLS
+    /// was the default.
+    pub tls: bool,
 }
 
 impl FieldOptions {
@@ -86,6 +92,7 @@ impl FieldOptions {
             deb: deb.to_owned(),
             names: vec!["node-a".into(), "node-b".into()],
             drop_ins: Vec::new(),
+            tls: true,
         }
     }
 }
@@ -102,7 +109,7 @@ pub struct FieldNode {
     /// PID of the process holding its network namespace (alive across
     /// power cuts, so writers can stay inside the namespace).
     pub netns_holder: i32,
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
 }
 
 impl FieldNode {
@@ -115,7 +122,7 @@ impl FieldNode {
     }
 }
 
-struct Inner {
+pub(crate) struct Inner {
     dir: PathBuf,
     mgmt_holder: Mutex<Option<Child>>,
     holders: Mutex<Vec<Child>>,
@@ -259,18 +266,60 @@ fn is_mounted(p: &Path) -> bool {
     m.lines().any(|l| l.split(' ').nth(1) == Some(&*p))
 }
 
+/// The cluster's `/etc/hosts` lines.
+pub(crate) fn hosts_lines(nodes: &[FieldNode]) -> String {
+    nodes
+        .iter()
+        .map(|n| format!("{} {}\n", n.addr, n.name))
+        .collect()
+}
+
+/// Mounts node `n`'s disk, an overlay whose upper layer holds everything
+/// the node ever wrote (fresh when `upper` is new), and writes what the
+/// machine comes with from the harness: its host name, the cluster's names
+/// in `/etc/hosts`, and the package in `/root`, as an operator copies it.
+pub(crate) fn mount_disk(n: &FieldNode, image: &Path, hosts: &str, deb: &Path) -> Result<()> {
+    let d = &n.dir;
+    for sub in ["upper", "work", "root"] {
+        fs::create_dir_all(d.join(sub))?;
+    }
+    let root = d.join("root");
+    sh_run(
+        &format!(
+            "mount -t overlay overlay -o lowerdir={},upperdir={},workdir={} {}",
+            image.display(),
+            d.join("upper").display(),
+            d.join("work").display(),
+            root.display()
+        ),
+        Duration::from_secs(20),
+    )?;
+    fs::write(root.join("etc/hostname"), format!("{}\n", n.name))?;
+    let mut h = fs::read_to_string(root.join("etc/hosts")).unwrap_or_default();
+    if !h.contains(hosts) {
+        h.push_str(hosts);
+    }
+    fs::write(root.join("etc/hosts"), h)?;
+    let deb_name = deb.file_name().context("the .deb path has no file name")?;
+    fs::copy(deb, root.join("root").join(deb_name))
+        .with_context(|| format!("copying {} into {}", deb.display(), n.name))?;
+    Ok(())
+}
+
 /// A running field cluster; torn down on drop.
 pub struct FieldCluster {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
     /// The nodes, in `--node` order.
     pub nodes: Vec<FieldNode>,
     /// The node image (read-only lower layer).
     pub image: PathBuf,
     /// The package the nodes installed (`FieldOptions::deb`).
     pub deb: PathBuf,
-    hacluster_password: String,
-    bmc_password_file: PathBuf,
+    pub(crate) hacluster_password: String,
+    pub(crate) bmc_password_file: PathBuf,
     drop_ins: Vec<(String, String)>,
+    /// Whether the nodes were installed with TLS (see [`FieldOptions::tls`]).
+    pub tls: bool,
     /// Seconds each setup stage took, for the benchmarks.
     pub timings: Vec<(String, Duration)>,
 }
@@ -497,10 +546,7 @@ impl FieldCluster {
             ),
         )?;
 
-        let hosts: String = nodes
-            .iter()
-            .map(|n| format!("{} {}\n", n.addr, n.name))
-            .collect();
+        let hosts = hosts_lines(&nodes);
         let deb_name = opts
             .deb
             .file_name()
@@ -508,27 +554,10 @@ impl FieldCluster {
             .to_owned();
         for (i, n) in nodes.iter().enumerate() {
             let d = &n.dir;
-            for sub in ["upper", "work", "root", "bmc-state"] {
+            for sub in ["root", "bmc-state"] {
                 fs::create_dir_all(d.join(sub))?;
             }
-            let root = d.join("root");
-            sh_run(
-                &format!(
-                    "mount -t overlay overlay -o lowerdir={},upperdir={},workdir={} {}",
-                    image.display(),
-                    d.join("upper").display(),
-                    d.join("work").display(),
-                    root.display()
-                ),
-                Duration::from_secs(20),
-            )?;
-            fs::write(root.join("etc/hostname"), format!("{}\n", n.name))?;
-            let mut h = fs::read_to_string(root.join("etc/hosts")).unwrap_or_default();
-            h.push_str(&hosts);
-            fs::write(root.join("etc/hosts"), h)?;
-            // The package, as an operator copies it to the node.
-            fs::copy(&opts.deb, root.join("root").join(&deb_name))
-                .with_context(|| format!("copying {} into {}", opts.deb.display(), n.name))?;
+            mount_disk(n, &image, &hosts, &opts.deb)?;
             let mut join_cgroup = String::new();
             for g in &cgroups {
                 let cg = g.join(&n.name);
@@ -613,6 +642,7 @@ impl FieldCluster {
             hacluster_password,
             bmc_password_file,
             drop_ins: opts.drop_ins.clone(),
+            tls: opts.tls,
             timings,
         };
         // A setup that fails returns an error, not a panic: the journals
@@ -685,14 +715,7 @@ impl FieldCluster {
     /// creates the cluster.
     fn boot_and_create(&mut self, deb_name: &str) -> Result<()> {
         let me = self;
-        let mgmt_pid = me
-            .inner
-            .mgmt_holder
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .map(|c| c.id() as i32)
-            .context("no management network")?;
+        let mgmt_pid = me.mgmt_pid()?;
 
         // Power on: each BMC starts its node (startnow).
         let t = Instant::now();
@@ -724,6 +747,12 @@ impl FieldCluster {
             me.wait_booted(&name, Duration::from_secs(120))?;
         }
         me.timings.push(("both nodes booted".into(), t.elapsed()));
+        if me.tls {
+            let t = Instant::now();
+            me.make_pki()?;
+            me.timings
+                .push(("certificates made and copied".into(), t.elapsed()));
+        }
 
         // Both nodes at once: each installs on its own disk, as two operators
         // (or one with a parallel shell) would.
@@ -887,28 +916,22 @@ impl FieldCluster {
         )
     }
 
-    /// docs/operations.md section 1 on one node, command for command.
-    fn install(&self, name: &str, deb: &str) -> Result<()> {
+    /// Writes node `name`'s `/etc/etcd-warden/config.toml` as section 1
+    /// shows it: https URLs and both TLS sections with `tls`, else the
+    /// http URLs of an installation from before TLS was the default.
+    pub fn write_config(&self, name: &str, tls: bool) -> Result<()> {
         let me = self.node(name)?;
-        self.node_sh_ok(
-            name,
-            &format!(
-                "set -e
-                 dpkg -i /root/{deb}
-                 systemctl disable --now etcd.service
-                 systemctl mask etcd.service
-                 # A container has no IPMI kernel driver.
-                 systemctl disable --now openipmi.service || true
-                 systemctl reset-failed"
-            ),
-        )?;
+        let scheme = if tls { "https" } else { "http" };
         let mut config = format!("node_name = \"{}\"\ntopology = \"two-node\"\n", me.name);
         for n in &self.nodes {
             let _ = write!(
                 config,
-                "\n[[nodes]]\nname = \"{}\"\npeer_urls = [\"http://{}:2380\"]\nclient_urls = [\"http://{}:2379\"]\n",
+                "\n[[nodes]]\nname = \"{}\"\npeer_urls = [\"{scheme}://{}:2380\"]\nclient_urls = [\"{scheme}://{}:2379\"]\n",
                 n.name, n.addr, n.addr
             );
+        }
+        if tls {
+            config.push_str(&crate::field_tls::tls_config());
         }
         config.push_str("\n[report]\npath = \"/run/etcd-warden/report.json\"\n");
         self.node_cmd_stdin(
@@ -918,6 +941,30 @@ impl FieldCluster {
             Duration::from_secs(20),
         )?
         .ok()?;
+        Ok(())
+    }
+
+    /// docs/operations.md section 1 on one node, command for command.
+    pub fn install(&self, name: &str, deb: &str) -> Result<()> {
+        let tls = if self.tls {
+            crate::field_tls::install_tls_commands()
+        } else {
+            String::new()
+        };
+        self.node_sh_ok(
+            name,
+            &format!(
+                "set -e
+                 dpkg -i /root/{deb}
+                 systemctl disable --now etcd.service
+                 systemctl mask etcd.service
+                 {tls}
+                 # A container has no IPMI kernel driver.
+                 systemctl disable --now openipmi.service || true
+                 systemctl reset-failed"
+            ),
+        )?;
+        self.write_config(name, self.tls)?;
         for (file, body) in &self.drop_ins {
             ensure!(
                 !file.is_empty() && !file.contains('/'),
@@ -1130,35 +1177,28 @@ impl FieldCluster {
     /// management network, with the BMC password from a file (`-f`).
     pub fn ipmi_power(&self, node: &str, action: &str) -> Result<String> {
         let n = self.node(node)?;
-        let mgmt = self
-            .inner
+        let o = self.ipmitool(
+            &n.bmc_addr,
+            &self.bmc_password_file,
+            &["chassis", "power", action],
+        )?;
+        Ok(o.stdout.trim().to_owned())
+    }
+
+    /// The PID holding the management network's namespace.
+    pub(crate) fn mgmt_pid(&self) -> Result<i32> {
+        self.inner
             .mgmt_holder
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
             .map(|c| c.id() as i32)
-            .context("no management network")?;
-        let o = process::run(
-            Command::new("nsenter")
-                .arg(format!("--net=/proc/{mgmt}/ns/net"))
-                .args([
-                    "ipmitool",
-                    "-I",
-                    "lanplus",
-                    "-C",
-                    "3",
-                    "-H",
-                    &n.bmc_addr,
-                    "-U",
-                    BMC_USER,
-                    "-f",
-                ])
-                .arg(&self.bmc_password_file)
-                .args(["chassis", "power", action]),
-            Duration::from_secs(30),
-        )?
-        .ok()?;
-        Ok(o.stdout.trim().to_owned())
+            .context("no management network")
+    }
+
+    /// The cluster's work directory on the host (root only).
+    pub(crate) fn inner_dir(&self) -> &Path {
+        &self.inner.dir
     }
 
     /// Copies a host file into a running node's file system (its overlay),

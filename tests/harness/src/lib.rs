@@ -15,6 +15,8 @@ pub mod crm;
 pub mod etcd;
 pub mod fence_agent;
 pub mod field;
+mod field_life;
+pub mod field_tls;
 pub mod pcmk;
 pub mod ports;
 pub mod process;

@@ -210,6 +210,11 @@ chk_param() {
   crm_resource --show-metadata ocf:etcd-warden:etcd 2>/dev/null | grep -qF "<parameter name=\"$2\"" \
     || fail "$1" "ocf:etcd-warden:etcd has no parameter $2"
 }
+# A parameter of the documented fence agent.
+chk_fence_param() {
+  fence_ipmilan -o metadata 2>/dev/null | grep -qF "<parameter name=\"$2\"" \
+    || fail "$1" "fence_ipmilan has no parameter $2"
+}
 # A unit installed, or the systemd backend's (transient) etcd unit.
 chk_unit() {
   local n=$1 u=$2
@@ -329,7 +334,9 @@ fn pcs_checks(n: usize, args: &[&str], out: &mut String) {
     let quoted = |v: &[&str]| v.iter().map(|s| sh(s)).collect::<Vec<_>>().join(" ");
     let general = matches!(
         (a, cmd.get(1).copied()),
-        ("property", Some("set")) | ("resource", Some("update" | "create"))
+        ("property", Some("set"))
+            | ("resource", Some("update" | "create"))
+            | ("stonith", Some("update"))
     );
     for b in bs {
         let _ = write!(out, "chk_pcs {n} {} {} {}", sh(a), sh(b), quoted(&opts));
@@ -339,10 +346,10 @@ fn pcs_checks(n: usize, args: &[&str], out: &mut String) {
         out.push('\n');
     }
     for k in keys.iter().filter(|_| general) {
-        let check = if a == "property" {
-            "chk_property"
-        } else {
-            "chk_param"
+        let check = match a {
+            "property" => "chk_property",
+            "stonith" => "chk_fence_param",
+            _ => "chk_param",
         };
         let _ = writeln!(out, "{check} {n} {}", sh(k));
     }
@@ -447,6 +454,9 @@ mod tests {
         assert!(s.contains("chk_property 0 'stonith-action'"), "{s}");
         let s = node_checks(0, &q("pcs resource update etcd daemon_wait=5"));
         assert!(s.contains("chk_param 0 'daemon_wait'"), "{s}");
+        let s = node_checks(4, &q("pcs stonith update fence-node-b ip=ADDR"));
+        assert!(s.contains("chk_fence_param 4 'ip'"), "{s}");
+        assert!(s.contains("chk_pcs 4 'stonith' 'update'"), "{s}");
     }
 
     #[test]

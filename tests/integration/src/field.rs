@@ -75,11 +75,30 @@ pub fn cluster_with(opts: &FieldOptions) -> Result<(FieldCluster, tempfile::Temp
     }
     let start = Instant::now();
     let c = FieldCluster::start(&opts)?;
+    if c.tls {
+        use_host_tls(&c);
+    }
     eprintln!(
         "field: cluster ready in {:.1} s",
         start.elapsed().as_secs_f64()
     );
     Ok((c, work))
+}
+
+/// From now on the host reaches every node's etcd over https, with the
+/// client application's certificate (`FieldCluster::host_tls`).
+pub fn use_host_tls(c: &FieldCluster) {
+    let tls = c.host_tls();
+    for n in &c.nodes {
+        gateway::use_tls(
+            n.client_addr(),
+            gateway::ClientTls {
+                ca: tls.ca.clone(),
+                cert: tls.cert.clone(),
+                key: tls.key.clone(),
+            },
+        );
+    }
 }
 
 /// One writer per node, inside that node's network namespace, writing to

@@ -3,9 +3,12 @@
 //! the nodes' addresses exist only inside the namespaces the harness
 //! created, and a child process inherits its thread's namespace.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
@@ -51,6 +54,49 @@ impl NetNs {
     }
 }
 
+/// A client's TLS files on the host: the CA that signed the server's
+/// certificate, and the client's own certificate and key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientTls {
+    /// The CA bundle (`--cacert`).
+    pub ca: PathBuf,
+    /// The client certificate (`--cert`).
+    pub cert: PathBuf,
+    /// Its key (`--key`).
+    pub key: PathBuf,
+}
+
+/// The client addresses that serve TLS, with the files to reach them.
+static TLS: Mutex<Option<HashMap<SocketAddr, ClientTls>>> = Mutex::new(None);
+
+/// From now on, reach `addr` over https with `tls` (every etcdctl this
+/// module and the watchers run).
+pub fn use_tls(addr: SocketAddr, tls: ClientTls) {
+    TLS.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_with(HashMap::new)
+        .insert(addr, tls);
+}
+
+/// etcdctl's endpoint and TLS flags for `addr`: `http://` unless
+/// [`use_tls`] named it.
+pub fn endpoint_args(addr: SocketAddr) -> Vec<String> {
+    let tls = TLS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|m| m.get(&addr).cloned());
+    match tls {
+        None => vec![format!("--endpoints=http://{addr}")],
+        Some(t) => vec![
+            format!("--endpoints=https://{addr}"),
+            format!("--cacert={}", t.ca.display()),
+            format!("--cert={}", t.cert.display()),
+            format!("--key={}", t.key.display()),
+        ],
+    }
+}
+
 /// base64 of `s`, as the gateway wants keys and values.
 pub fn b64(s: &str) -> String {
     B64.encode(s.as_bytes())
@@ -80,7 +126,7 @@ pub fn etcdctl(addr: SocketAddr, args: &[&str], timeout: Duration) -> Result<Val
     let ms = timeout.as_millis().max(1);
     let out = Command::new("etcdctl")
         .env("ETCDCTL_API", "3")
-        .arg(format!("--endpoints=http://{addr}"))
+        .args(endpoint_args(addr))
         .arg(format!("--dial-timeout={ms}ms"))
         .arg(format!("--command-timeout={ms}ms"))
         .args(["-w", "json"])

@@ -308,7 +308,7 @@ impl StreamCtx {
     fn stream(&self, from: u64) -> Result<Option<u64>> {
         let mut child = Command::new("etcdctl")
             .env("ETCDCTL_API", "3")
-            .arg(format!("--endpoints=http://{}", self.addr))
+            .args(crate::gateway::endpoint_args(self.addr))
             .args(["-w", "json", "watch", "--prefix"])
             .arg(format!("--rev={from}"))
             .arg(&self.prefix)

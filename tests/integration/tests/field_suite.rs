@@ -14,7 +14,9 @@
 //! - then the scenarios that must leave no trace in Pacemaker (watchdog,
 //!   upgrade, a daemon killed during a stop, reboot: each asserts no fence
 //!   and no failed action);
-//! - the power cut last: it fences a node, which the others would see.
+//! - the power cut late: it fences a node, which the others would see; only
+//!   the replacements come after it (a machine replaced after its power
+//!   cut, which fences it too, and a data disk).
 //!
 //! The systemd backend gets a cluster of its own: the backend is chosen by a
 //! drop-in before the daemon's first start, as an operator installs it; so
@@ -31,15 +33,18 @@ mod field_support;
 use std::time::Instant;
 
 use field_support::{
-    commands, install, package, reboot, restart, restore, scenario, stop_kill, systemd_backend,
-    upgrade, watchdog,
+    bmc, commands, install, package, reboot, replace, restart, restore, scenario, stop_kill,
+    systemd_backend, tls, upgrade, watchdog,
 };
 
 /// Debian 13 (Pacemaker 3.0, etcd 3.5), the `process` backend: install,
 /// the commands messages and docs name, watchdog, `systemctl restart` (plain, and after a configuration typo),
 /// package upgrade, the daemon killed
 /// during a stop, graceful reboot, the restore-from-a-snapshot runbook,
-/// power cut fenced over IPMI.
+/// the TLS certificates renewed and the CA replaced, the BMC password
+/// rotated, power cut fenced over IPMI (with the new
+/// password), then node-b replaced by a new machine and node-a's data disk
+/// replaced.
 #[test]
 fn field_suite_debian13_process_backend() {
     let t = Instant::now();
@@ -52,8 +57,15 @@ fn field_suite_debian13_process_backend() {
     scenario("daemon killed during a stop", || stop_kill::stop_kill(&c));
     scenario("reboot", || reboot::reboot(&c));
     scenario("restore from a snapshot", || restore::restore(&c));
+    scenario("TLS certificates renewed", || tls::renew_leaf(&c));
+    scenario("TLS CA replaced", || tls::rotate_ca(&c));
+    scenario("BMC password rotation", || bmc::rotate(&c));
     scenario("power cut", || {
         field_support::power_cut_on(&c, "field_power (trixie)", "/field-power")
+    });
+    scenario("a replaced machine", || replace::replace(&c));
+    scenario("a replaced data disk", || {
+        replace::replace_disk(&c, "node-a")
     });
     whole("debian13 process backend", t);
 }
@@ -80,17 +92,21 @@ fn field_suite_debian13_package() {
     whole("debian13 package", t);
 }
 
-/// Debian 12 (Pacemaker 2.1.5, etcd 3.4.23, pcs 0.11): install, the
-/// commands messages and docs name, the restore-from-a-snapshot runbook
+/// Debian 12 (Pacemaker 2.1.5, etcd 3.4.23, pcs 0.11), installed with
+/// http URLs as before TLS was the default: install, the commands messages
+/// and docs name, the move to https, the restore-from-a-snapshot runbook
 /// (with etcd 3.4's etcdctl), power cut.
 #[test]
 fn field_suite_debian12() {
     let t = Instant::now();
-    let (c, _work) = field_support::cluster_on("bookworm").unwrap();
+    let mut opts = field_support::FieldOptions::new("bookworm", std::path::Path::new(""));
+    opts.tls = false;
+    let (c, _work) = field_support::cluster_with(&opts).unwrap();
     scenario("install (bookworm)", || {
         install::install(&c, "field_install (bookworm)")
     });
     scenario("commands (bookworm)", || commands::commands(&c));
+    scenario("http to https (bookworm)", || tls::http_to_https(&c));
     scenario("restore from a snapshot (bookworm)", || {
         restore::restore(&c)
     });

@@ -11,14 +11,17 @@
 // Each test binary uses a part of this module.
 #![allow(dead_code, unused_imports, clippy::unwrap_used)]
 
+pub mod bmc;
 pub mod commands;
 pub mod install;
 pub mod package;
 pub mod reboot;
+pub mod replace;
 pub mod restart;
 pub mod restore;
 pub mod stop_kill;
 pub mod systemd_backend;
+pub mod tls;
 pub mod upgrade;
 pub mod watchdog;
 

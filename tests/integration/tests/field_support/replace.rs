@@ -1,0 +1,159 @@
+//! docs/operations.md, "Replacing a node", command for command on a
+//! running pair with a writer on both nodes: node-b's machine dies (its BMC
+//! cuts the power), node-a fences it and goes on alone; a new machine of
+//! the same name and addresses takes its place (a blank disk from the node
+//! image, the same BMC). Then the runbook: node-b removed from the cluster
+//! on node-a, the new machine installed as in section 1, authenticated and
+//! added back with pcs. etcd-warden on the blank node joins as a learner
+//! and is promoted: two voters, every write acknowledged through either
+//! node present on the new machine's etcd, and the dead machine's member
+//! gone from the member list.
+
+use std::time::{Duration, Instant};
+
+use warden_harness::field::FieldCluster;
+use warden_harness::process;
+
+use super::{assert_no_new_fence, check_writes, members, ready, wait_all_voters, writer};
+
+/// The runbook on a running pair.
+pub fn replace(c: &FieldCluster) {
+    ready(c);
+    let w = writer(c, "/field-replace").unwrap();
+    let t0 = Instant::now();
+    for n in ["node-a", "node-b"] {
+        w.wait_ack_after(Some(n), t0, Duration::from_secs(30))
+            .unwrap();
+    }
+    let old_member = members(c, "node-a")
+        .unwrap()
+        .into_iter()
+        .find(|m| m.name == "node-b")
+        .map(|m| m.id)
+        .expect("node-b is a member");
+    let fences = c.crm_mon("node-a").unwrap().fence_successes("node-b").len();
+
+    // node-b's machine dies; node-a fences it and takes writes alone.
+    let launcher = c.launcher("node-b").expect("node-b is powered");
+    c.ipmi_power("node-b", "off").unwrap();
+    assert!(process::wait_gone(&[launcher], Duration::from_secs(10)).is_empty());
+    let dead = Instant::now();
+    c.wait_crm("node-a", "node-b fenced", Duration::from_secs(120), |m| {
+        m.fence_successes("node-b").len() > fences
+    })
+    .unwrap();
+    let alone = w
+        .wait_ack_after(Some("node-a"), dead, Duration::from_secs(120))
+        .unwrap();
+
+    // A new machine in its place.
+    c.replace_machine("node-b").unwrap();
+
+    // 1. node-a: the dead machine out of the cluster.
+    let t_remove = Instant::now();
+    let removed = c
+        .node_sh_ok(
+            "node-a",
+            "pcs cluster node remove node-b --skip-offline --force",
+        )
+        .unwrap();
+    eprintln!("{}{}", removed.stdout, removed.stderr);
+    w.wait_ack_after(Some("node-a"), t_remove, Duration::from_secs(60))
+        .unwrap();
+
+    // 2. The new machine: powered on, installed as in section 1.
+    c.ipmi_power("node-b", "on").unwrap();
+    c.wait_booted("node-b", Duration::from_secs(180)).unwrap();
+    let t_install = Instant::now();
+    c.install_node("node-b").unwrap();
+
+    // 3. node-a: the new machine authenticated and added.
+    let t_add = Instant::now();
+    c.pcs_host_auth("node-a", "node-b").unwrap();
+    let added = c
+        .node_sh_ok(
+            "node-a",
+            "pcs cluster node add node-b addr=192.0.2.2 --start --enable",
+        )
+        .unwrap();
+    eprintln!("{}{}", added.stdout, added.stderr);
+    wait_all_voters(c, "node-a", Duration::from_secs(300)).unwrap();
+    let to_voters = t_add.elapsed();
+    c.wait_cluster_healthy(Duration::from_secs(300)).unwrap();
+    let t_up = Instant::now();
+    w.wait_ack_after(Some("node-b"), t_up, Duration::from_secs(60))
+        .unwrap();
+
+    let now = members(c, "node-a").unwrap();
+    assert!(
+        now.iter().all(|m| m.id != old_member),
+        "the dead machine's member {old_member:x} is still listed: {now:?}"
+    );
+    let extra = c.crm_mon("node-a").unwrap().fence_successes("node-b").len() - fences;
+    assert_eq!(extra, 1, "only the dead machine is fenced");
+    let acks = check_writes(c, w, "node-b").unwrap();
+    eprintln!(
+        "field_replace: node-b dead -> node-a's first write alone {:.1} s; install {:.1} s; \
+         pcs node add -> two voters {:.1} s; {acks} acknowledged writes, all present on the \
+         new machine's etcd; one fence",
+        alone.at.duration_since(dead).as_secs_f64(),
+        t_add.duration_since(t_install).as_secs_f64(),
+        to_voters.as_secs_f64()
+    );
+}
+
+/// docs/operations.md, "Replacing a node's data disk", on a running pair
+/// with a writer on both nodes: `node` put in standby (its member leaves,
+/// the other node goes on as the only voter), its daemon stopped, its
+/// state directory put aside as a disk taken out (the new disk is empty),
+/// the daemon started, the node back from standby: a learner, then a voter,
+/// every acknowledged write present on its new disk. Nobody is fenced.
+pub fn replace_disk(c: &FieldCluster, node: &str) {
+    ready(c);
+    let other = if node == "node-a" { "node-b" } else { "node-a" };
+    let w = writer(c, "/field-disk").unwrap();
+    let t0 = Instant::now();
+    w.wait_ack_after(Some(node), t0, Duration::from_secs(30))
+        .unwrap();
+    // node-a's fence history: a machine replaced just before (node-b) learns
+    // the cluster's older fences only some time after it joins.
+    let fences = c.crm_mon("node-a").unwrap().fence_history.len();
+
+    let t_standby = Instant::now();
+    c.node_sh_ok(other, &format!("pcs node standby {node}"))
+        .unwrap();
+    c.wait_crm(
+        other,
+        &format!("etcd stopped on {node}"),
+        Duration::from_secs(180),
+        |m| !warden_harness::field::etcd_active_on(m, node),
+    )
+    .unwrap();
+    let left = t_standby.elapsed();
+    c.node_sh_ok(node, "systemctl stop etcd-warden").unwrap();
+    // The old disk out, an empty one in: the test moves the directory
+    // aside where an operator unmounts one volume and mounts another.
+    c.node_sh_ok(
+        node,
+        "mv /var/lib/etcd-warden /var/lib/etcd-warden.old-disk",
+    )
+    .unwrap();
+    c.node_sh_ok(node, "systemctl start etcd-warden").unwrap();
+    let t_back = Instant::now();
+    c.node_sh_ok(other, &format!("pcs node unstandby {node}"))
+        .unwrap();
+    wait_all_voters(c, other, Duration::from_secs(300)).unwrap();
+    let to_voters = t_back.elapsed();
+    c.wait_cluster_healthy(Duration::from_secs(300)).unwrap();
+    let t_up = Instant::now();
+    w.wait_ack_after(Some(node), t_up, Duration::from_secs(60))
+        .unwrap();
+    assert_no_new_fence(c, fences, "a disk replacement must not fence anyone");
+    let acks = check_writes(c, w, node).unwrap();
+    eprintln!(
+        "field_replace_disk ({node}): standby -> etcd stopped {:.1} s; unstandby -> two voters \
+         {:.1} s; {acks} acknowledged writes, all present on the new disk; no fence",
+        left.as_secs_f64(),
+        to_voters.as_secs_f64()
+    );
+}
