@@ -21,7 +21,7 @@ fn field_node_life_tls_bmc_password_a_replaced_machine_and_disk() {
     scenario("TLS certificates renewed", || tls::renew_leaf(&c));
     scenario("TLS CA replaced", || tls::rotate_ca(&c));
     scenario("BMC password rotation", || bmc::rotate(&c));
-    scenario("a replaced machine", || replace::replace(&c));
+    scenario("a replaced machine", || replace::replace(&c, true));
     scenario("a replaced data disk", || {
         replace::replace_disk(&c, "node-a")
     });

@@ -63,7 +63,7 @@ fn field_suite_debian13_process_backend() {
     scenario("power cut", || {
         field_support::power_cut_on(&c, "field_power (trixie)", "/field-power")
     });
-    scenario("a replaced machine", || replace::replace(&c));
+    scenario("a replaced machine", || replace::replace(&c, true));
     scenario("a replaced data disk", || {
         replace::replace_disk(&c, "node-a")
     });

@@ -16,8 +16,12 @@ use warden_harness::process;
 
 use super::{assert_no_new_fence, check_writes, members, ready, wait_all_voters, writer};
 
-/// The runbook on a running pair.
-pub fn replace(c: &FieldCluster) {
+/// The runbook on a running pair. With `wrong_ca_first`, the new machine
+/// first gets a CA that did not sign node-a's certificate (section 8's
+/// troubleshooting row): it cannot verify node-a's etcd, never joins, and
+/// the documented check shows why; then the right CA and a daemon restart,
+/// and it joins.
+pub fn replace(c: &FieldCluster, wrong_ca_first: bool) {
     ready(c);
     let w = writer(c, "/field-replace").unwrap();
     let t0 = Instant::now();
@@ -77,6 +81,9 @@ pub fn replace(c: &FieldCluster) {
         )
         .unwrap();
     eprintln!("{}{}", added.stdout, added.stderr);
+    if wrong_ca_first {
+        wrong_ca_then_fixed(c);
+    }
     wait_all_voters(c, "node-a", Duration::from_secs(300)).unwrap();
     let to_voters = t_add.elapsed();
     c.wait_cluster_healthy(Duration::from_secs(300)).unwrap();
@@ -155,5 +162,80 @@ pub fn replace_disk(c: &FieldCluster, node: &str) {
          {:.1} s; {acks} acknowledged writes, all present on the new disk; no fence",
         left.as_secs_f64(),
         to_voters.as_secs_f64()
+    );
+}
+
+/// section 8's check on node-b: does it verify node-a's etcd?
+fn verifies_node_a(c: &FieldCluster) -> bool {
+    c.node_sh(
+        "node-b",
+        "openssl s_client -connect 192.0.2.1:2379 -CAfile /etc/etcd-warden/tls/ca.crt \
+         -cert /etc/etcd-warden/tls/node.crt -key /etc/etcd-warden/tls/node.key </dev/null 2>&1 \
+         | grep -q 'Verify return code: 0 (ok)'",
+    )
+    .is_ok_and(|o| o.status.success())
+}
+
+/// node-b given a CA of its own: it refuses to join (and the check says
+/// why) until it has node-a's CA and its daemon is restarted.
+fn wrong_ca_then_fixed(c: &FieldCluster) {
+    c.node_sh_ok(
+        "node-b",
+        "set -e
+         cd /root/pki
+         openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+             -keyout other-ca.key -out other-ca.crt -days 30 -subj /CN=another-ca
+         install -m 0644 other-ca.crt /etc/etcd-warden/tls/ca.crt.new
+         mv /etc/etcd-warden/tls/ca.crt.new /etc/etcd-warden/tls/ca.crt",
+    )
+    .unwrap();
+    assert!(
+        !verifies_node_a(c),
+        "node-b verifies node-a with another CA"
+    );
+    let held = warden_harness::process::poll(
+        "node-b's daemon to refuse",
+        Duration::from_secs(120),
+        Duration::from_millis(500),
+        || {
+            let st = c.warden_status("node-b").map_err(|e| format!("{e:#}"))?;
+            if st.contains("resolve with") {
+                Ok(st)
+            } else {
+                Err(st.chars().take(300).collect())
+            }
+        },
+    )
+    .unwrap();
+    assert!(
+        members(c, "node-a")
+            .unwrap()
+            .iter()
+            .all(|m| m.name != "node-b"),
+        "node-b joined without trusting node-a"
+    );
+    eprintln!(
+        "field_replace: node-b with another CA refuses: {}",
+        held.lines()
+            .find(|l| l.contains("resolve with"))
+            .unwrap_or_default()
+            .trim()
+    );
+    let t = Instant::now();
+    c.node_sh_ok(
+        "node-b",
+        "install -m 0644 /root/pki/ca.crt /etc/etcd-warden/tls/ca.crt.new
+         mv /etc/etcd-warden/tls/ca.crt.new /etc/etcd-warden/tls/ca.crt
+         systemctl restart etcd-warden",
+    )
+    .unwrap();
+    assert!(
+        verifies_node_a(c),
+        "node-b does not verify node-a with its CA"
+    );
+    wait_all_voters(c, "node-a", Duration::from_secs(300)).unwrap();
+    eprintln!(
+        "field_replace: the right CA and a daemon restart -> two voters {:.1} s",
+        t.elapsed().as_secs_f64()
     );
 }
