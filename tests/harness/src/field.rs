@@ -122,7 +122,7 @@ impl FieldNode {
     }
 }
 
-pub(crate) struct Inner {
+struct Inner {
     dir: PathBuf,
     mgmt_holder: Mutex<Option<Child>>,
     holders: Mutex<Vec<Child>>,
@@ -308,7 +308,7 @@ pub(crate) fn mount_disk(n: &FieldNode, image: &Path, hosts: &str, deb: &Path) -
 
 /// A running field cluster; torn down on drop.
 pub struct FieldCluster {
-    pub(crate) inner: Arc<Inner>,
+    inner: Arc<Inner>,
     /// The nodes, in `--node` order.
     pub nodes: Vec<FieldNode>,
     /// The node image (read-only lower layer).
@@ -334,7 +334,7 @@ impl Drop for FieldCluster {
 }
 
 /// Hex of `n` random bytes from the kernel.
-fn random_hex(n: usize) -> Result<String> {
+pub fn random_hex(n: usize) -> Result<String> {
     let mut b = vec![0u8; n];
     fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut b))
@@ -345,7 +345,7 @@ fn random_hex(n: usize) -> Result<String> {
     }))
 }
 
-fn write_file(path: &Path, body: &str, mode: u32) -> Result<()> {
+pub(crate) fn write_file(path: &Path, body: &str, mode: u32) -> Result<()> {
     fs::write(path, body).with_context(|| format!("writing {}", path.display()))?;
     fs::set_permissions(path, fs::Permissions::from_mode(mode))
         .with_context(|| format!("chmod {}", path.display()))

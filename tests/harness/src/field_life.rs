@@ -4,13 +4,12 @@
 //! for both (`pcs host auth` of a new machine, the install of section 1).
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 
-use crate::field::{BMC_USER, FieldCluster, hosts_lines, mount_disk};
+use crate::field::{BMC_USER, FieldCluster, hosts_lines, mount_disk, write_file};
 use crate::process::{self, CmdOutput};
 
 impl FieldCluster {
@@ -91,7 +90,7 @@ impl FieldCluster {
             "a BMC password for the harness is 1-20 letters and digits"
         );
         let cmds = self.inner_dir().join("bmc-rotate.cmds");
-        write_private(&cmds, &format!("user set password 2 {new}\n"))?;
+        write_file(&cmds, &format!("user set password 2 {new}\n"), 0o600)?;
         let exec = cmds.display().to_string();
         let result = self.nodes.iter().try_for_each(|n| {
             self.ipmitool(&n.bmc_addr, &self.bmc_password_file, &["exec", &exec])
@@ -100,7 +99,7 @@ impl FieldCluster {
         });
         let _ = fs::remove_file(&cmds);
         result?;
-        write_private(&self.bmc_password_file, &format!("{new}\n"))
+        write_file(&self.bmc_password_file, &format!("{new}\n"), 0o600)
     }
 
     /// Whether `node`'s BMC opens a session for the fence user with
@@ -108,21 +107,12 @@ impl FieldCluster {
     pub fn bmc_accepts(&self, node: &str, password: &str) -> Result<bool> {
         let n = self.node(node)?;
         let file = self.inner_dir().join("bmc-try.pw");
-        write_private(&file, &format!("{password}\n"))?;
+        write_file(&file, &format!("{password}\n"), 0o600)?;
         let r = self.ipmitool(&n.bmc_addr, &file, &["chassis", "power", "status"]);
         let _ = fs::remove_file(&file);
         Ok(r.is_ok())
     }
-}
 
-/// Writes a root-only file.
-fn write_private(path: &std::path::Path, body: &str) -> Result<()> {
-    fs::write(path, body).with_context(|| format!("writing {}", path.display()))?;
-    fs::set_permissions(path, fs::Permissions::from_mode(0o600))
-        .with_context(|| format!("chmod {}", path.display()))
-}
-
-impl FieldCluster {
     /// ipmitool over lanplus against the BMC at `bmc`, from the
     /// management network, with the password in `password_file`.
     pub(crate) fn ipmitool(

@@ -97,18 +97,16 @@ openssl x509 -req -in app.csr -CA ca.crt -CAkey ca.key -CAcreateserial \\
     }
 
     /// Copies `files` from the first node's PKI directory to node `name`'s
-    /// (as `scp` would), each whole or not at all (a copy, then a rename).
+    /// (as `scp` would).
     pub fn send_pki_files(&self, name: &str, files: &[&str]) -> Result<()> {
         let first = self.nodes[0].name.clone();
-        let to = self
-            .node(name)?
-            .dir
-            .join("root")
-            .join(PKI_DIR.trim_start_matches('/'));
-        fs::create_dir_all(&to)?;
+        fs::create_dir_all(self.pki_dir(name)?)?;
         for file in files {
-            copy_whole(&self.pki_path(&first, file)?, &to.join(file))
-                .with_context(|| format!("copying {file} to {name}"))?;
+            self.copy_in(
+                name,
+                &self.pki_path(&first, file)?,
+                &format!("{PKI_DIR}/{file}"),
+            )?;
         }
         Ok(())
     }
@@ -137,14 +135,18 @@ openssl x509 -req -in app.csr -CA ca.crt -CAkey ca.key -CAcreateserial \\
         Ok(())
     }
 
-    /// A file of the PKI directory on `node`, seen from the host.
-    fn pki_path(&self, node: &str, file: &str) -> Result<PathBuf> {
-        let p = self
+    /// The PKI directory of `node`, seen from the host.
+    fn pki_dir(&self, node: &str) -> Result<PathBuf> {
+        Ok(self
             .node(node)?
             .dir
             .join("root")
-            .join(PKI_DIR.trim_start_matches('/'))
-            .join(file);
+            .join(PKI_DIR.trim_start_matches('/')))
+    }
+
+    /// A file of the PKI directory on `node`, seen from the host.
+    fn pki_path(&self, node: &str, file: &str) -> Result<PathBuf> {
+        let p = self.pki_dir(node)?.join(file);
         ensure!(p.exists(), "{node} has no {PKI_DIR}/{file}");
         Ok(p)
     }
@@ -183,7 +185,8 @@ pub(crate) fn tls_config() -> String {
 }
 
 /// Copies `from` to `to` through a temporary file beside `to` and a
-/// rename, so that a reader sees the old file or the new one, never part.
+/// rename, so that a reader (the host's client, between two calls) sees
+/// the old file or the new one, never part.
 fn copy_whole(from: &std::path::Path, to: &std::path::Path) -> Result<()> {
     let tmp = to.with_extension("copying");
     fs::copy(from, &tmp)?;

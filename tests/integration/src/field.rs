@@ -88,16 +88,8 @@ pub fn cluster_with(opts: &FieldOptions) -> Result<(FieldCluster, tempfile::Temp
 /// From now on the host reaches every node's etcd over https, with the
 /// client application's certificate (`FieldCluster::host_tls`).
 pub fn use_host_tls(c: &FieldCluster) {
-    let tls = c.host_tls();
     for n in &c.nodes {
-        gateway::use_tls(
-            n.client_addr(),
-            gateway::ClientTls {
-                ca: tls.ca.clone(),
-                cert: tls.cert.clone(),
-                key: tls.key.clone(),
-            },
-        );
+        gateway::use_tls(n.client_addr(), c.host_tls());
     }
 }
 
@@ -152,6 +144,14 @@ pub fn members(c: &FieldCluster, node: &str) -> Result<Vec<gateway::Member>> {
     Ok(ns
         .run(move || gateway::member_list(addr, Duration::from_secs(5)))?
         .1)
+}
+
+/// The member id of node `name` as `viewer`'s etcd lists it, if listed.
+pub fn member_id(c: &FieldCluster, viewer: &str, name: &str) -> Result<Option<u64>> {
+    Ok(members(c, viewer)?
+        .into_iter()
+        .find(|m| m.name == name)
+        .map(|m| m.id))
 }
 
 /// Waits until `node`'s etcd lists every node as a voter.

@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -16,6 +15,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use nix::sched::{CloneFlags, setns};
 use serde_json::Value;
+use warden_harness::field_tls::HostTls;
 
 /// A handle on a node's network namespace (the open `/proc/PID/ns/net` of
 /// its holder): it stays valid while the node is crashed or fenced, since
@@ -54,24 +54,12 @@ impl NetNs {
     }
 }
 
-/// A client's TLS files on the host: the CA that signed the server's
-/// certificate, and the client's own certificate and key.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientTls {
-    /// The CA bundle (`--cacert`).
-    pub ca: PathBuf,
-    /// The client certificate (`--cert`).
-    pub cert: PathBuf,
-    /// Its key (`--key`).
-    pub key: PathBuf,
-}
-
 /// The client addresses that serve TLS, with the files to reach them.
-static TLS: Mutex<Option<HashMap<SocketAddr, ClientTls>>> = Mutex::new(None);
+static TLS: Mutex<Option<HashMap<SocketAddr, HostTls>>> = Mutex::new(None);
 
 /// From now on, reach `addr` over https with `tls` (every etcdctl this
 /// module and the watchers run).
-pub fn use_tls(addr: SocketAddr, tls: ClientTls) {
+pub fn use_tls(addr: SocketAddr, tls: HostTls) {
     TLS.lock()
         .unwrap_or_else(|e| e.into_inner())
         .get_or_insert_with(HashMap::new)

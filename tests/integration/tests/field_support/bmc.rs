@@ -9,7 +9,7 @@
 //! power cut that ends the suite then fences over IPMI with the new
 //! password.
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{Result, ensure};
 use warden_harness::field::FieldCluster;
@@ -47,22 +47,13 @@ fn query_devices(c: &FieldCluster) -> Result<()> {
     Ok(())
 }
 
-/// A new password of 16 hex digits.
-fn new_password(old: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let p = format!("{:016x}", (nanos as u64) ^ 0x5a5a_5a5a_5a5a_5a5a);
-    if p == old { format!("{p:.15}0") } else { p }
-}
-
 /// The runbook on a running pair.
 pub fn rotate(c: &FieldCluster) {
     let (w, fences) = begin(c, "/field-bmc");
     query_devices(c).unwrap();
     let old = c.bmc_password().unwrap();
-    let new = new_password(&old);
+    let new = warden_harness::field::random_hex(8).unwrap();
+    assert_ne!(new, old);
 
     // 1. Every node: the new password beside the old one, typed on stdin.
     for n in &c.nodes {

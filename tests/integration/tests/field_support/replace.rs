@@ -14,7 +14,13 @@ use std::time::{Duration, Instant};
 use warden_harness::field::FieldCluster;
 use warden_harness::process;
 
-use super::{assert_no_new_fence, check_writes, members, ready, wait_all_voters, writer};
+use warden_harness::field_tls::TLS_DIR;
+
+use super::tls::verifies;
+use super::upgrade::{standby, unstandby};
+use super::{
+    assert_no_new_fence, check_writes, member_id, members, ready, wait_all_voters, writer,
+};
 
 /// The runbook on a running pair. With `wrong_ca_first`, the new machine
 /// first gets a CA that did not sign node-a's certificate (section 8's
@@ -29,11 +35,8 @@ pub fn replace(c: &FieldCluster, wrong_ca_first: bool) {
         w.wait_ack_after(Some(n), t0, Duration::from_secs(30))
             .unwrap();
     }
-    let old_member = members(c, "node-a")
+    let old_member = member_id(c, "node-a", "node-b")
         .unwrap()
-        .into_iter()
-        .find(|m| m.name == "node-b")
-        .map(|m| m.id)
         .expect("node-b is a member");
     let fences = c.crm_mon("node-a").unwrap().fence_successes("node-b").len();
 
@@ -127,15 +130,7 @@ pub fn replace_disk(c: &FieldCluster, node: &str) {
     let fences = c.crm_mon("node-a").unwrap().fence_history.len();
 
     let t_standby = Instant::now();
-    c.node_sh_ok(other, &format!("pcs node standby {node}"))
-        .unwrap();
-    c.wait_crm(
-        other,
-        &format!("etcd stopped on {node}"),
-        Duration::from_secs(180),
-        |m| !warden_harness::field::etcd_active_on(m, node),
-    )
-    .unwrap();
+    standby(c, node, other);
     let left = t_standby.elapsed();
     c.node_sh_ok(node, "systemctl stop etcd-warden").unwrap();
     // The old disk out, an empty one in: the test moves the directory
@@ -147,18 +142,15 @@ pub fn replace_disk(c: &FieldCluster, node: &str) {
     .unwrap();
     c.node_sh_ok(node, "systemctl start etcd-warden").unwrap();
     let t_back = Instant::now();
-    c.node_sh_ok(other, &format!("pcs node unstandby {node}"))
-        .unwrap();
-    wait_all_voters(c, other, Duration::from_secs(300)).unwrap();
+    unstandby(c, node, other);
     let to_voters = t_back.elapsed();
-    c.wait_cluster_healthy(Duration::from_secs(300)).unwrap();
     let t_up = Instant::now();
     w.wait_ack_after(Some(node), t_up, Duration::from_secs(60))
         .unwrap();
     assert_no_new_fence(c, fences, "a disk replacement must not fence anyone");
     let acks = check_writes(c, w, node).unwrap();
     eprintln!(
-        "field_replace_disk ({node}): standby -> etcd stopped {:.1} s; unstandby -> two voters \
+        "field_replace_disk ({node}): standby -> etcd stopped, {other} the only voter {:.1} s; unstandby -> two voters \
          {:.1} s; {acks} acknowledged writes, all present on the new disk; no fence",
         left.as_secs_f64(),
         to_voters.as_secs_f64()
@@ -167,13 +159,16 @@ pub fn replace_disk(c: &FieldCluster, node: &str) {
 
 /// section 8's check on node-b: does it verify node-a's etcd?
 fn verifies_node_a(c: &FieldCluster) -> bool {
-    c.node_sh(
+    let f = |name: &str| format!("{TLS_DIR}/{name}");
+    let addr = &c.node("node-a").map(|n| n.addr.clone()).unwrap_or_default();
+    verifies(
+        c,
         "node-b",
-        "openssl s_client -connect 192.0.2.1:2379 -CAfile /etc/etcd-warden/tls/ca.crt \
-         -cert /etc/etcd-warden/tls/node.crt -key /etc/etcd-warden/tls/node.key </dev/null 2>&1 \
-         | grep -q 'Verify return code: 0 (ok)'",
+        addr,
+        &f("ca.crt"),
+        &f("node.crt"),
+        &f("node.key"),
     )
-    .is_ok_and(|o| o.status.success())
 }
 
 /// node-b given a CA of its own: it refuses to join (and the check says

@@ -21,10 +21,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, ensure};
 use warden_harness::field::FieldCluster;
 use warden_harness::field_tls::{PKI_DIR, TLS_DIR};
-use warden_integration::writer::longest_gap;
+use warden_integration::writer::{Writer, longest_gap};
 
 use super::upgrade::{standby, unstandby};
-use super::{assert_no_failed_action, assert_no_new_fence, begin, check_writes, members};
+use super::{
+    assert_no_failed_action, assert_no_new_fence, begin, check_writes, member_id, members,
+};
 
 /// Runs a shell script on the node that keeps the PKI (node-a).
 fn on_pki(c: &FieldCluster, script: &str) -> Result<()> {
@@ -116,6 +118,46 @@ fn wait_presented(c: &FieldCluster, names: &[&str]) -> Result<()> {
     Ok(())
 }
 
+/// Whether etcd at `addr` presents a certificate that `ca` verifies, asked
+/// from node `on` with `cert` and `key` (section 8's check).
+pub fn verifies(c: &FieldCluster, on: &str, addr: &str, ca: &str, cert: &str, key: &str) -> bool {
+    c.node_sh(
+        on,
+        &format!(
+            "openssl s_client -connect {addr}:2379 -CAfile {ca} -cert {cert} -key {key} \
+             </dev/null 2>&1 | grep -q 'Verify return code: 0 (ok)'"
+        ),
+    )
+    .is_ok_and(|o| o.status.success())
+}
+
+/// Returns once a write was acknowledged through each node after now.
+fn writes_through_both(w: &Writer) -> Instant {
+    let now = Instant::now();
+    for n in ["node-a", "node-b"] {
+        w.wait_ack_after(Some(n), now, Duration::from_secs(60))
+            .unwrap();
+    }
+    Instant::now()
+}
+
+/// A scenario's end: no fence since `fences`, no failed action, every
+/// acknowledged write present on `reader`'s etcd. Returns how many, and
+/// the longest time the pair took no write between `from` and `to`.
+fn checked(
+    c: &FieldCluster,
+    w: Writer,
+    fences: usize,
+    what: &str,
+    reader: &str,
+    (from, to): (Instant, Instant),
+) -> (usize, Duration) {
+    assert_no_new_fence(c, fences, &format!("{what} must not fence anyone"));
+    assert_no_failed_action(c);
+    let gap = longest_gap(&w.acks(), None, from, to);
+    (check_writes(c, w, reader).unwrap(), gap)
+}
+
 /// Each node's certificate renewed in place: no restart, no leave.
 pub fn renew_leaf(c: &FieldCluster) {
     let (w, fences) = begin(c, "/field-tls-renew");
@@ -136,21 +178,13 @@ pub fn renew_leaf(c: &FieldCluster) {
         old,
         "a new certificate"
     );
-    for n in ["node-a", "node-b"] {
-        w.wait_ack_after(Some(n), Instant::now(), Duration::from_secs(30))
-            .unwrap();
-    }
-    let end = Instant::now();
+    let end = writes_through_both(&w);
     for (n, pid) in ["node-a", "node-b"].iter().zip(&pids) {
         assert_eq!(&etcd_pid(c, n).unwrap(), pid, "etcd on {n} restarted");
     }
     let now: Vec<u64> = members(c, "node-a").unwrap().iter().map(|m| m.id).collect();
     assert_eq!(now, ids, "the members changed");
-    assert_no_new_fence(c, fences, "a certificate renewal must not fence anyone");
-    assert_no_failed_action(c);
-    let prefix_acks = w.acks();
-    let gap = longest_gap(&prefix_acks, None, t, end);
-    let acks = check_writes(c, w, "node-a").unwrap();
+    let (acks, gap) = checked(c, w, fences, "a certificate renewal", "node-a", (t, end));
     eprintln!(
         "field_tls renew: both nodes' certificates renewed and presented in {:.1} s, the same \
          etcd processes and members; longest time without a write {:.2} s; {acks} acknowledged \
@@ -209,34 +243,25 @@ mv ca2.crt ca.crt && mv ca2.key ca.key",
     }
     c.refresh_host_tls("ca.crt").unwrap();
     restart_each(c);
-    for n in ["node-a", "node-b"] {
-        w.wait_ack_after(Some(n), Instant::now(), Duration::from_secs(60))
-            .unwrap();
-    }
-    let end = Instant::now();
+    let end = writes_through_both(&w);
 
     refused_with_old_ca(c).unwrap();
+    let pki = |f: &str| format!("{PKI_DIR}/{f}");
     for n in ["node-a", "node-b"] {
-        let v = c
-            .node_sh(
-                "node-a",
-                &format!(
-                    "openssl s_client -connect {}:2379 -CAfile {PKI_DIR}/ca.crt -verify_return_error \
-                     -cert {PKI_DIR}/app.crt -key {PKI_DIR}/app.key </dev/null 2>&1 | grep -q 'Verify return code: 0 (ok)'",
-                    c.node(n).unwrap().addr
-                ),
-            )
-            .unwrap();
+        let addr = &c.node(n).unwrap().addr;
         assert!(
-            v.status.success(),
+            verifies(
+                c,
+                "node-a",
+                addr,
+                &pki("ca.crt"),
+                &pki("app.crt"),
+                &pki("app.key")
+            ),
             "{n}'s etcd presents no certificate of the new CA"
         );
     }
-    assert_no_new_fence(c, fences, "a CA rotation must not fence anyone");
-    assert_no_failed_action(c);
-    let all = w.acks();
-    let gap = longest_gap(&all, None, t, end);
-    let acks = check_writes(c, w, "node-a").unwrap();
+    let (acks, gap) = checked(c, w, fences, "a CA rotation", "node-a", (t, end));
     eprintln!(
         "field_tls ca: the CA replaced in {:.1} s (two standby rounds); longest time without \
          a write {:.2} s; a client certificate of the old CA refused; {acks} acknowledged \
@@ -293,11 +318,8 @@ pub fn http_to_https(c: &FieldCluster) {
     // 2. node-b leaves; node-a goes on alone.
     standby(c, "node-b", "node-a");
     // 3. node-a's member announces its https peer URL.
-    let id = members(c, "node-a")
+    let id = member_id(c, "node-a", "node-a")
         .unwrap()
-        .into_iter()
-        .find(|m| m.name == "node-a")
-        .map(|m| m.id)
         .expect("node-a's member");
     let addr = c.node("node-a").unwrap().addr.clone();
     c.node_sh_ok(
@@ -328,11 +350,7 @@ pub fn http_to_https(c: &FieldCluster) {
     c.node_sh_ok("node-b", "systemctl restart etcd-warden")
         .unwrap();
     unstandby(c, "node-b", "node-a");
-    for n in ["node-a", "node-b"] {
-        w.wait_ack_after(Some(n), Instant::now(), Duration::from_secs(60))
-            .unwrap();
-    }
-    let end = Instant::now();
+    let end = writes_through_both(&w);
     for m in members(c, "node-b").unwrap() {
         assert!(
             m.peer_urls
@@ -344,11 +362,7 @@ pub fn http_to_https(c: &FieldCluster) {
             m.name
         );
     }
-    assert_no_new_fence(c, fences, "moving to https must not fence anyone");
-    assert_no_failed_action(c);
-    let all = w.acks();
-    let gap = longest_gap(&all, None, t, end);
-    let acks = check_writes(c, w, "node-b").unwrap();
+    let (acks, gap) = checked(c, w, fences, "moving to https", "node-b", (t, end));
     eprintln!(
         "field_tls http -> https: done in {:.1} s; node-a's daemon restarted -> first write over https \
          {:.1} s; longest time without a write {:.2} s; {acks} acknowledged writes, all \
