@@ -454,7 +454,7 @@ impl LiveEtcd {
                 let mut kv = c.kv_client();
                 async move { kv.put(REVISION_KEY, i.to_string(), None).await }
             })
-            .buffer_unordered(64)
+            .buffer_unordered(256)
             .try_for_each(|_| async { Ok(()) });
         within(left(), puts).await?;
         let deleted = within(left(), c.kv_client().delete(REVISION_KEY, None)).await?;

@@ -955,6 +955,54 @@ fn a_removal_the_peer_did_not_persist_names_the_peer_and_the_command() {
     assert!(!forces(&lost));
 }
 
+/// n1 left and its removal committed; n2 went on alone, then came back
+/// as a replaced machine (no data, no state file). n1 must not name n2's
+/// force (there is nothing on n2 to force) but its own: its data is the
+/// newest there is, and the command restores it as a one-member cluster.
+#[test]
+fn a_removed_leaver_beside_a_blank_peer_names_its_own_data() {
+    use warden_failover::decide::expected_record;
+    let mut leaver = healthy(A);
+    leaver.trigger = Trigger::Start;
+    leaver.etcd = EtcdView::NotRunning;
+    leaver.cluster = None;
+    leaver.local = LocalMarkers::default();
+    leaver.data.departed = true;
+    leaver.data.voters = vec![B.into()];
+    let rec = expected_record(&leaver);
+    peer_mut(&mut leaver, A).record = Some(rec);
+    // Pacemaker shows etcd started on n2 (its start returned: held).
+    peer_mut(&mut leaver, B).record = Some(record(B, false, 0));
+    let d = decide(&leaver);
+    assert!(!forces(&leaver), "{d:?}");
+    assert!(
+        !has(&leaver, |s| matches!(s, Step::StartEtcd { .. })),
+        "{d:?}"
+    );
+    let (reason, cmd) = d.refusal().expect("the leaver names a command");
+    assert_eq!(
+        cmd, "etcd-warden recover force-new-cluster --node n1",
+        "{reason}"
+    );
+    assert!(reason.contains("n2 holds no etcd data"), "{reason}");
+    // Not while n2's daemon has not said so this boot, nor while its
+    // record says it holds data.
+    let mut unknown = leaver.clone();
+    peer_mut(&mut unknown, B).record = None;
+    assert!(
+        decide(&unknown)
+            .refusal()
+            .is_none_or(|(_, c)| !c.contains("--node n1"))
+    );
+    let mut holds = leaver.clone();
+    peer_mut(&mut holds, B).record = Some(record(B, true, 0));
+    assert!(
+        decide(&holds)
+            .refusal()
+            .is_none_or(|(_, c)| !c.contains("--node n1"))
+    );
+}
+
 // ---- S10 --------------------------------------------------------------------
 
 #[test]

@@ -42,7 +42,7 @@ async fn start_normal<P: Pacemaker, E: EtcdOps, S: Supervisor>(
         .start_moving_revision(at_risk, budget)
         .await
         .map_err(|e| e.to_string())?;
-    super::exec::clear_revision_bump(&paths).map_err(|e| e.to_string())
+    super::revision_step::clear(&paths).map_err(|e| e.to_string())
 }
 
 /// Answer one agent action within `budget`: through the failover

@@ -21,6 +21,7 @@ use warden_failover::{
 use super::local::LocalPaths;
 use super::pcmk::{CLAIM_ATTR, Pacemaker, RECORD_ATTR};
 use super::ports::{EtcdOps, OpsError, PeerDown, Ports, Supervisor};
+use super::revision_step;
 use crate::config::Settings;
 use crate::etcd::EtcdError;
 use crate::etcd_conf::StartMode;
@@ -482,7 +483,7 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                     .start_moving_revision(at_risk, left)
                     .await
                     .map_err(ops)?;
-                return clear_revision_bump(paths).map_err(local);
+                return revision_step::clear(paths).map_err(local);
             }
             let Err(e) = ports.supervisor.start(m, wait).await else {
                 return Ok(());
@@ -527,11 +528,8 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                 .await
                 .map_err(ops)?;
             keep_wal_tail(paths, *epoch, started);
-            // A debt left by an interrupted force stands: this log may no
-            // longer show the entries that force dropped (its restart
-            // appended to it).
-            let owed = paths.read_state().map_err(local)?.revision_bump_owed;
-            let at_risk = revisions_at_risk(paths, running && graceful).max(owed.unwrap_or(0));
+            let at_risk =
+                revision_step::force_at_risk(paths, running && graceful).map_err(local)?;
             if at_risk > 0 {
                 paths
                     .update_state(|st| st.revision_bump_owed = Some(at_risk))
@@ -545,7 +543,7 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                 .await
                 .map_err(ops)?;
             crate::kill_point::reached("force-restarted");
-            clear_revision_bump(paths).map_err(local)
+            revision_step::clear(paths).map_err(local)
         }
         Step::ArchiveDataDir { reason } => {
             if matches!(facts.etcd, warden_failover::EtcdView::Running(_)) {
@@ -742,53 +740,4 @@ fn keep_wal_tail(paths: &LocalPaths, epoch: u64, started: std::time::Instant) {
         Ok(None) => {}
         Err(e) => tracing::warn!(error = %e, "could not keep the write-ahead log's tail"),
     }
-}
-
-/// How many revisions a peer may have acknowledged that a forced restart
-/// of the local data drops (see [`super::held::ForceDrop`]). A log that
-/// cannot be read gives [`UNREAD_TAIL_REVISIONS`]: unknown is not none.
-fn revisions_at_risk(paths: &LocalPaths, stopped_gracefully: bool) -> u64 {
-    match super::held::force_drop(&paths.member_dir()) {
-        Some(d) => {
-            let n = d.revisions_at_risk(stopped_gracefully);
-            let applied =
-                super::backend_index::consistent_index(&paths.member_dir().join("snap/db"));
-            tracing::info!(
-                entries_past_commit = d.entries,
-                led = d.led,
-                stopped_gracefully,
-                commit = d.commit,
-                backend_applied = ?applied,
-                at_risk = n,
-                "read the log entries the forced restart drops"
-            );
-            // A backend ahead of the persisted commit (or one that cannot be
-            // read) needs the held start: it ends in a snapshot from which
-            // a joining member is sent the backend, never the log this
-            // backend skipped entries of (see `etcd_conf::snapshot_count`).
-            // One revision at risk routes the force through it.
-            match applied {
-                Ok(a) if a <= d.commit => n,
-                _ => n.max(1),
-            }
-        }
-        None => {
-            tracing::warn!(
-                "cannot read the write-ahead log's tail; assuming {UNREAD_TAIL_REVISIONS} revisions are at risk"
-            );
-            UNREAD_TAIL_REVISIONS
-        }
-    }
-}
-
-/// Revisions assumed at risk when the log's tail cannot be read: more than
-/// etcd's raft keeps in flight (256 messages of entries batched under
-/// load), few enough that moving past them takes well under a second.
-pub(crate) const UNREAD_TAIL_REVISIONS: u64 = 1000;
-
-/// The forced restart's revision step is done: nothing is owed.
-pub(super) fn clear_revision_bump(paths: &LocalPaths) -> Result<(), super::local::LocalError> {
-    paths
-        .update_state(|st| st.revision_bump_owed = None)
-        .map(|_| ())
 }

@@ -21,6 +21,7 @@ pub(crate) mod held;
 pub mod local;
 pub mod pcmk;
 pub mod ports;
+pub(crate) mod revision_step;
 #[cfg(test)]
 mod sim;
 #[cfg(test)]

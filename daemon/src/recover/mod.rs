@@ -176,6 +176,10 @@ pub(crate) fn plan(
                     format!("mark {me}'s data as holding every acknowledged write for this boot ({})", paths.run_dir.join("in-sync").display()),
                     "let the daemon force a new one-member cluster from it once Pacemaker shows the peer down, or once the peer's daemon says it holds no data (its data gone, or a new or replaced machine with neither data nor a state file), or that its data shows its own removal committed (a leave the local member's persisted commit index predates)".into(),
                     "after a total outage Corosync holds quorum back until the peer was seen (wait_for_all): if the peer stays off, lift that yourself with `pcs quorum unblock`, so that Pacemaker fences the peer and starts etcd here".into(),
+                    format!(
+                        "the forced restart holds clients off until it has moved the revision on by {} and compacted the history below: the writes only the peer holds are lost, and their revisions are not handed out again unless the peer acknowledged more than that many since this data's last write",
+                        crate::reconcile::revision_step::UNKNOWN_LOSS_REVISIONS
+                    ),
                     "the peer, when it returns, archives its data and rejoins as a learner".into(),
                 ],
                 needs_etcd_stopped: false,
@@ -237,13 +241,25 @@ pub(crate) fn plan(
             if !req.allow_older_epoch {
                 no_older_epoch(&src, &held, &st, &paths.state_file)?;
             }
+            // A member directory without a log (a join or reseed that
+            // received no data) is not data, but it is in the way.
+            let leftover = paths.member_dir().exists().then(|| {
+                format!(
+                    "move {} (no write-ahead log: a join that received no data) into {} first (nothing deleted)",
+                    paths.member_dir().display(),
+                    paths.archive_dir.display()
+                )
+            });
             Plan {
-                describe: vec![format!(
-                    "move {} ({}) back to {} and restore its state file",
-                    src.join("member").display(),
-                    describe_held(&held),
-                    paths.member_dir().display()
-                )],
+                describe: leftover
+                    .into_iter()
+                    .chain([format!(
+                        "move {} ({}) back to {} and restore its state file",
+                        src.join("member").display(),
+                        describe_held(&held),
+                        paths.member_dir().display()
+                    )])
+                    .collect(),
                 action: RecoverAction::Restore(src),
                 needs_etcd_stopped: true,
                 stops_etcd: false,
@@ -319,6 +335,16 @@ pub(crate) fn apply(
         }
         RecoverAction::Archive => archive(paths, "operator: keep the peer's data", now)?.1,
         RecoverAction::Restore(src) => {
+            let mut done = Vec::new();
+            if paths.has_data() {
+                bail!(
+                    "{} holds data now: archive it first (keep-data-of)",
+                    paths.member_dir().display()
+                );
+            }
+            if paths.member_dir().exists() {
+                done = archive(paths, "operator: a member directory without a log", now)?.1;
+            }
             std::fs::create_dir_all(&paths.data_dir)
                 .with_context(|| format!("cannot create {}", paths.data_dir.display()))?;
             std::fs::rename(src.join("member"), paths.member_dir())
@@ -326,11 +352,12 @@ pub(crate) fn apply(
             if let Ok(state) = std::fs::read(src.join("state.json")) {
                 crate::reconcile::local::write_durably(&paths.state_file, &state)?;
             }
-            vec![format!(
+            done.push(format!(
                 "restored {} (its checksum file stays in {})",
                 paths.member_dir().display(),
                 src.display()
-            )]
+            ));
+            done
         }
         RecoverAction::RestoreSnapshot(r) => {
             let why = match r.source {

@@ -122,7 +122,7 @@ pub(crate) fn revision_step(tool: &RestoreTool) -> RevisionStep {
     if offers {
         RevisionStep::Tool(TOOL_REVISION_BUMP)
     } else {
-        RevisionStep::Daemon(crate::reconcile::exec::UNREAD_TAIL_REVISIONS)
+        RevisionStep::Daemon(crate::reconcile::revision_step::UNKNOWN_LOSS_REVISIONS)
     }
 }
 

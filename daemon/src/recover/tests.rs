@@ -263,7 +263,10 @@ fn force_on_a_learners_data_restores_the_newest_backend_in_two_node_clusters_onl
     assert_eq!(r.source, RestoreSource::OwnBackend);
     assert!(r.archive_first);
     assert_eq!(r.epoch, 17);
-    assert_eq!(r.revision, restore::RevisionStep::Daemon(1000));
+    assert_eq!(
+        r.revision,
+        restore::RevisionStep::Daemon(crate::reconcile::revision_step::UNKNOWN_LOSS_REVISIONS)
+    );
     assert!(
         pl.describe.iter().any(|l| l.contains("a learner's")),
         "{:?}",
@@ -283,4 +286,46 @@ fn force_on_a_learners_data_restores_the_newest_backend_in_two_node_clusters_onl
         plan(&force, "a", &p, &local).unwrap().action,
         RecoverAction::MarkInSync
     );
+}
+
+/// A member directory without a log (a join that received no data) is no
+/// data, so restore-archive goes ahead; it is moved into the archive
+/// directory first, not merged with or left in the way of the archive.
+#[test]
+fn restore_archive_moves_a_member_directory_without_a_log_aside_first() {
+    let t = tempfile::tempdir().unwrap();
+    let p = paths(t.path());
+    std::fs::create_dir_all(p.member_dir().join("snap")).unwrap();
+    std::fs::write(p.member_dir().join("snap/db"), b"kept").unwrap();
+    p.update_state(|s| {
+        s.cluster_id = Some(1);
+        s.member_id = Some(2);
+        s.voters = vec!["a".into()];
+    })
+    .unwrap();
+    let pl = plan(&req(RecoverWhat::KeepDataOf, "b"), "a", &p, &etcd()).unwrap();
+    apply(&pl.action, &p, &mut quiet).unwrap();
+    // A join began: a member directory without a write-ahead log.
+    std::fs::create_dir_all(p.member_dir().join("wal")).unwrap();
+    std::fs::create_dir_all(p.member_dir().join("snap")).unwrap();
+    p.update_state(|s| s.joining = true).unwrap();
+    assert!(!p.has_data());
+    let pl = plan(&req(RecoverWhat::RestoreArchive, "a"), "a", &p, &etcd()).unwrap();
+    assert!(
+        pl.describe[0].contains("no write-ahead log"),
+        "{:?}",
+        pl.describe
+    );
+    let done = apply(&pl.action, &p, &mut quiet).unwrap();
+    assert_eq!(done.len(), 2, "{done:?}");
+    assert_eq!(
+        std::fs::read(p.member_dir().join("snap/db")).unwrap(),
+        b"kept"
+    );
+    let kept: Vec<_> = std::fs::read_dir(&p.archive_dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().join("member/wal").is_dir())
+        .collect();
+    assert_eq!(kept.len(), 1, "the leftover is archived, not deleted");
 }

@@ -250,6 +250,9 @@ impl Decider<'_> {
                     outcome,
                 );
             }
+            if let Some(d) = self.removed_beside_blank(peer) {
+                return d;
+            }
             if let Some(d) = self.removal_unlearned(peer) {
                 return d;
             }
@@ -354,6 +357,37 @@ impl Decider<'_> {
                 peer.name, peer.name
             ),
             resolve::force_new_cluster(&peer.name),
+            outcome,
+        ))
+    }
+
+    /// A node whose leave committed its removal, beside a peer whose daemon
+    /// says this boot that it holds no etcd data (a lost disk, or a new or
+    /// replaced machine): no member runs anywhere and none can start
+    /// (this node's member is removed, the peer's is gone), so waiting for
+    /// the peer's etcd never ends. This node's data, which ends with its own
+    /// removal, is the newest there is; whatever the peer acknowledged after
+    /// the leave went with its disk, and nothing shows how much. Only an
+    /// operator may make a cluster of it (a restore of this data's backend:
+    /// etcd cannot force the data of a member that is no longer listed).
+    fn removed_beside_blank(&mut self, peer: &NodeView) -> Option<Decision> {
+        let f = self.f;
+        let r = peer.record.as_ref()?;
+        if r.has_data
+            || !f.data.removed_by_own_leave(&f.node)
+            || f.cluster.is_some()
+            || !peer.online
+            || peer.unclean
+        {
+            return None;
+        }
+        let outcome = self.held_outcome();
+        Some(self.refuse_as(
+            format!(
+                "this node left the member list and its data shows the removal committed, and {} holds no etcd data (a lost disk, or a new or replaced machine), so no member runs anywhere; this node holds the newest data there is, and what {} acknowledged after the leave went with its disk",
+                peer.name, peer.name
+            ),
+            resolve::force_new_cluster(&f.node),
             outcome,
         ))
     }

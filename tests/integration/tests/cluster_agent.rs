@@ -100,20 +100,27 @@ fn run_cluster(n: usize) {
     let c = Cluster::start(opts).unwrap();
     let nodes = c.node_names();
 
-    // A daemon in every node; the agent's monitor answers 7 once it listens.
+    // A daemon in every node, ready once its status command answers over
+    // the socket (the agent's monitor answers 7 without any daemon, so it
+    // tells nothing about the daemon) and the agent's monitor says etcd is
+    // not running.
     let daemon_argv = [
         warden.to_str().unwrap(),
         "daemon",
         "--standalone",
         WARDEN_DIR,
     ];
+    let socket = format!("{WARDEN_DIR}/api.sock");
     let daemon_ready = |node: &str| {
         wait(
             &format!("the daemon on {node}"),
             Duration::from_secs(30),
             || {
+                let status = [warden.to_str().unwrap(), "status", "--socket", &socket];
+                let (rc, _, _) = exec(&c, node, &status);
+                let answered = warden_harness::process::STATUS_ANSWERED.contains(&rc);
                 let (rc, _, _) = exec(&c, node, &[agent.to_str().unwrap(), "monitor"]);
-                (rc == 7).then_some(())
+                (answered && rc == 7).then_some(())
             },
         );
     };

@@ -1101,3 +1101,104 @@ fn a_replaced_voter_beside_its_learner_recovers_with_the_named_command() {
     );
     w.c.stop();
 }
+
+/// node2 loses power and is fenced; node1 forces and takes writes alone;
+/// then node1 loses power and comes back as a replaced machine. node2's
+/// data lacks what node1 acknowledged alone, and nothing shows how much:
+/// node2 names `recover force-new-cluster --node node2`. The operator runs
+/// it: the writes node1 took alone are lost by that choice, but no revision
+/// they were acknowledged at is acknowledged again, and no watch delivers a
+/// revision twice: the forced restart moves the revision past them.
+#[test]
+fn an_operators_force_after_a_lost_disk_acknowledges_no_revision_twice() {
+    const PREFIX: &str = "/lostdisk";
+    const AFTER: &str = "/lostdisk/after";
+    const COMMAND: &str = "etcd-warden recover force-new-cluster --node node2";
+    const ALONE: usize = 200;
+    let t0 = Instant::now();
+    let (w, _cid) = healthy(2, Topology::TwoNode);
+    let all = w.nodes();
+    let watcher = watch(&w, PREFIX);
+    let writer = w.writer(&format!("{PREFIX}/before"), &all).or_fail(&w);
+    wait_acks_everywhere(&writer, &all, 20);
+    let old = state(&w, "node1").or_fail(&w);
+
+    // node2 loses power and is fenced; node1 forces and writes alone.
+    w.c.crash("node2").or_fail(&w);
+    let t_dead = Instant::now();
+    poll("node1 to force and confirm a new epoch", FAILOVER, || {
+        let s = state(&w, "node1")?;
+        Ok((s.epoch > old.epoch && s.pending_epoch.is_none()).then_some(()))
+    })
+    .or_fail(&w);
+    poll(
+        &format!("node1 to acknowledge {ALONE} writes alone"),
+        SETTLE,
+        || {
+            let n = writer.acks().iter().filter(|a| a.at > t_dead).count();
+            Ok((n >= ALONE).then_some(()))
+        },
+    )
+    .or_fail(&w);
+
+    // node1 loses power and comes back as a replaced machine.
+    w.c.crash("node1").or_fail(&w);
+    let t_off = Instant::now();
+    let acks = writer.finish();
+    let alone: Vec<&Ack> = acks.iter().filter(|a| a.at > t_dead).collect();
+    let top = alone.iter().map(|a| a.revision).max().unwrap_or(0);
+    let (old_disk, data, st) = replaced_machine_dirs(&w, "node1");
+    eprintln!(
+        "node1 acknowledged {} writes alone (up to revision {top}); its data {data:?} and state {st:?} moved to {}",
+        alone.len(),
+        old_disk.display()
+    );
+    let writer = w.writer(AFTER, &all).or_fail(&w);
+    w.boot("node2", SETTLE).or_fail(&w);
+    w.boot("node1", SETTLE).or_fail(&w);
+    let r = poll(&format!("node2 to name {COMMAND}"), SETTLE, || {
+        check_nobody_serves(&w, &writer, &watcher, t_off);
+        let r = w.reason("node2")?;
+        Ok(r.contains(COMMAND).then_some(r))
+    })
+    .or_fail(&w);
+    eprintln!("node2: {r}");
+
+    let t_cmd = Instant::now();
+    let args = [
+        "recover",
+        "force-new-cluster",
+        "--node",
+        "node2",
+        "--confirm",
+    ];
+    let out = w.warden_cli("node2", &args).or_fail(&w);
+    eprintln!("{}", out.trim_end());
+    w.wait_voters("node2", &all, SETTLE).or_fail(&w);
+    w.wait_started(&all, SETTLE).or_fail(&w);
+    for n in &all {
+        writer.wait_ack_after(Some(n), t_cmd, SETTLE).or_fail(&w);
+    }
+    let after = writer.finish();
+    eprintln!(
+        "operator command -> two voters and writes on both {:.2}s",
+        t_cmd.elapsed().as_secs_f64()
+    );
+    let low = after.iter().map(|a| a.revision).min().unwrap_or(0);
+    assert!(
+        low > top,
+        "a write after the operator's force was acknowledged at revision {low}, at or below {top}, the last revision node1 acknowledged alone"
+    );
+    w.check_writes(&after, AFTER, &all).or_fail(&w);
+    let mut every = acks.clone();
+    every.extend(after.iter().cloned());
+    check_unique_revisions(&every).or_fail(&w);
+    let report = watcher.finish();
+    report.check().or_fail(&w);
+    eprintln!(
+        "first revision after the force {low} (node1's last alone {top}); watches: {}; whole run {:.1}s",
+        report.summary(),
+        t0.elapsed().as_secs_f64()
+    );
+    w.c.stop();
+}
