@@ -484,8 +484,17 @@ fn learner_plan(
         }
     };
     let restore = new_restore(source, me, paths, etcd)?;
+    let whose = if st.departed {
+        format!(
+            "{me}'s data ends with its own removal from the member list (it left gracefully; its state file lists no voter {me}), and etcd cannot force the data of a member it no longer lists into a cluster"
+        )
+    } else {
+        format!(
+            "{me}'s data is a learner's that has not been a voter yet (its state file lists no voter {me}), and etcd cannot force a learner's data into a cluster"
+        )
+    };
     let describe = vec![
-        format!("{me}'s data is a learner's that has not been a voter yet (its state file lists no voter {me}), and etcd cannot force a learner's data into a cluster: the newest backend here is restored instead"),
+        format!("{whose}: the newest backend here is restored instead"),
         format!("stop etcd on {me} if it runs (a learner without a leader serves nothing)"),
         format!(
             "move {me}'s member directory {} into {} (with its SHA-256; nothing deleted)",
