@@ -81,7 +81,9 @@ impl From<etcd_client::Error> for EtcdError {
                     },
                 }
             }
-            etcd_client::Error::TransportError(t) => EtcdError::Unavailable(t.to_string()),
+            // The cause (a refused connection, a certificate the peer does
+            // not trust) is in the source chain, not in the top message.
+            etcd_client::Error::TransportError(t) => EtcdError::Unavailable(with_sources(&t)),
             etcd_client::Error::IoError(io) => EtcdError::Unavailable(io.to_string()),
             other => EtcdError::Other {
                 code: None,
@@ -89,6 +91,21 @@ impl From<etcd_client::Error> for EtcdError {
             },
         }
     }
+}
+
+/// `e`'s message followed by each source's that adds to it.
+fn with_sources(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let m = cause.to_string();
+        if !out.contains(&m) {
+            out.push_str(": ");
+            out.push_str(&m);
+        }
+        next = cause.source();
+    }
+    out
 }
 
 /// One member's Status, as it answered just now.
@@ -684,6 +701,31 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn a_message_keeps_the_causes_it_does_not_already_say() {
+        #[derive(Debug)]
+        struct E(&'static str, Option<Box<E>>);
+        impl std::fmt::Display for E {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.0)
+            }
+        }
+        impl std::error::Error for E {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                self.1.as_deref().map(|e| e as _)
+            }
+        }
+        let leaf = E("invalid peer certificate: UnknownIssuer", None);
+        let mid = E("error trying to connect", Some(Box::new(leaf)));
+        let top = E("transport error", Some(Box::new(mid)));
+        assert_eq!(
+            with_sources(&top),
+            "transport error: error trying to connect: invalid peer certificate: UnknownIssuer"
+        );
+        let same = E("transport error", Some(Box::new(E("transport error", None))));
+        assert_eq!(with_sources(&same), "transport error");
     }
 
     #[tokio::test]
