@@ -724,7 +724,10 @@ mod tests {
             with_sources(&top),
             "transport error: error trying to connect: invalid peer certificate: UnknownIssuer"
         );
-        let same = E("transport error", Some(Box::new(E("transport error", None))));
+        let same = E(
+            "transport error",
+            Some(Box::new(E("transport error", None))),
+        );
         assert_eq!(with_sources(&same), "transport error");
     }
 

@@ -344,6 +344,60 @@ async fn cluster_via_peers<P, E: EtcdOps, S>(
     None
 }
 
+/// A note for a refusal when another node's etcd fails this node's TLS
+/// check (an untrusted or expired certificate, a handshake refused): a
+/// peer that cannot be verified answers nothing here, exactly as one that
+/// is down or has no quorum, and the refusal's command may then be wrong.
+/// Asked only when a decision refuses, never on the failover's path, and
+/// only of the nodes Pacemaker shows online.
+pub(crate) async fn peer_tls_failure<P, E: EtcdOps, S>(
+    core: &Ports<'_, P, E, S>,
+    facts: &Facts,
+    deadline: Duration,
+) -> Option<String> {
+    let online = |name: &str| {
+        facts
+            .pacemaker
+            .nodes
+            .iter()
+            .any(|v| v.name == name && v.online && !v.unclean)
+    };
+    let me = core.settings.node_name.as_str();
+    for n in core
+        .settings
+        .nodes
+        .iter()
+        .filter(|n| n.name != me && online(&n.name))
+    {
+        let Some(url) = n.client_urls.first() else {
+            continue;
+        };
+        if let Err(e) = core.etcd.peer(url).status(deadline).await
+            && looks_like_tls(&e)
+        {
+            return Some(format!(
+                "{}'s etcd at {url} fails this node's TLS check ({e}): fix the CA and certificates first (openssl s_client), then restart this node's daemon; the command above is for a peer that is really down or without its data",
+                n.name
+            ));
+        }
+    }
+    None
+}
+
+/// Whether `e` says a TLS check failed rather than that nothing answered.
+fn looks_like_tls(e: &EtcdError) -> bool {
+    let m = e.to_string().to_ascii_lowercase();
+    [
+        "certificate",
+        "tls",
+        "handshake",
+        "unknownissuer",
+        "badsignature",
+    ]
+    .iter()
+    .any(|w| m.contains(w))
+}
+
 /// Everything `decide` looks at, gathered now.
 pub(crate) async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
     core: &Ports<'_, P, E, S>,
@@ -622,6 +676,20 @@ pub(crate) async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
 mod tests {
     use super::*;
     use warden_failover::MemberInfo;
+
+    #[test]
+    fn a_tls_failure_is_told_from_no_answer() {
+        let tls = EtcdError::Unavailable(
+            "transport error: error trying to connect: invalid peer certificate: UnknownIssuer"
+                .into(),
+        );
+        assert!(looks_like_tls(&tls));
+        let refused = EtcdError::Unavailable(
+            "transport error: error trying to connect: tcp connect error: Connection refused (os error 111)".into(),
+        );
+        assert!(!looks_like_tls(&refused));
+        assert!(!looks_like_tls(&EtcdError::Timeout(Duration::from_secs(1))));
+    }
 
     fn member(id: u64, node: &str, is_learner: bool) -> MemberInfo {
         MemberInfo {

@@ -67,6 +67,10 @@ const MAX_ROUNDS: usize = 6;
 /// Fence alerts kept (they are facts; Pacemaker's history has them too).
 const MAX_ALERTS: usize = 32;
 
+/// How long a refusing pass asks an online peer whether its TLS check
+/// fails (see [`gather::peer_tls_failure`]).
+const PEER_TLS_ASK: Duration = Duration::from_millis(500);
+
 /// The failover driver.
 #[derive(Debug)]
 pub(crate) struct Reconciler {
@@ -292,7 +296,16 @@ impl Reconciler {
                 Ok(f) => f,
                 Err(e) => return last.ok_or_else(|| e.to_string()),
             };
-            let d = decide(&facts);
+            let mut d = decide(&facts);
+            if d.refusal().is_some()
+                && let Some(note) =
+                    gather::peer_tls_failure(ports, &facts, left.min(PEER_TLS_ASK)).await
+            {
+                d.reason = Some(match d.reason.take() {
+                    Some(r) => format!("{r}; {note}"),
+                    None => note,
+                });
+            }
             tracing::debug!(?trigger, outcome = ?d.outcome, steps = ?d.steps, "decided");
             if matches!(trigger, Trigger::Monitor) || d.first_act().is_none() {
                 self.note(&trigger, &d, None, &facts);

@@ -171,8 +171,9 @@ fn verifies_node_a(c: &FieldCluster) -> bool {
     )
 }
 
-/// node-b given a CA of its own: it refuses to join (and the check says
-/// why) until it has node-a's CA and its daemon is restarted.
+/// node-b given a CA of its own: it refuses to join, its reason says that
+/// node-a's etcd fails its TLS check, until it has node-a's CA and its
+/// daemon is restarted.
 fn wrong_ca_then_fixed(c: &FieldCluster) {
     c.node_sh_ok(
         "node-b",
@@ -202,6 +203,10 @@ fn wrong_ca_then_fixed(c: &FieldCluster) {
         },
     )
     .unwrap();
+    assert!(
+        held.contains("fails this node's TLS check"),
+        "node-b's refusal does not say that node-a's etcd fails its TLS check: {held}"
+    );
     assert!(
         members(c, "node-a")
             .unwrap()
