@@ -245,6 +245,7 @@ fn force_archive_rejoin_promote_on_real_etcd() {
                     lost_member: None,
                     learner: false,
                     removed: false,
+                    joined_without_data: false,
                     pending_epoch: None,
                     voter_ids: Default::default(),
                     state_lost: false,

@@ -313,6 +313,12 @@ pub struct DataRecord {
     /// persisted commit index may predate the removal, still lists it.
     #[serde(default)]
     pub removed: bool,
+    /// Its data is gone while its state file says a join was under way
+    /// (see [`LocalData::joining`]): its member was a learner that never
+    /// held the cluster's data, so the state file's epoch names writes it
+    /// never had.
+    #[serde(default)]
+    pub joined_without_data: bool,
     /// The epoch of a forced restart the owner decided and has not seen
     /// done (see [`LocalData::pending_epoch`]): its data may hold writes
     /// of that epoch, acknowledged while it ran alone.

@@ -33,6 +33,7 @@ fn record(node: &str, has_data: bool, epoch: u64) -> DataRecord {
         lost_member: None,
         learner: false,
         removed: false,
+        joined_without_data: false,
         pending_epoch: None,
         voter_ids: Default::default(),
         state_lost: false,
@@ -1001,6 +1002,47 @@ fn a_removed_leaver_beside_a_blank_peer_names_its_own_data() {
             .refusal()
             .is_none_or(|(_, c)| !c.contains("--node n1"))
     );
+}
+
+/// n1 forced alone (epoch 1); n2 archived its older data (epoch 0) to
+/// join and its join never received the data; then n1 came back as a
+/// replaced machine. The epoch-1 data is gone; the newest left is n2's
+/// archive, older than n2's state file names. Both name the restore with
+/// `--allow-older-epoch` (without it the restore refuses).
+#[test]
+fn a_join_that_never_got_the_data_beside_a_blank_peer_names_the_older_archive() {
+    use warden_failover::decide::expected_record;
+    const COMMAND: &str = "etcd-warden recover restore-archive --node n2 --allow-older-epoch";
+    let mut joiner = fresh(B);
+    joiner.data = LocalData {
+        exists: false,
+        formed: true,
+        epoch: 1,
+        cluster_id: Some(CLUSTER),
+        member_id: Some(ID_B),
+        joining: true,
+        archives: 1,
+        ..LocalData::default()
+    };
+    let rec = expected_record(&joiner);
+    assert!(rec.joined_without_data && !rec.has_data, "{rec:?}");
+    peer_mut(&mut joiner, B).record = Some(rec.clone());
+    let d = decide(&joiner);
+    let (reason, cmd) = d.refusal().expect("the joiner names a command");
+    assert_eq!(cmd, COMMAND, "{reason}");
+    assert!(reason.contains("writes of epoch 1 are lost"), "{reason}");
+    // Not while the peer holds an archive (it may hold epoch 1).
+    let mut archived = joiner.clone();
+    peer_mut(&mut archived, A).record.as_mut().unwrap().archives = 1;
+    assert_ne!(decide(&archived).refusal().map(|(_, c)| c), Some(COMMAND));
+
+    // n1, blank, sees n2's record.
+    let mut blank = fresh(A);
+    peer_mut(&mut blank, B).record = Some(rec);
+    let d = decide(&blank);
+    let (reason, cmd) = d.refusal().expect("the blank node names a command");
+    assert_eq!(cmd, COMMAND, "{reason}");
+    assert!(!forces(&blank) && !has(&blank, |s| matches!(s, Step::StartEtcd { .. })));
 }
 
 // ---- S10 --------------------------------------------------------------------

@@ -303,6 +303,7 @@ pub fn expected_record(facts: &Facts) -> DataRecord {
             .or_else(|| old_learner_of_blank(facts)),
         learner: facts.data.learner_only(&facts.node),
         removed: facts.data.removed_by_own_leave(&facts.node),
+        joined_without_data: facts.data.lost() && facts.data.joining,
         pending_epoch: facts
             .data
             .pending_epoch
@@ -357,6 +358,12 @@ pub mod resolve {
     /// Restore the newest archive on a node and start from it.
     pub fn restore_archive(node: &str) -> String {
         format!("etcd-warden recover restore-archive --node {node}")
+    }
+
+    /// Restore a node's newest archive although it is of an older epoch
+    /// than its state file names, once no data of that epoch exists.
+    pub fn restore_older_archive(node: &str) -> String {
+        format!("etcd-warden recover restore-archive --node {node} --allow-older-epoch")
     }
 
     /// Restore an etcd snapshot on a node as a one-member cluster.

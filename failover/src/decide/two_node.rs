@@ -108,6 +108,9 @@ impl Decider<'_> {
         if f.cluster.is_some() || peer_current {
             return None;
         }
+        if let Some(d) = self.join_lost_with_the_peers_data(peer) {
+            return Some(d);
+        }
         let d = &f.data;
         let mut reason = format!(
             "etcd data missing: no member directory at {}, but this node's state file says it was member {} of cluster {} (epoch {})",
@@ -188,6 +191,40 @@ impl Decider<'_> {
         let command = resolve::restore_data(newest, archives);
         let outcome = self.held_outcome();
         Some(self.refuse_as(reason, command, outcome))
+    }
+
+    /// This node's member directory is gone while its state file says a
+    /// join was under way (the join's etcd never ran to completion), and
+    /// the peer, whose data the join was to copy, says this boot that it
+    /// holds neither data nor an archive: the data of the epoch this node
+    /// was joining existed only on the peer and is gone. The newest data
+    /// left is this node's archive (it archived its older data to join),
+    /// of an older epoch than the state file names: restoring it needs
+    /// the operator's `--allow-older-epoch`, which the refusal names.
+    fn join_lost_with_the_peers_data(&mut self, peer: &NodeView) -> Option<Decision> {
+        let f = self.f;
+        let d = &f.data;
+        let r = peer.record.as_ref()?;
+        if !d.joining || r.has_data || r.archives > 0 || r.joined_without_data {
+            return None;
+        }
+        let command = if d.archives > 0 {
+            resolve::restore_older_archive(&f.node)
+        } else {
+            resolve::restore_snapshot(&f.node)
+        };
+        let outcome = self.held_outcome();
+        Some(self.refuse_as(
+            format!(
+                "etcd data missing: this node was joining cluster {} (epoch {}) as a learner and its member never received the data; {}, which held it, holds neither data nor an archive now, so the writes of epoch {} are lost; the newest data left is this node's archive, of an older epoch",
+                d.cluster_id.map_or("?".into(), |c| format!("{c:x}")),
+                d.may_hold_epoch(),
+                peer.name,
+                d.may_hold_epoch()
+            ),
+            command,
+            outcome,
+        ))
     }
 
     /// What to report while this node holds back without etcd for a reason
@@ -633,6 +670,26 @@ impl Decider<'_> {
             // The peer's data is gone although its state file says a
             // cluster existed (its own daemon refuses and says where): a
             // bootstrap here would replace that data with an empty cluster.
+            Some(r)
+                if r.joined_without_data
+                    && r.archives > 0
+                    && f.data.archives == 0
+                    && !broken!(self, BootstrapOverHistory) =>
+            {
+                let outcome = self.held_outcome();
+                self.refuse_as(
+                    format!(
+                        "no etcd data here, and {} was joining cluster {} (epoch {}) as a learner when its data went missing, so it never held that epoch's data, which was here and is gone: the writes of epoch {} are lost; the newest data left is {}'s archive, of an older epoch",
+                        peer.name,
+                        r.cluster_id.map_or("?".into(), |c| format!("{c:x}")),
+                        r.epoch,
+                        r.epoch,
+                        peer.name
+                    ),
+                    resolve::restore_older_archive(&peer.name),
+                    outcome,
+                )
+            }
             Some(r) if r.had_cluster() && !broken!(self, BootstrapOverHistory) => {
                 let command = resolve::restore_data(&peer.name, r.archives);
                 let outcome = self.held_outcome();

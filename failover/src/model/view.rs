@@ -299,6 +299,7 @@ pub(super) fn to_record(y: usize, r: &Rec) -> DataRecord {
         bootstrap_token: None,
         lost_member: r.lost_member.map(|m| ID_BASE + u64::from(m)),
         learner: r.learner,
+        joined_without_data: false,
         removed: r.removed,
         pending_epoch: r.pending.map(u64::from),
         voter_ids: r

@@ -349,6 +349,11 @@ pub struct Tally {
     pub window_rounds: usize,
     /// Writes so dropped.
     pub window_lost: usize,
+    /// Rounds in which a node holding the only copy of acknowledged
+    /// writes lost its disks, and how many such writes were gone.
+    pub disk_rounds: usize,
+    /// Writes so gone.
+    pub lost_with_disk: usize,
     /// Rounds that ended in a refusal naming a command, which the
     /// campaign then ran (judged as any round afterwards).
     pub operator: usize,
@@ -364,6 +369,10 @@ impl Tally {
         if !j.window_lost.is_empty() {
             self.window_rounds += 1;
             self.window_lost += j.window_lost.len();
+        }
+        if !j.lost_with_disk.is_empty() {
+            self.disk_rounds += 1;
+            self.lost_with_disk += j.lost_with_disk.len();
         }
         let v = &j.verdict;
         match v {
@@ -409,6 +418,13 @@ impl fmt::Display for Tally {
                 f,
                 "; {} writes dropped by a follower's force in {} rounds (the commit-index window)",
                 self.window_lost, self.window_rounds
+            )?;
+        }
+        if self.disk_rounds > 0 {
+            write!(
+                f,
+                "; {} writes gone with the disks of a node that held their only copy, in {} rounds",
+                self.lost_with_disk, self.disk_rounds
             )?;
         }
         Ok(())
@@ -555,6 +571,15 @@ fn follower_forces(w: &WardenCluster, after: Duration) -> Result<(Vec<writer::Ac
         "node1 was fenced although node2's fencing of it failed"
     );
     Ok((own, cut))
+}
+
+/// Whether `node`'s etcd lists `node` as its only voter (it answers; a
+/// learner or a missing peer beside it holds no copy of every write).
+fn only_voter(w: &WardenCluster, node: &str) -> bool {
+    w.members(node).is_ok_and(|(_, members)| {
+        let voters: Vec<_> = members.iter().filter(|m| !m.is_learner).collect();
+        voters.len() == 1 && voters.iter().all(|m| m.name == node)
+    })
 }
 
 /// Faults that set files aside in this process (names their directory).
@@ -813,6 +838,10 @@ pub struct Applied {
     /// [`Fault::WinnerCannotFence`]); or when a leader's node lost power
     /// or lost a fence race (a random fence delay, an operator's confirm).
     pub window_cut: Option<(Instant, &'static str)>,
+    /// When a node whose etcd listed it as the only voter lost its disks
+    /// ([`Fault::ReplacedNode`] while the other node had not rejoined as a
+    /// voter): the writes acknowledged before then had no other copy.
+    pub sole_copy_lost: Option<Instant>,
 }
 
 /// Applies one fault. Faults that power a node off power it on again
@@ -882,7 +911,11 @@ pub fn apply(w: &WardenCluster, f: &Fault, rng: &mut Rng) -> Result<Applied> {
             if !(up(w, node) && up(w, other(node))) {
                 return Ok(done);
             }
+            let sole = matches!(f, Fault::ReplacedNode { .. }) && only_voter(w, node);
             power_off(w, node)?;
+            if sole {
+                done.sole_copy_lost = Some(Instant::now());
+            }
             let state = w.state_dir(node)?;
             let mut lost = vec![state.join("failover-state.json")];
             if matches!(f, Fault::ReplacedNode { .. }) {
@@ -1064,11 +1097,13 @@ pub fn round_of(w: &WardenCluster, n: usize, faults: &[Fault], rng: &mut Rng) ->
     };
     let mut window = Vec::new();
     let mut cuts = Vec::new();
+    let mut sole_copy_lost = None;
     for f in faults {
         match apply(w, f, rng) {
             Ok(done) => {
                 window.extend(done.own);
                 cuts.extend(done.window_cut);
+                sole_copy_lost = done.sole_copy_lost.or(sole_copy_lost);
             }
             Err(e) => {
                 drop(writer);
@@ -1113,7 +1148,7 @@ pub fn round_of(w: &WardenCluster, n: usize, faults: &[Fault], rng: &mut Rng) ->
     let _ = writer.wait_ack_after(None, t, Duration::from_secs(30));
     let mut acks = writer.finish();
     let watched = watcher.finish();
-    let mut judged = judge(w, &mut acks, &prefix, window, &all, &cuts);
+    let mut judged = judge(w, &mut acks, &prefix, window, &all, &cuts, sole_copy_lost);
     judged.operator = operator;
     if judged.verdict == Verdict::Passed
         && let Err(e) = watched.check()
@@ -1159,6 +1194,10 @@ pub struct Judged {
     /// Acknowledged writes a follower's forced restart dropped: each one
     /// the last write a client on node2 had acknowledged before the cut.
     pub window_lost: Vec<String>,
+    /// Acknowledged writes whose only copy was on a node that lost its
+    /// disks (a replaced machine whose etcd was the only voter): no
+    /// software gets them back; each one is checked never to be read.
+    pub lost_with_disk: Vec<String>,
     /// The command the daemons named, which the campaign ran as the
     /// operator before judging the round.
     pub operator: Option<String>,
@@ -1169,6 +1208,7 @@ impl From<Verdict> for Judged {
         Judged {
             verdict,
             window_lost: Vec::new(),
+            lost_with_disk: Vec::new(),
             operator: None,
         }
     }
@@ -1206,11 +1246,13 @@ fn judge(
     window: Vec<writer::Ack>,
     all: &[String],
     cuts: &[(Instant, &str)],
+    sole_copy_lost: Option<Instant>,
 ) -> Judged {
     if let Err(e) = writer::check_unique_revisions(&[acks.as_slice(), window.as_slice()].concat()) {
         return Verdict::Unsafe(format!("{e:#}")).into();
     }
     let mut window_lost = std::collections::BTreeSet::new();
+    let mut with_disk = std::collections::BTreeSet::new();
     for (what, set, pfx) in [
         ("writes", &*acks, prefix),
         ("window writes", &window, WINDOW_PREFIX),
@@ -1225,7 +1267,13 @@ fn judge(
                     return Verdict::Stuck(format!("reading back through {r}: {e:#}")).into();
                 }
             };
-            let (in_window, lost) = window_losses(set, &writer::lost_acks(set, &kvs), cuts);
+            let all_lost = writer::lost_acks(set, &kvs);
+            // Acknowledged before the only copy's disks went: gone with them.
+            let (gone, all_lost): (Vec<&writer::Ack>, Vec<&writer::Ack>) = all_lost
+                .into_iter()
+                .partition(|a| sole_copy_lost.is_some_and(|t| a.at < t));
+            with_disk.extend(gone.iter().map(|a| a.key.clone()));
+            let (in_window, lost) = window_losses(set, &all_lost, cuts);
             if !lost.is_empty() {
                 return Verdict::Lost(format!(
                     "{what} through {r}: {} of {} acknowledged writes lost, e.g. {:?}",
@@ -1241,18 +1289,17 @@ fn judge(
     let mut everything = std::mem::take(acks);
     everything.extend(window);
     let window_lost: Vec<String> = window_lost.into_iter().collect();
+    let lost_with_disk: Vec<String> = with_disk.into_iter().collect();
     // A dropped write keeps its place in real time but not in the history.
-    everything.retain(|a| !window_lost.contains(&a.key));
-    if let Err(e) = writer::check_real_time_order(&everything) {
-        return Judged {
-            verdict: Verdict::Order(format!("{e:#}")),
-            window_lost,
-            operator: None,
-        };
-    }
+    everything.retain(|a| !window_lost.contains(&a.key) && !lost_with_disk.contains(&a.key));
+    let verdict = match writer::check_real_time_order(&everything) {
+        Err(e) => Verdict::Order(format!("{e:#}")),
+        Ok(()) => Verdict::Passed,
+    };
     Judged {
-        verdict: Verdict::Passed,
+        verdict,
         window_lost,
+        lost_with_disk,
         operator: None,
     }
 }
@@ -1380,6 +1427,12 @@ pub fn run_rounds(round_seeds: &[u64], mut line: impl FnMut(String)) -> Result<T
                 judged.window_lost
             ));
         }
+        if !judged.lost_with_disk.is_empty() {
+            detail.push_str(&format!(
+                " ({} gone with the disks of the node that held their only copy)",
+                judged.lost_with_disk.len()
+            ));
+        }
         line(format!(
             "round {n}/{rounds} (seed {round_seed}) [{}] {} in {:.0}s{detail}",
             faults.join(", "),
@@ -1445,21 +1498,34 @@ mod tests {
         t.add(&Judged {
             verdict: Verdict::Passed,
             window_lost: vec!["/campaign-window/w00001/node2c1/7".into()],
+            lost_with_disk: Vec::new(),
             operator: None,
         });
         assert!(t.ok(), "window losses are measured, not failed: {t}");
+        t.add(&Judged {
+            verdict: Verdict::Passed,
+            window_lost: Vec::new(),
+            lost_with_disk: vec!["/campaign/r0004/node1/00000076".into()],
+            operator: Some("etcd-warden recover force-new-cluster --node node2".into()),
+        });
+        assert!(
+            t.ok(),
+            "writes gone with their only copy are counted, not failed: {t}"
+        );
         t.add(&Verdict::Stuck("waiting".into()).into());
         assert!(!t.ok());
         t.add(&Judged {
             verdict: Verdict::Lost("1 of 9 acknowledged writes lost".into()),
             window_lost: Vec::new(),
+            lost_with_disk: Vec::new(),
             operator: Some("etcd-warden recover keep-data-of --node node2".into()),
         });
         assert_eq!(
             t.to_string(),
-            "campaign: 5 rounds, 2 passed, 1 lost, 0 order, 2 stuck, 0 unsafe (1 stuck explained); \
-             the command a refusal named run in 1 rounds; \
-             1 writes dropped by a follower's force in 1 rounds (the commit-index window)"
+            "campaign: 6 rounds, 3 passed, 1 lost, 0 order, 2 stuck, 0 unsafe (1 stuck explained); \
+             the command a refusal named run in 2 rounds; \
+             1 writes dropped by a follower's force in 1 rounds (the commit-index window); \
+             1 writes gone with the disks of a node that held their only copy, in 1 rounds"
         );
     }
 
