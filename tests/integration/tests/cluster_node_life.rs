@@ -1193,6 +1193,10 @@ fn an_operators_force_after_a_lost_disk_acknowledges_no_revision_twice() {
     let mut every = acks.clone();
     every.extend(after.iter().cloned());
     check_unique_revisions(&every).or_fail(&w);
+    // Every node's watch goes on past the force (told the history below
+    // it is compacted) and delivers the newest write.
+    let newest = after.iter().map(|a| a.revision).max().unwrap_or(0);
+    watcher.wait_delivered(&all, newest, SETTLE).or_fail(&w);
     let report = watcher.finish();
     report.check().or_fail(&w);
     eprintln!(
