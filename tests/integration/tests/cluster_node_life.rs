@@ -36,6 +36,16 @@ const REWRITTEN: &str =
 /// What it logs when the first quorate look writes the epoch down again.
 const RELEARNED: &str = "wrote the lost state file down again from a quorate look";
 
+/// Waits until node1 has forced a new epoch above `old`'s and seen it
+/// confirmed (node2 down); returns that epoch.
+fn node1_forced(w: &WardenCluster, old: &State) -> u64 {
+    poll("node1 to force and confirm a new epoch", FAILOVER, || {
+        let s = state(w, "node1")?;
+        Ok((s.epoch > old.epoch && s.pending_epoch.is_none()).then_some(s.epoch))
+    })
+    .or_fail(w)
+}
+
 /// The daemon's state directory of `node`.
 fn state_dir(w: &WardenCluster, node: &str) -> PathBuf {
     w.state_dir(node).or_fail(w)
@@ -242,11 +252,7 @@ fn a_state_file_lost_after_a_failover_is_written_again_from_the_data() {
     // node2 loses power and is fenced; node1 forces the next epoch.
     w.c.crash("node2").or_fail(&w);
     let t_dead = Instant::now();
-    let epoch = poll("node1 to force and confirm a new epoch", FAILOVER, || {
-        let s = state(&w, "node1")?;
-        Ok((s.epoch > old.epoch && s.pending_epoch.is_none()).then_some(s.epoch))
-    })
-    .or_fail(&w);
+    let epoch = node1_forced(&w, &old);
     assert_eq!(epoch, old.epoch + 1, "one force, one epoch");
     let alone = writer
         .wait_ack_after(Some("node1"), t_dead, FAILOVER)
@@ -419,11 +425,7 @@ const BESIDE_OWN_LEARNER: &str = "which added node2's learner";
 fn learner_left_unpromoted(w: &WardenCluster, writer: &Writer, old: &State) -> (u64, State) {
     let t_dead = Instant::now();
     w.crash_fenced("node2", "node1", SETTLE).or_fail(w);
-    let epoch = poll("node1 to force and confirm a new epoch", FAILOVER, || {
-        let s = state(w, "node1")?;
-        Ok((s.epoch > old.epoch && s.pending_epoch.is_none()).then_some(s.epoch))
-    })
-    .or_fail(w);
+    let epoch = node1_forced(w, old);
     writer
         .wait_ack_after(Some("node1"), t_dead, FAILOVER)
         .or_fail(w);
@@ -873,11 +875,7 @@ fn a_replaced_node_whose_old_learner_is_still_listed_is_added_anew() {
 
     w.c.crash("node2").or_fail(&w);
     let t_dead = Instant::now();
-    poll("node1 to force and confirm a new epoch", FAILOVER, || {
-        let s = state(&w, "node1")?;
-        Ok((s.epoch > old.epoch && s.pending_epoch.is_none()).then_some(()))
-    })
-    .or_fail(&w);
+    node1_forced(&w, &old);
     writer
         .wait_ack_after(Some("node1"), t_dead, FAILOVER)
         .or_fail(&w);
@@ -1126,11 +1124,7 @@ fn an_operators_force_after_a_lost_disk_acknowledges_no_revision_twice() {
     // node2 loses power and is fenced; node1 forces and writes alone.
     w.c.crash("node2").or_fail(&w);
     let t_dead = Instant::now();
-    poll("node1 to force and confirm a new epoch", FAILOVER, || {
-        let s = state(&w, "node1")?;
-        Ok((s.epoch > old.epoch && s.pending_epoch.is_none()).then_some(()))
-    })
-    .or_fail(&w);
+    node1_forced(&w, &old);
     poll(
         &format!("node1 to acknowledge {ALONE} writes alone"),
         SETTLE,
