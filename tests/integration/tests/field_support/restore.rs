@@ -15,7 +15,7 @@ use warden_harness::field::{FieldCluster, etcd_started_on};
 use warden_integration::gateway::{self, NetNs};
 use warden_integration::writer::{self, Ack};
 
-use super::{archives, assert_no_new_fence, begin, members, wait_all_voters};
+use super::{ARCHIVE_DIR, archives, assert_no_new_fence, begin, members, wait_all_voters};
 
 const CLONE: &str = "etcd-clone";
 const SNAPSHOTS: &str = "/var/lib/etcd-warden/snapshots";
@@ -160,13 +160,16 @@ pub fn restore(c: &FieldCluster) {
     let (kept, past): (Vec<Ack>, Vec<Ack>) =
         before.into_iter().partition(|a| a.revision <= revision);
     writer::check_all_present(&kept, &kvs).unwrap();
-    let lost = writer::lost_acks(&past, &kvs).len();
+    let lost: Vec<&Ack> = writer::lost_acks(&past, &kvs);
     writer::check_unique_revisions(&after).unwrap();
     writer::check_all_present(&after, &kvs).unwrap();
+    let inspected = inspect_archive(c, &prefix, &lost).unwrap();
+    let lost = lost.len();
     eprintln!(
         "field_restore: banned -> etcd stopped on both {:.1} s; cleared node-a -> first write {:.1} s, \
          -> two voters {:.1} s; {} writes up to the snapshot's revision {revision} all present; \
-         {lost} of {} acknowledged after it lost (by design); {} after the restore all present; no fence",
+         {lost} of {} acknowledged after it lost (by design), each in the archive the restore made \
+         ({inspected}); {} after the restore all present; no fence",
         down.as_secs_f64(),
         first.at.duration_since(t_clear).as_secs_f64(),
         voters.as_secs_f64(),
@@ -175,3 +178,79 @@ pub fn restore(c: &FieldCluster) {
         after.len()
     );
 }
+
+/// docs/operations.md §6, "Where is my old data?", steps 1 and 2, on the
+/// archive the restore made of node-a's data: `etcd-warden status` lists
+/// it; its database matches `db.sha256`; a throw-away etcd on a copy, on
+/// loopback ports, serves every write the restore lost. Returns what the
+/// inspection read.
+fn inspect_archive(c: &FieldCluster, prefix: &str, lost: &[&Ack]) -> Result<String> {
+    let newest = archives(c, "node-a")?
+        .last()
+        .cloned()
+        .context("node-a has no archive")?;
+    let dir = format!("{ARCHIVE_DIR}/{newest}");
+    let status = c.node_sh_ok("node-a", "etcd-warden status")?.stdout;
+    ensure!(
+        status.contains(&dir),
+        "etcd-warden status does not list {dir}: {status}"
+    );
+    c.node_sh_ok(
+        "node-a",
+        &format!(
+            "cd {dir} && test \"$(sha256sum member/snap/db | cut -d' ' -f1)\" = \"$(cut -d' ' -f1 db.sha256)\""
+        ),
+    )
+    .context("the archive's database does not match db.sha256")?;
+    // The runbook's throw-away etcd, as a transient unit of the node's
+    // systemd so that it is stopped by name of the unit this test made.
+    c.node_sh_ok(
+        "node-a",
+        &format!(
+            "rm -rf {INSPECT} && cp -a {dir} {INSPECT} && \
+             systemd-run --unit={INSPECT_UNIT} --collect etcd --data-dir {INSPECT} --force-new-cluster \
+               --listen-client-urls http://127.0.0.1:23790 --advertise-client-urls http://127.0.0.1:23790 \
+               --listen-peer-urls http://127.0.0.1:23800"
+        ),
+    )?;
+    let get = format!(
+        "ETCDCTL_API=3 etcdctl --endpoints 127.0.0.1:23790 --command-timeout=3s get --prefix {prefix} --keys-only"
+    );
+    let keys = warden_harness::process::poll(
+        "the throw-away etcd on the archive's copy to answer",
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || match c.node_sh("node-a", &get) {
+            Ok(o) if o.status.success() => Ok(o.stdout),
+            Ok(o) => Err(o.stderr),
+            Err(e) => Err(format!("{e:#}")),
+        },
+    );
+    c.node_sh_ok(
+        "node-a",
+        &format!("systemctl stop {INSPECT_UNIT} || true; rm -rf {INSPECT}"),
+    )?;
+    let keys = keys?;
+    let held: std::collections::HashSet<&str> = keys.lines().map(str::trim).collect();
+    let missing: Vec<&str> = lost
+        .iter()
+        .map(|a| a.key.as_str())
+        .filter(|k| !held.contains(k))
+        .collect();
+    ensure!(
+        missing.is_empty(),
+        "{} of the {} writes the restore lost are not in {dir} either, e.g. {:?}",
+        missing.len(),
+        lost.len(),
+        &missing[..missing.len().min(5)]
+    );
+    Ok(format!(
+        "{} keys under {prefix} read from a copy of {newest}",
+        held.iter().filter(|k| !k.is_empty()).count()
+    ))
+}
+
+/// Where the inspection copies the archive, and its etcd's unit.
+const INSPECT: &str = "/tmp/warden-inspect";
+/// See [`INSPECT`].
+const INSPECT_UNIT: &str = "warden-inspect";
