@@ -178,11 +178,13 @@ pub(super) fn fresh_token() -> anyhow::Result<String> {
     Ok(format!("etcd-warden-restore-{hex}"))
 }
 
-/// The hex value of `"key":"…"` in etcd's JSON log lines.
+/// The hex value of `"key":"…"` in etcd's log lines: JSON (etcd, etcdctl
+/// 3.4) or the console format's fields (`"key": "…"`, etcdutl 3.5).
 pub(super) fn logged_id(log: &str, key: &str) -> Option<u64> {
-    let pat = format!("\"{key}\":\"");
+    let pat = format!("\"{key}\":");
     log.lines().find_map(|l| {
-        let rest = &l[l.find(&pat)? + pat.len()..];
+        let rest = l[l.find(&pat)? + pat.len()..].trim_start();
+        let rest = rest.strip_prefix('"')?;
         let hex = &rest[..rest.find('"')?];
         u64::from_str_radix(hex, 16).ok().filter(|id| *id != 0)
     })

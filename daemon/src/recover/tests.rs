@@ -235,6 +235,17 @@ fn ids_from_the_restore_log() {
     assert_eq!(logged_id(log, "added-peer-id"), Some(0x8e9e_05c5_2164_694d));
     assert_eq!(logged_id(log, "local-member-id"), None, "zero is no id");
     assert_eq!(logged_id("no json here", "cluster-id"), None);
+    // etcdutl 3.5 logs in the console format: fields after the message.
+    let console = "2026-12-05T11:27:12Z\tinfo\tmembership/cluster.go:421\tadded member\t{\"cluster-id\": \"c4407b4a588e694d\", \"local-member-id\": \"0\", \"added-peer-id\": \"a6b899a614adff8f\", \"added-peer-is-learner\": false}";
+    assert_eq!(
+        logged_id(console, "cluster-id"),
+        Some(0xc440_7b4a_588e_694d)
+    );
+    assert_eq!(
+        logged_id(console, "added-peer-id"),
+        Some(0xa6b8_99a6_14ad_ff8f)
+    );
+    assert_eq!(logged_id(console, "local-member-id"), None);
 }
 
 /// `force-new-cluster` on a learner's data (the state file lists no voter
