@@ -958,6 +958,9 @@ impl FieldCluster {
                  dpkg -i /root/{deb}
                  systemctl disable --now etcd.service
                  systemctl mask etcd.service
+                 # The runbook's checks: masked, and nothing on etcd's ports.
+                 test \"$(systemctl is-enabled etcd.service || true)\" = masked
+                 test -z \"$(ss -Htlnp '( sport = :2379 or sport = :2380 )')\"
                  {tls}
                  # A container has no IPMI kernel driver.
                  systemctl disable --now openipmi.service || true

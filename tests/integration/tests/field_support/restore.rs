@@ -52,6 +52,35 @@ fn scheduled_snapshot(c: &FieldCluster) -> Result<(String, u64)> {
     Ok((path, revision))
 }
 
+/// docs/operations.md "Backups", the one-file form by hand on node-a:
+/// `etcd-warden snapshot save /backup/etcd.db`, a verified file of mode
+/// 0600 that etcd's own tool reads. Returns what it checked.
+fn manual_snapshot(c: &FieldCluster) -> Result<String> {
+    let out = c.node_sh_ok(
+        "node-a",
+        "set -e
+         mkdir -p /backup
+         etcd-warden snapshot save /backup/etcd.db
+         stat -c %a /backup/etcd.db
+         if command -v etcdutl >/dev/null; then etcdutl snapshot status /backup/etcd.db -w json; \
+         else ETCDCTL_API=3 etcdctl snapshot status /backup/etcd.db -w json; fi",
+    )?;
+    let mut lines = out.stdout.lines().rev();
+    let status = lines.next().unwrap_or_default();
+    let mode = lines.next().unwrap_or_default().trim();
+    ensure!(mode == "600", "/backup/etcd.db has mode {mode}, not 600");
+    let v: serde_json::Value =
+        serde_json::from_str(status).with_context(|| format!("snapshot status: {status}"))?;
+    let keys = v
+        .get("totalKey")
+        .and_then(serde_json::Value::as_u64)
+        .with_context(|| format!("no totalKey in {v}"))?;
+    Ok(format!(
+        "manual snapshot /backup/etcd.db: mode 0600, {keys} keys at revision {}",
+        v.get("revision").unwrap_or(&serde_json::Value::Null)
+    ))
+}
+
 /// Waits until Pacemaker shows etcd `started` (or not) on `node`.
 fn wait_etcd(c: &FieldCluster, node: &str, started: bool) -> Result<()> {
     let what = format!(
@@ -80,8 +109,9 @@ pub fn restore(c: &FieldCluster) {
     let t0 = Instant::now();
     w.wait_ack_after(Some("node-a"), t0, Duration::from_secs(30))
         .unwrap();
+    let manual = manual_snapshot(c).unwrap();
     let (snapshot, revision) = scheduled_snapshot(c).unwrap();
-    eprintln!("snapshot {snapshot} at revision {revision}");
+    eprintln!("{manual}; snapshot {snapshot} at revision {revision}");
     let t_snap = Instant::now();
     for n in ["node-a", "node-b"] {
         w.wait_ack_after(Some(n), t_snap, Duration::from_secs(30))
