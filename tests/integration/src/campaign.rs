@@ -11,9 +11,13 @@
 //! afterwards every acknowledged write must be read back, no revision may
 //! be acknowledged twice, a write acknowledged before another was sent
 //! must have the lower revision, and no watch may deliver a revision twice,
-//! go backwards, or skip events without a compaction error. The one loss
-//! measured instead of failed: writes a follower's forced restart drops in
-//! the commit-index window (`follower-forces`, see [`window_losses`]).
+//! go backwards, or skip events without a compaction error. Two losses are
+//! counted instead of failed: writes a follower's forced restart drops in
+//! the commit-index window (`follower-forces`, see [`window_losses`]), and
+//! writes acknowledged before a node whose etcd listed it as the only voter
+//! lost its disks (`replaced-node` while the other node had left or was
+//! still joining): their only copy is gone, whatever any software does.
+//! Their revisions and order are checked like every other write's.
 //!
 //! The round's faults are drawn from its seed, so `SEED` replays a
 //! campaign; the delays are wall-clock sleeps on purpose: the point is that
