@@ -82,6 +82,9 @@ pub struct FieldOptions {
     /// default); without it, http URLs, as installations made before TLS
     /// was the default.
     pub tls: bool,
+    /// Host directories every node sees read-only at a path of its own
+    /// (`systemd-nspawn --bind-ro`): (host path, node path).
+    pub binds_ro: Vec<(PathBuf, String)>,
 }
 
 impl FieldOptions {
@@ -93,6 +96,7 @@ impl FieldOptions {
             names: vec!["node-a".into(), "node-b".into()],
             drop_ins: Vec::new(),
             tls: true,
+            binds_ro: Vec::new(),
         }
     }
 }
@@ -547,6 +551,15 @@ impl FieldCluster {
         )?;
 
         let hosts = hosts_lines(&nodes);
+        let mut binds = String::new();
+        for (host, node) in &opts.binds_ro {
+            ensure!(
+                host.is_dir() && node.starts_with('/') && !node.contains(':'),
+                "bad read-only bind {} -> {node}",
+                host.display()
+            );
+            let _ = write!(binds, " --bind-ro={}:{node}", host.display());
+        }
         let deb_name = opts
             .deb
             .file_name()
@@ -572,11 +585,12 @@ impl FieldCluster {
                      # The node's own cgroup (see FieldCluster::start), then the node.\n\
                      {join_cgroup}\
                      export SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1\n\
-                     exec systemd-nspawn --quiet --register=no --keep-unit \
+                     exec systemd-nspawn --quiet --register=no --keep-unit{binds} \
                      -M {name} --hostname={name} -D {dir}/root --network-namespace-path=/proc/{hp}/ns/net -b\n",
                     dir = d.display(),
                     name = n.name,
-                    hp = n.netns_holder
+                    hp = n.netns_holder,
+                    binds = binds
                 ),
                 0o755,
             )?;

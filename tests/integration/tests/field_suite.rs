@@ -33,8 +33,8 @@ mod field_support;
 use std::time::Instant;
 
 use field_support::{
-    bmc, commands, install, package, reboot, replace, restart, restore, scenario, stop_kill,
-    systemd_backend, tls, upgrade, watchdog,
+    bmc, commands, install, package, reboot, release_upgrade, replace, restart, restore, scenario,
+    stop_kill, systemd_backend, tls, upgrade, watchdog,
 };
 
 /// Debian 13 (Pacemaker 3.0, etcd 3.5), the `process` backend: install,
@@ -95,12 +95,14 @@ fn field_suite_debian13_package() {
 /// Debian 12 (Pacemaker 2.1.5, etcd 3.4.23, pcs 0.11), installed with
 /// http URLs as before TLS was the default: install, the commands messages
 /// and docs name, the move to https, the restore-from-a-snapshot runbook
-/// (with etcd 3.4's etcdctl), power cut.
+/// (with etcd 3.4's etcdctl), power cut, and last the rolling upgrade of
+/// the pair to Debian 13.
 #[test]
 fn field_suite_debian12() {
     let t = Instant::now();
     let mut opts = field_support::FieldOptions::new("bookworm", std::path::Path::new(""));
     opts.tls = false;
+    release_upgrade::with_repo(&mut opts).unwrap();
     let (c, _work) = field_support::cluster_with(&opts).unwrap();
     scenario("install (bookworm)", || {
         install::install(&c, "field_install (bookworm)")
@@ -112,6 +114,9 @@ fn field_suite_debian12() {
     });
     scenario("power cut (bookworm)", || {
         field_support::power_cut_on(&c, "field_power (bookworm)", "/field-power")
+    });
+    scenario("Debian 12 to 13, node by node", || {
+        release_upgrade::release_upgrade(&c)
     });
     whole("debian12", t);
 }

@@ -16,6 +16,7 @@ pub mod commands;
 pub mod install;
 pub mod package;
 pub mod reboot;
+pub mod release_upgrade;
 pub mod replace;
 pub mod restart;
 pub mod restore;
