@@ -50,6 +50,22 @@ pub fn begin(c: &FieldCluster, prefix: &str) -> (warden_integration::writer::Wri
     (w, fences)
 }
 
+/// The longest time, after `start`, between two writes `w` had
+/// acknowledged through either node: quorum held whenever it stays short.
+pub fn longest_write_gap(w: &warden_integration::writer::Writer, start: Instant) -> Duration {
+    let mut at: Vec<Instant> = w
+        .acks()
+        .iter()
+        .filter(|a| a.at > start)
+        .map(|a| a.at)
+        .collect();
+    at.sort();
+    at.windows(2)
+        .map(|p| p[1].duration_since(p[0]))
+        .max()
+        .unwrap_or_default()
+}
+
 /// Fails when node-a's Pacemaker has recorded a fence since the scenario
 /// read `before` entries in its fence history; `what` says what must not
 /// have fenced.

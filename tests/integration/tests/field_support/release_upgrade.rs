@@ -23,6 +23,7 @@ use warden_harness::process;
 use super::upgrade::{standby, unstandby};
 use super::{
     FieldOptions, assert_no_failed_action, assert_no_new_fence, begin, check_writes, cluster_with,
+    longest_write_gap,
 };
 
 /// Where every node sees the local repository.
@@ -156,18 +157,7 @@ pub fn release_upgrade(c: &FieldCluster) {
     }
     assert_no_new_fence(c, fences_before, "the release upgrade fenced a node");
     assert_no_failed_action(c);
-    let mut at: Vec<Instant> = w
-        .acks()
-        .iter()
-        .filter(|a| a.at > start)
-        .map(|a| a.at)
-        .collect();
-    at.sort();
-    let gap = at
-        .windows(2)
-        .map(|p| p[1].duration_since(p[0]))
-        .max()
-        .unwrap_or_default();
+    let gap = longest_write_gap(&w, start);
     let n = check_writes(c, w, "node-a").unwrap();
     eprintln!(
         "field_release_upgrade: Debian 12 -> 13, node-b {:.1} s, node-a {:.1} s, whole {:.1} s; longest write gap {:.2} s; {n} acknowledged writes, all present; no fence",

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use warden_harness::field::{FieldCluster, etcd_started_on};
 
 use super::{
-    assert_no_failed_action, assert_no_new_fence, check_writes, members, ready, wait_all_voters,
-    writer,
+    assert_no_failed_action, assert_no_new_fence, check_writes, longest_write_gap, members, ready,
+    wait_all_voters, writer,
 };
 
 /// The longest time the cluster may go without acknowledging a write
@@ -175,18 +175,7 @@ pub fn upgrade(c: &FieldCluster) {
 
     // The cluster's longest time without an acknowledged write, from either
     // node: quorum held whenever this stays short.
-    let mut at: Vec<Instant> = w
-        .acks()
-        .iter()
-        .filter(|a| a.at > start)
-        .map(|a| a.at)
-        .collect();
-    at.sort();
-    let gap = at
-        .windows(2)
-        .map(|p| p[1].duration_since(p[0]))
-        .max()
-        .unwrap_or_default();
+    let gap = longest_write_gap(&w, start);
     let n = check_writes(c, w, "node-a").unwrap();
     eprintln!(
         "field_upgrade: {old} -> {}; node-a {:.1} s, node-b {:.1} s (standby -> voter again); \
