@@ -39,6 +39,7 @@ pub(super) fn force_at_risk(
     };
     Ok(tail.max(owed).max(unknown))
 }
+
 /// How many revisions a peer may have acknowledged that a forced restart
 /// of the local data drops (see [`super::held::ForceDrop`]). A log that
 /// cannot be read gives [`UNREAD_TAIL_REVISIONS`]: unknown is not none.
@@ -79,7 +80,7 @@ fn revisions_at_risk(paths: &LocalPaths, stopped_gracefully: bool) -> u64 {
 /// Revisions assumed at risk when the log's tail cannot be read: more than
 /// etcd's raft keeps in flight (256 messages of entries batched under
 /// load), few enough that moving past them takes well under a second.
-pub(crate) const UNREAD_TAIL_REVISIONS: u64 = 1000;
+const UNREAD_TAIL_REVISIONS: u64 = 1000;
 
 /// The forced restart's revision step is done: nothing is owed.
 pub(crate) fn clear(paths: &LocalPaths) -> Result<(), LocalError> {
