@@ -14,8 +14,8 @@ use warden_harness::field::{FieldCluster, etcd_started_on};
 use warden_harness::process;
 
 use super::{
-    assert_no_failed_action, assert_no_new_fence, begin, check_writes, ready, wait_all_voters,
-    writer,
+    assert_no_failed_action, assert_no_new_fence, begin, check_writes, power_on, ready,
+    wait_all_voters, writer,
 };
 
 /// `systemctl reboot` of node-b, then its power on over IPMI, rejoin and
@@ -79,26 +79,7 @@ pub fn reboot(c: &FieldCluster) {
         eprintln!("node-b shutdown: {}", l.trim());
     }
     assert_no_new_fence(c, fences_before, "node-b was fenced during its reboot");
-    process::poll(
-        "node-b powered on over IPMI",
-        Duration::from_secs(60),
-        Duration::from_millis(500),
-        || {
-            if c.launcher("node-b").is_some() {
-                return Ok(());
-            }
-            // A BMC that still reports "on" for the ended launcher is
-            // switched off first (nothing of the node runs any more).
-            let status = c
-                .ipmi_power("node-b", "status")
-                .map_err(|e| format!("{e:#}"))?;
-            let action = if status.ends_with("on") { "off" } else { "on" };
-            c.ipmi_power("node-b", action)
-                .map_err(|e| format!("{e:#}"))?;
-            Err(format!("{status}: power {action}"))
-        },
-    )
-    .unwrap();
+    power_on(c, "node-b").unwrap();
     c.wait_booted("node-b", Duration::from_secs(180)).unwrap();
     let booted = reboot.elapsed();
     c.wait_cluster_healthy(Duration::from_secs(300)).unwrap();

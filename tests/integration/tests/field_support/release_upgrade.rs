@@ -23,7 +23,7 @@ use warden_harness::process;
 use super::upgrade::{standby, unstandby};
 use super::{
     FieldOptions, assert_no_failed_action, assert_no_new_fence, begin, check_writes, cluster_with,
-    longest_write_gap,
+    longest_write_gap, power_on,
 };
 
 /// Where every node sees the local repository.
@@ -105,21 +105,7 @@ fn reboot(c: &FieldCluster, node: &str) -> Result<()> {
         },
     )
     .map_err(anyhow::Error::msg)?;
-    process::poll(
-        &format!("{node} powered on over IPMI"),
-        Duration::from_secs(60),
-        Duration::from_millis(500),
-        || {
-            if c.launcher(node).is_some() {
-                return Ok(());
-            }
-            let status = c.ipmi_power(node, "status").map_err(|e| format!("{e:#}"))?;
-            let action = if status.ends_with("on") { "off" } else { "on" };
-            c.ipmi_power(node, action).map_err(|e| format!("{e:#}"))?;
-            Err(format!("{status}: power {action}"))
-        },
-    )
-    .map_err(anyhow::Error::msg)?;
+    power_on(c, node)?;
     c.wait_booted(node, Duration::from_secs(300))?;
     Ok(())
 }
