@@ -1338,10 +1338,19 @@ fn ha_no_membership_change_while_another_member_is_unhealthy() {
 #[test]
 fn ha_a_member_of_a_fresh_bootstrap_not_started_yet_is_not_removed() {
     // n3 has not started etcd yet in a fresh bootstrap: no data, but its
-    // record names no cluster and no archive, so it never held data.
+    // record names no cluster and no archive, so it never held data. (A
+    // record published before the node's first start says the same while
+    // its member runs.)
     let mut f = ha_n3_lost_its_disk();
     peer_mut(&mut f, "n3").record = Some(record("n3", false, 0));
     assert!(!has(&f, membership_change));
+    // A new machine of the same name (no data, no state file, no archive)
+    // names the member it saw had run as its lost one: that member can
+    // never vote again, and is removed.
+    let mut r = record("n3", false, 0);
+    r.lost_member = Some(3);
+    peer_mut(&mut f, "n3").record = Some(r);
+    assert!(has(&f, |s| matches!(s, Step::RemoveMember { id: 3, .. })));
     // A node that is offline is not judged by its attributes.
     let mut f = ha_n3_lost_its_disk();
     peer_mut(&mut f, "n3").online = false;
@@ -1352,6 +1361,30 @@ fn ha_a_member_of_a_fresh_bootstrap_not_started_yet_is_not_removed() {
     r.archives = 1;
     peer_mut(&mut f, "n3").record = Some(r);
     assert!(has(&f, |s| matches!(s, Step::RemoveMember { id: 3, .. })));
+}
+
+/// The record a new machine of the same name publishes in HA mode: the
+/// member the quorate cluster lists at it, if that member has run (a
+/// member of a bootstrap that never ran is the node's own to start, and
+/// in two-node mode only a learner is named).
+#[test]
+fn a_blank_node_names_its_old_member_that_ran() {
+    use warden_failover::decide::expected_record;
+    let mut f = ha("n3", true);
+    f.data = LocalData::default();
+    f.local = LocalMarkers::default();
+    f.cluster = Some(ha_cluster_with(member(3, "n3", false, false)));
+    assert_eq!(expected_record(&f).lost_member, Some(3));
+    f.cluster = Some(ha_cluster_with(never_ran(3)));
+    assert_eq!(expected_record(&f).lost_member, None);
+    f.cluster = Some(ha_cluster_with(member(3, "n3", false, false)));
+    f.topology = Topology::TwoNode;
+    assert_eq!(expected_record(&f).lost_member, None);
+    // A node that archived data, or whose state file names a cluster, is
+    // no new machine: its record says so in other words.
+    f.topology = Topology::Ha;
+    f.data.archives = 1;
+    assert_eq!(expected_record(&f).lost_member, None);
 }
 
 /// n3's member of a bootstrap, never started: its name is the initial

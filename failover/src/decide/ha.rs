@@ -9,7 +9,9 @@ use super::*;
 ///
 /// "Once held" is what tells it from a member of a fresh bootstrap whose
 /// node has not started etcd yet (no data either): the node's state file
-/// still names this cluster, or its data was archived. The node must be
+/// still names this cluster, or its data was archived, or (a new machine
+/// of the same name: no data, no state file, no archive) its record names
+/// this very member as its old one, which it saw had run. The node must be
 /// online (a transient attribute of a node that is gone means nothing), the
 /// member must not answer, and it must be the only member listed for that
 /// node.
@@ -24,7 +26,10 @@ pub(super) fn ha_member_without_data(f: &Facts, live: &LiveEtcd, m: &MemberInfo)
     // archives are of other data then, unless its record names this very
     // cluster.
     let lost = n.record.as_ref().is_some_and(|r| {
-        !r.has_data && (r.cluster_id == Some(live.cluster_id) || (r.archives > 0 && m.started))
+        !r.has_data
+            && (r.cluster_id == Some(live.cluster_id)
+                || (r.archives > 0 && m.started)
+                || r.lost_member == Some(m.id))
     });
     n.online
         && n.etcd != ResourceState::Stopping

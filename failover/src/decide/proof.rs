@@ -300,7 +300,7 @@ pub fn expected_record(facts: &Facts) -> DataRecord {
             .data
             .member_id
             .filter(|_| facts.data.lost() && !facts.data.joining)
-            .or_else(|| old_learner_of_blank(facts)),
+            .or_else(|| old_member_of_blank(facts)),
         learner: facts.data.learner_only(&facts.node),
         removed: facts.data.removed_by_own_leave(&facts.node),
         joined_without_data: facts.data.lost() && facts.data.joining,
@@ -325,20 +325,22 @@ pub fn expected_record(facts: &Facts) -> DataRecord {
 }
 
 /// For a node without data or a state file (a replaced machine): a learner
-/// the quorate cluster lists at this node that has run. It ran on the old
-/// disks, so it can never run again here: the leader's progress for it is
-/// past an empty log.
-fn old_learner_of_blank(facts: &Facts) -> Option<u64> {
+/// (in HA mode, any member) the quorate cluster lists at this node that
+/// has run. It ran on the old disks, so it can never run again here: the
+/// leader's progress for it is past an empty log, and a voter of it is a
+/// vote that never comes back.
+fn old_member_of_blank(facts: &Facts) -> Option<u64> {
     let d = &facts.data;
     if d.exists || d.had_cluster() || d.joining || d.archives > 0 {
         return None;
     }
+    let any_role = facts.topology == Topology::Ha;
     facts
         .cluster
         .as_ref()?
         .members
         .iter()
-        .find(|m| m.node == facts.node && m.is_learner && m.started)
+        .find(|m| m.node == facts.node && (m.is_learner || any_role) && m.started)
         .map(|m| m.id)
 }
 
