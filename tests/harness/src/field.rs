@@ -1,10 +1,12 @@
-//! Field nodes: a two-node cluster as operators run it.
+//! Field nodes: a two-node cluster (or a three-node one) as operators run
+//! it.
 //!
 //! Each node is a Debian root (built and cached by
 //! `tests/images/build-node-image.sh`) booted with systemd as PID 1 by
 //! `systemd-nspawn`, on a copy-on-write overlay of the image (the node's
 //! disk: it survives power cuts), in a network namespace of its own. A veth
-//! pair links the two nodes (192.0.2.0/24, the cluster network). A second
+//! pair links two nodes (192.0.2.0/24, the cluster network; three or more
+//! are linked through a bridge). A second
 //! network, the management network, links each node to a bridge inside a
 //! harness-made namespace where one OpenIPMI `ipmi_sim` per node plays that
 //! node's BMC (198.51.100.0/24).
@@ -72,8 +74,13 @@ pub struct FieldOptions {
     pub suite: String,
     /// The etcd-warden `.deb` every node installs with `dpkg -i`.
     pub deb: PathBuf,
-    /// Node names (two).
+    /// Node names: two with `topology = "two-node"`, three or more with
+    /// `"ha"`.
     pub names: Vec<String>,
+    /// The daemon's `topology`: `two-node` (fencing decides who goes on)
+    /// or `ha` (three or more etcd voters, a majority decides; also a 2+1
+    /// arbiter cluster).
+    pub topology: String,
     /// Configuration drop-ins every node gets in
     /// `/etc/etcd-warden/config.d/` before its first start, as an operator
     /// writes them: (file name, TOML).
@@ -94,9 +101,20 @@ impl FieldOptions {
             suite: suite.to_owned(),
             deb: deb.to_owned(),
             names: vec!["node-a".into(), "node-b".into()],
+            topology: "two-node".into(),
             drop_ins: Vec::new(),
             tls: true,
             binds_ro: Vec::new(),
+        }
+    }
+
+    /// Three nodes, `node-a`, `node-b` and `node-c`, on `suite`, in the
+    /// `ha` topology.
+    pub fn three_node(suite: &str, deb: &Path) -> Self {
+        Self {
+            names: vec!["node-a".into(), "node-b".into(), "node-c".into()],
+            topology: "ha".into(),
+            ..Self::new(suite, deb)
         }
     }
 }
@@ -324,6 +342,8 @@ pub struct FieldCluster {
     drop_ins: Vec<(String, String)>,
     /// Whether the nodes were installed with TLS (see [`FieldOptions::tls`]).
     pub tls: bool,
+    /// The daemon's topology (see [`FieldOptions::topology`]).
+    pub topology: String,
     /// Seconds each setup stage took, for the benchmarks.
     pub timings: Vec<(String, Duration)>,
 }
@@ -414,6 +434,46 @@ fn comm(pid: i32) -> String {
         .unwrap_or_default()
 }
 
+/// The cluster network (`ring0` in every node, 192.0.2.0/24): one veth
+/// pair between two nodes; with more, a bridge (`ring`) in the management
+/// network's namespace, which carries no address on it, so that the nodes
+/// reach each other only through it.
+fn cluster_network(mgmt_pid: i32, nodes: &[FieldNode]) -> Result<()> {
+    if let [a, b] = nodes {
+        in_netns(
+            a.netns_holder,
+            &format!(
+                "ip link add ring0 type veth peer name ring0 netns {} && ip addr add {}/24 dev ring0 && ip link set ring0 up",
+                b.netns_holder, a.addr
+            ),
+        )?;
+    } else {
+        in_netns(
+            mgmt_pid,
+            "ip link add ring type bridge && ip link set ring up",
+        )?;
+        for (i, n) in nodes.iter().enumerate() {
+            in_netns(
+                mgmt_pid,
+                &format!(
+                    "ip link add r{i} type veth peer name ring0 netns {} && ip link set r{i} master ring && ip link set r{i} up",
+                    n.netns_holder
+                ),
+            )?;
+        }
+    }
+    for n in nodes.iter().skip(usize::from(nodes.len() == 2)) {
+        in_netns(
+            n.netns_holder,
+            &format!(
+                "ip addr add {}/24 dev ring0 && ip link set ring0 up",
+                n.addr
+            ),
+        )?;
+    }
+    Ok(())
+}
+
 /// Builds (or finds in the cache) the node image of `suite`.
 pub fn node_image(suite: &str) -> Result<PathBuf> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/build-node-image.sh");
@@ -440,10 +500,22 @@ pub fn node_image(suite: &str) -> Result<PathBuf> {
 
 impl FieldCluster {
     /// Boots the nodes and their BMCs, installs the package and creates
-    /// the cluster with pcs; returns once both nodes are online, both
-    /// fence devices and both etcd instances are started.
+    /// the cluster with pcs; returns once every node is online, every
+    /// fence device and every etcd instance started.
     pub fn start(opts: &FieldOptions) -> Result<Self> {
-        ensure!(opts.names.len() == 2, "the field cluster has two nodes");
+        match opts.topology.as_str() {
+            "two-node" => ensure!(
+                opts.names.len() == 2,
+                "a two-node field cluster has two nodes, not {}",
+                opts.names.len()
+            ),
+            "ha" => ensure!(
+                (3..=9).contains(&opts.names.len()),
+                "an ha field cluster has 3 to 9 nodes, not {}",
+                opts.names.len()
+            ),
+            t => bail!("topology {t:?}: the field cluster runs two-node or ha"),
+        }
         process::become_subreaper();
         let mut timings = Vec::new();
         let t = Instant::now();
@@ -533,22 +605,7 @@ impl FieldCluster {
                 dir: node_dirs[i].clone(),
             });
         }
-        // The cluster network: one veth pair between the two nodes.
-        let (a, b) = (&nodes[0], &nodes[1]);
-        in_netns(
-            a.netns_holder,
-            &format!(
-                "ip link add ring0 type veth peer name ring0 netns {} && ip addr add {}/24 dev ring0 && ip link set ring0 up",
-                b.netns_holder, a.addr
-            ),
-        )?;
-        in_netns(
-            b.netns_holder,
-            &format!(
-                "ip addr add {}/24 dev ring0 && ip link set ring0 up",
-                b.addr
-            ),
-        )?;
+        cluster_network(mgmt_pid, &nodes)?;
 
         let hosts = hosts_lines(&nodes);
         let mut binds = String::new();
@@ -657,6 +714,7 @@ impl FieldCluster {
             bmc_password_file,
             drop_ins: opts.drop_ins.clone(),
             tls: opts.tls,
+            topology: opts.topology.clone(),
             timings,
         };
         // A setup that fails returns an error, not a panic: the journals
@@ -760,7 +818,7 @@ impl FieldCluster {
             let name = me.nodes[i].name.clone();
             me.wait_booted(&name, Duration::from_secs(120))?;
         }
-        me.timings.push(("both nodes booted".into(), t.elapsed()));
+        me.timings.push(("every node booted".into(), t.elapsed()));
         if me.tls {
             let t = Instant::now();
             me.make_pki()?;
@@ -936,7 +994,10 @@ impl FieldCluster {
     pub fn write_config(&self, name: &str, tls: bool) -> Result<()> {
         let me = self.node(name)?;
         let scheme = if tls { "https" } else { "http" };
-        let mut config = format!("node_name = \"{}\"\ntopology = \"two-node\"\n", me.name);
+        let mut config = format!(
+            "node_name = \"{}\"\ntopology = \"{}\"\n",
+            me.name, self.topology
+        );
         for n in &self.nodes {
             let _ = write!(
                 config,
@@ -1060,7 +1121,7 @@ impl FieldCluster {
             ),
         )?;
         let names: Vec<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
-        self.wait_crm(&first, "both nodes online", Duration::from_secs(120), |m| {
+        self.wait_crm(&first, "every node online", Duration::from_secs(120), |m| {
             m.dc.is_some() && names.iter().all(|n| m.node(n).is_some_and(|s| s.online))
         })?;
         // The test machine runs other clusters on two cores (load 5-8):
@@ -1123,8 +1184,9 @@ impl FieldCluster {
         Ok(())
     }
 
-    /// Waits until both nodes are online, both fence devices started and
-    /// etcd started on both nodes, as `node`'s crm_mon sees it.
+    /// Waits until every node is online, every fence device started and
+    /// etcd started on every node, as the first running node's crm_mon
+    /// sees it.
     pub fn wait_cluster_healthy(&self, timeout: Duration) -> Result<()> {
         let names: Vec<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
         let viewer = self

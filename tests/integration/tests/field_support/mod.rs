@@ -22,6 +22,7 @@ pub mod restart;
 pub mod restore;
 pub mod stop_kill;
 pub mod systemd_backend;
+pub mod three_node;
 pub mod tls;
 pub mod upgrade;
 pub mod watchdog;
