@@ -226,6 +226,15 @@ impl Teardown for Inner {
     }
 }
 
+/// A setup that fails before the cluster exists drops the last handle
+/// here: what it had made (namespace holders, BMCs, mounts, the work
+/// directory) goes with it.
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
 /// Where the cgroup hierarchies that nspawn and the nodes' systemd use are
 /// mounted: the unified (v2) one and, on a hybrid host, the named v1
 /// `name=systemd` one.

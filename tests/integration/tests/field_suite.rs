@@ -33,12 +33,12 @@ mod field_support;
 use std::time::Instant;
 
 use field_support::{
-    bmc, commands, install, package, reboot, release_upgrade, replace, restart, restore, scenario,
-    stop_kill, systemd_backend, tls, upgrade, watchdog,
+    bmc, commands, defrag, install, package, reboot, release_upgrade, replace, restart, restore,
+    scenario, stop_kill, systemd_backend, tls, upgrade, watchdog,
 };
 
 /// Debian 13 (Pacemaker 3.0, etcd 3.5), the `process` backend: install,
-/// the commands messages and docs name, watchdog, `systemctl restart` (plain, and after a configuration typo),
+/// the commands messages and docs name, `etcd-warden defrag` on both nodes, watchdog, `systemctl restart` (plain, and after a configuration typo),
 /// package upgrade, the daemon killed
 /// during a stop, graceful reboot, the restore-from-a-snapshot runbook,
 /// the TLS certificates renewed and the CA replaced, the BMC password
@@ -51,6 +51,7 @@ fn field_suite_debian13_process_backend() {
     let (c, _work) = field_support::cluster_on("trixie").unwrap();
     scenario("install", || install::install(&c, "field_install"));
     scenario("commands", || commands::commands(&c));
+    scenario("defrag", || defrag::defrag(&c));
     scenario("watchdog", || watchdog::watchdog(&c));
     scenario("systemctl restart, and a typo", || restart::restart(&c));
     scenario("upgrade", || upgrade::upgrade(&c));

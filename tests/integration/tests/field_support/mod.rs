@@ -13,6 +13,7 @@
 
 pub mod bmc;
 pub mod commands;
+pub mod defrag;
 pub mod install;
 pub mod package;
 pub mod reboot;
