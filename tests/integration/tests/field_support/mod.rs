@@ -73,6 +73,18 @@ pub fn power_on(c: &FieldCluster, node: &str) -> anyhow::Result<()> {
     .map_err(anyhow::Error::msg)
 }
 
+/// Cuts `node`'s power through its BMC; returns when its last process is
+/// gone (the moment it is dead).
+pub fn bmc_power_off(c: &FieldCluster, node: &str) -> Instant {
+    let launcher = c.launcher(node).expect("the node is powered");
+    c.ipmi_power(node, "off").unwrap();
+    assert!(
+        warden_harness::process::wait_gone(&[launcher], Duration::from_secs(10)).is_empty(),
+        "{node}'s launcher survived the BMC's power off"
+    );
+    Instant::now()
+}
+
 /// The longest time, after `start`, between two writes `w` had
 /// acknowledged through either node: quorum held whenever it stays short.
 pub fn longest_write_gap(w: &warden_integration::writer::Writer, start: Instant) -> Duration {

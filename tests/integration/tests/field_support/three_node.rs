@@ -104,18 +104,6 @@ fn runbook_checks(c: &FieldCluster, viewer: &str, down: &str, ids: &[(String, u6
     );
 }
 
-/// Cuts `victim`'s power through its BMC; returns when its last process is
-/// gone.
-fn power_cut(c: &FieldCluster, victim: &str) -> Instant {
-    let launcher = c.launcher(victim).expect("the victim is powered");
-    c.ipmi_power(victim, "off").unwrap();
-    assert!(
-        process::wait_gone(&[launcher], Duration::from_secs(10)).is_empty(),
-        "{victim}'s launcher survived the BMC's power off"
-    );
-    Instant::now()
-}
-
 /// "When one node of three dies": `victim` loses power. Pacemaker on the
 /// two others fences it; etcd keeps its quorum on them, so writes go on
 /// through both with no new cluster (the member list, `victim`'s member
@@ -136,7 +124,7 @@ pub fn lose_one(c: &FieldCluster, victim: &str) {
     let fences = c.crm_mon(viewer).unwrap().fence_successes(victim).len();
     let archives = super::archives(c, victim).unwrap();
 
-    let dead = power_cut(c, victim);
+    let dead = super::bmc_power_off(c, victim);
     let mut first = Vec::new();
     for s in &survivors {
         let a = w
@@ -216,7 +204,7 @@ pub fn replace_one(c: &FieldCluster, victim: &str) {
         .expect("the victim is a member");
     let fences = c.crm_mon(viewer).unwrap().fence_successes(victim).len();
 
-    let dead = power_cut(c, victim);
+    let dead = super::bmc_power_off(c, victim);
     wait_fenced(c, viewer, victim, fences, dead);
     for s in &survivors {
         w.wait_ack_after(Some(s), dead, Duration::from_secs(60))
