@@ -242,17 +242,23 @@ impl LocalPaths {
     }
 
     /// The in-sync marker's boot id, if a marker is set and still describes
-    /// the data: the same cluster, member and epoch as the state file now
-    /// names. A marker of other data (archived, rejoined, forced since) or
-    /// in an older format is no proof, and reads as none.
+    /// the data (see [`Self::valid_in_sync_marker`]).
     pub fn in_sync(&self) -> Option<String> {
+        self.valid_in_sync_marker().map(|m| m.boot_id)
+    }
+
+    /// The in-sync marker, if one is set and still describes the data: the
+    /// same cluster, member and epoch as the state file now names. A marker
+    /// of other data (archived, rejoined, forced since) or in an older
+    /// format is no proof, and reads as none. One read of each file.
+    pub(crate) fn valid_in_sync_marker(&self) -> Option<InSyncMarker> {
         let m = self.in_sync_marker()?;
         let st = self.read_state().ok()?;
         (st.cluster_id == Some(m.cluster_id)
             && st.member_id == Some(m.member_id)
             && st.epoch == m.epoch
             && !m.boot_id.is_empty())
-        .then_some(m.boot_id)
+        .then_some(m)
     }
 
     /// Set the in-sync marker for `boot_id`, tied to the cluster, member and

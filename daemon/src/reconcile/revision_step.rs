@@ -26,8 +26,7 @@ pub(super) fn force_at_risk(
 ) -> Result<u64, LocalError> {
     let owed = paths.read_state()?.revision_bump_owed.unwrap_or(0);
     let tail = revisions_at_risk(paths, stopped_gracefully);
-    let by_operator =
-        paths.in_sync().is_some() && paths.in_sync_marker().is_some_and(|m| m.operator);
+    let by_operator = paths.valid_in_sync_marker().is_some_and(|m| m.operator);
     let unknown = if by_operator {
         tracing::warn!(
             revisions = UNKNOWN_LOSS_REVISIONS,
