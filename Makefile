@@ -91,10 +91,10 @@ test-all: test-bins
 	$(CARGO) nextest run --workspace --no-fail-fast -E 'not binary(/^field_/)'
 test-field: deps images field-deb
 	WARDEN_DEB=$(CURDIR)/$$(cat $(FIELD_DEB_DIR)/path) flock -o /tmp/warden-field.lock \
-	  $(CARGO) nextest run -p warden-integration --no-fail-fast -E 'binary(field_suite)'
+	  $(CARGO) nextest run -p warden-integration --no-fail-fast -E 'binary(field_suite) | binary(field_three_node)'
 test-field-each: deps images field-deb
 	WARDEN_DEB=$(CURDIR)/$$(cat $(FIELD_DEB_DIR)/path) flock -o /tmp/warden-field.lock \
-	  $(CARGO) nextest run -p warden-integration --no-fail-fast -E 'binary(/^field_/) and not binary(field_suite)'
+	  $(CARGO) nextest run -p warden-integration --no-fail-fast -E 'binary(/^field_/) and not binary(field_suite) and not binary(field_three_node)'
 else
 test-fast: deps etcd35 test-bins
 	$(CARGO) test --workspace --no-fail-fast -- --skip cluster_ --skip field_
@@ -102,10 +102,10 @@ test-all: test-bins
 	$(CARGO) test --workspace --no-fail-fast -- --skip field_
 test-field: deps images field-deb
 	WARDEN_DEB=$(CURDIR)/$$(cat $(FIELD_DEB_DIR)/path) flock -o /tmp/warden-field.lock \
-	  $(CARGO) test -p warden-integration --test field_suite --no-fail-fast -- --test-threads=1
+	  $(CARGO) test -p warden-integration --test field_suite --test field_three_node --no-fail-fast -- --test-threads=1
 test-field-each: deps images field-deb
 	WARDEN_DEB=$(CURDIR)/$$(cat $(FIELD_DEB_DIR)/path) flock -o /tmp/warden-field.lock \
-	  $(CARGO) test -p warden-integration --no-fail-fast -- --test-threads=1 --skip field_suite field_
+	  $(CARGO) test -p warden-integration --no-fail-fast -- --test-threads=1 --skip field_suite --skip field_three_node field_
 endif
 
 # The daemon and agent binaries the integration tests run, built first and

@@ -15,23 +15,18 @@
 #      (WARDEN_DEB: no field test builds its own);
 #   3. the namespace group (every test but the field ones) and the field group
 #      (`field_suite`: one cluster per node image and backend, every scenario in
-#      order) run at the same time, in two test runs. The field group runs at
+#      order; then `field_three_node`, three nodes for the HA and arbiter
+#      runbooks) run at the same time, in two test runs. The field group runs at
 #      a lower CPU priority (FIELD_NICE, default 5) so that the namespace
 #      cluster tests, whose Corosync token is three times shorter than the
 #      field nodes', keep their share of the two cores; its output goes to
-#      target/test-logs/field.log and is printed when it ends;
-#   4. once the namespace group has ended, the three-node field test
-#      (`field_three_node`, the HA and arbiter runbooks) runs in its place,
-#      beside the rest of the field group, with the package the field job
-#      built (its path in target/test-logs/field-deb.path) and at the same
-#      priority. The namespace group ends well before the field group, so
-#      this costs no wall time.
+#      target/test-logs/field.log and is printed when it ends.
 #
 # Environment: CARGO (default cargo), FIELD_SUITES (default "trixie bookworm"),
 # FIELD_NICE, WARDEN_TEST_FIELD=0 (no field group: the namespace group alone,
-# as before the field suite existed), WARDEN_TEST_NS_FILTER,
-# WARDEN_TEST_FIELD_FILTER and WARDEN_TEST_FIELD3_FILTER (nextest filter
-# expressions narrowing each group, to try the pipeline on a few tests). Exits non-zero when either group fails;
+# as before the field suite existed), WARDEN_TEST_NS_FILTER and
+# WARDEN_TEST_FIELD_FILTER (nextest filter expressions narrowing either group,
+# to try the pipeline on a few tests). Exits non-zero when either group fails;
 # the last lines name the failed group and each stage's time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,12 +44,10 @@ if [ -n "$nextest" ]; then
     ns=("$cargo" nextest run --workspace --no-fail-fast -E "${WARDEN_TEST_NS_FILTER:-not binary(/^field_/)}")
     # --workspace in both runs: the features cargo unifies are then those of
     # the build above, and neither run rebuilds anything.
-    field=("$cargo" nextest run --workspace --no-fail-fast -E "${WARDEN_TEST_FIELD_FILTER:-binary(field_suite)}")
-    field3=("$cargo" nextest run --workspace --no-fail-fast -E "${WARDEN_TEST_FIELD3_FILTER:-binary(field_three_node)}")
+    field=("$cargo" nextest run --workspace --no-fail-fast -E "${WARDEN_TEST_FIELD_FILTER:-binary(field_suite) | binary(field_three_node)}")
 else
     ns=("$cargo" test --workspace --no-fail-fast -- --skip field_)
-    field=("$cargo" test -p warden-integration --test field_suite --no-fail-fast -- --test-threads=1)
-    field3=("$cargo" test -p warden-integration --test field_three_node --no-fail-fast -- --test-threads=1)
+    field=("$cargo" test -p warden-integration --test field_suite --test field_three_node --no-fail-fast -- --test-threads=1)
 fi
 
 field_pid=
@@ -64,7 +57,7 @@ if [ "$with_field" != 0 ]; then
     # tests and the package and says "go" on the pipe) the field group. The
     # pipe stays open here until the end, so what is written into it waits
     # for the job however long the images take.
-    rm -f "$logs/go.fifo" "$logs/field-deb.path"
+    rm -f "$logs/go.fifo"
     mkfifo "$logs/go.fifo"
     exec 3<>"$logs/go.fifo"
     (
@@ -87,7 +80,6 @@ if [ "$with_field" != 0 ]; then
         rm -rf target/field-deb
         deb=$PWD/$(dist/build-deb.sh target/debug target/field-deb | tail -n 1)
         echo "make-test: field package $deb built at +$(( $(date +%s) - t0 )) s"
-        echo "$deb" > "$logs/field-deb.path"
         echo "make-test: field group starts at +$(( $(date +%s) - t0 )) s (load $(cut -d' ' -f1-3 /proc/loadavg))"
         rc=0
         # `flock -o`: the lock is held by flock alone, not inherited by what
@@ -128,27 +120,6 @@ stamp "namespace group starts"
 "${ns[@]}" || ns_rc=$?
 stamp "namespace group ended (status $ns_rc)"
 
-# The three-node field test, in the namespace group's place (step 4 above).
-field3_rc=0
-if [ "$with_field" != 0 ]; then
-    # The field job writes the package's path seconds after the tests are
-    # built (after the images, which take minutes, not the namespace group's
-    # twenty): wait for it, or for the job's end without it.
-    deadline=$(( $(date +%s) + 1800 ))
-    while [ ! -s "$logs/field-deb.path" ] && kill -0 "$field_pid" 2>/dev/null \
-        && [ "$(date +%s)" -lt "$deadline" ]; do
-        sleep 5
-    done
-    if [ -s "$logs/field-deb.path" ]; then
-        stamp "three-node field test starts"
-        WARDEN_DEB=$(cat "$logs/field-deb.path") nice -n "$field_nice" "${field3[@]}" || field3_rc=$?
-        stamp "three-node field test ended (status $field3_rc)"
-    else
-        echo "make-test: the field job built no package (see $logs/field.log): the three-node field test cannot run"
-        field3_rc=1
-    fi
-fi
-
 if [ -n "$field_pid" ]; then
     wait "$field_pid" || field_rc=$?
     echo "===== field group (target/test-logs/field.log) ====="
@@ -158,5 +129,4 @@ fi
 
 [ "$ns_rc" = 0 ] || echo "make-test: FAILED: the namespace group (status $ns_rc)"
 [ "$field_rc" = 0 ] || echo "make-test: FAILED: the field group (status $field_rc; log above and in $logs/field.log)"
-[ "$field3_rc" = 0 ] || echo "make-test: FAILED: the three-node field test (status $field3_rc)"
-[ "$ns_rc" = 0 ] && [ "$field_rc" = 0 ] && [ "$field3_rc" = 0 ]
+[ "$ns_rc" = 0 ] && [ "$field_rc" = 0 ]
