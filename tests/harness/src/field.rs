@@ -452,8 +452,8 @@ fn cluster_network(mgmt_pid: i32, nodes: &[FieldNode]) -> Result<()> {
         in_netns(
             a.netns_holder,
             &format!(
-                "ip link add ring0 type veth peer name ring0 netns {} && ip addr add {}/24 dev ring0 && ip link set ring0 up",
-                b.netns_holder, a.addr
+                "ip link add ring0 type veth peer name ring0 netns {}",
+                b.netns_holder
             ),
         )?;
     } else {
@@ -471,7 +471,7 @@ fn cluster_network(mgmt_pid: i32, nodes: &[FieldNode]) -> Result<()> {
             )?;
         }
     }
-    for n in nodes.iter().skip(usize::from(nodes.len() == 2)) {
+    for n in nodes {
         in_netns(
             n.netns_holder,
             &format!(

@@ -9,6 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result, ensure};
+use warden_harness::crm::CrmMon;
 use warden_harness::field::{FieldCluster, FieldOptions};
 use warden_harness::process;
 
@@ -228,6 +229,53 @@ pub struct PowerCycle {
     pub rejoin_to_voter: Duration,
 }
 
+/// Cuts `node`'s power through its BMC; returns when its last process is
+/// gone (the moment it is dead).
+pub fn power_off(c: &FieldCluster, node: &str) -> Result<Instant> {
+    let launcher = c
+        .launcher(node)
+        .with_context(|| format!("{node} is not powered"))?;
+    let answer = c.ipmi_power(node, "off")?;
+    eprintln!("field: ipmitool power off {node}: {answer}");
+    ensure!(
+        process::wait_gone(&[launcher], Duration::from_secs(10)).is_empty(),
+        "{node}'s launcher survived the BMC's power off"
+    );
+    Ok(Instant::now())
+}
+
+/// Presses `node`'s power button over IPMI unless it is powered already (a
+/// fence's reboot, or a boot in progress). A BMC that still reports "on"
+/// for an ended launcher (a shutdown completed) is switched off first:
+/// nothing of the node runs any more.
+pub fn power_on(c: &FieldCluster, node: &str) -> Result<()> {
+    process::poll(
+        &format!("{node} powered on over IPMI"),
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || {
+            if c.launcher(node).is_some() {
+                return Ok(());
+            }
+            let status = c.ipmi_power(node, "status").map_err(|e| format!("{e:#}"))?;
+            let action = if status.ends_with("on") { "off" } else { "on" };
+            c.ipmi_power(node, action).map_err(|e| format!("{e:#}"))?;
+            Err(format!("{status}: power {action}"))
+        },
+    )
+}
+
+/// Waits until `viewer`'s Pacemaker records more successful fences of
+/// `target` than the `before` it had; returns that crm_mon view.
+pub fn wait_fenced(c: &FieldCluster, viewer: &str, target: &str, before: usize) -> Result<CrmMon> {
+    c.wait_crm(
+        viewer,
+        &format!("{target} fenced"),
+        Duration::from_secs(120),
+        |m| m.fence_successes(target).len() > before,
+    )
+}
+
 /// One power cut of `victim` on a healthy cluster whose writer `w` writes
 /// to every node: its BMC powers it off over IPMI (every process of the
 /// node dies at once); Pacemaker on the survivor fences it with
@@ -247,26 +295,14 @@ pub fn power_cycle(c: &FieldCluster, w: &Writer, victim: &str) -> Result<PowerCy
     let fences_before = c.crm_mon(&survivor)?.fence_successes(victim).len();
     let archives_before = archives(c, victim)?;
 
-    let launcher = c.launcher(victim).context("the victim is not powered")?;
     let cut = Instant::now();
-    let answer = c.ipmi_power(victim, "off")?;
-    eprintln!("field: ipmitool power off {victim}: {answer}");
-    ensure!(
-        process::wait_gone(&[launcher], Duration::from_secs(10)).is_empty(),
-        "{victim}'s launcher survived the BMC's power off"
-    );
-    let gone = cut.elapsed();
     // The node is dead from here (its last process gone, seen within the
     // poll's 20 ms): writes acknowledged between the IPMI command and this
     // moment still had the peer, and prove nothing about the failover.
-    let dead = Instant::now();
+    let dead = power_off(c, victim)?;
+    let gone = dead.duration_since(cut);
 
-    let m = c.wait_crm(
-        &survivor,
-        &format!("{victim} fenced"),
-        Duration::from_secs(120),
-        |m| m.fence_successes(victim).len() > fences_before,
-    )?;
+    let m = wait_fenced(c, &survivor, victim, fences_before)?;
     let fenced = cut.elapsed();
     let ev = m.fence_successes(victim)[0].clone();
     ensure!(
@@ -284,24 +320,7 @@ pub fn power_cycle(c: &FieldCluster, w: &Writer, victim: &str) -> Result<PowerCy
     // Power on over IPMI (stonith-action=off left it off; a fence that
     // rebooted it needs nothing).
     let on = Instant::now();
-    process::poll(
-        &format!("{victim} powered (the fence's reboot, or ours)"),
-        Duration::from_secs(30),
-        Duration::from_millis(500),
-        || {
-            if c.launcher(victim).is_some() {
-                return Ok(());
-            }
-            match c.ipmi_power(victim, "status") {
-                Ok(s) if s.ends_with("off") => c
-                    .ipmi_power(victim, "on")
-                    .map(|_| ())
-                    .map_err(|e| format!("{e:#}")),
-                Ok(s) => Err(s),
-                Err(e) => Err(format!("{e:#}")),
-            }
-        },
-    )?;
+    power_on(c, victim)?;
     let state = c.wait_booted(victim, Duration::from_secs(180))?;
     let on_to_booted = on.elapsed();
     eprintln!("field: {victim} booted: {state}");

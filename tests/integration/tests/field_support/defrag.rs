@@ -1,8 +1,9 @@
 //! docs/operations.md, "Database size, alarms and defragmentation": `etcd-warden
 //! defrag` on each node of a live pair, one after the other, with a writer
 //! on both. The command asks the daemon, which takes the cluster's
-//! defragmentation lock, hands the leadership over first when its member
-//! leads, defragments and releases the lock. About 37 MB of values are
+//! defragmentation lock, defragments and releases the lock (the test
+//! checks the lines that say so; the leadership handover on the leader is
+//! not told apart). About 37 MB of values are
 //! written and deleted first and the history compacted, so that most of
 //! the file is free space (below the policy's 100 MB minimum, hence
 //! `--below-threshold`, and the daemon's own checks leave it alone). Each

@@ -52,39 +52,6 @@ pub fn begin(c: &FieldCluster, prefix: &str) -> (warden_integration::writer::Wri
     (w, fences)
 }
 
-/// Presses `node`'s power button over IPMI once its launcher has ended (a
-/// shutdown completed): a BMC that still reports "on" for the ended
-/// launcher is switched off first (nothing of the node runs any more).
-pub fn power_on(c: &FieldCluster, node: &str) -> anyhow::Result<()> {
-    warden_harness::process::poll(
-        &format!("{node} powered on over IPMI"),
-        Duration::from_secs(60),
-        Duration::from_millis(500),
-        || {
-            if c.launcher(node).is_some() {
-                return Ok(());
-            }
-            let status = c.ipmi_power(node, "status").map_err(|e| format!("{e:#}"))?;
-            let action = if status.ends_with("on") { "off" } else { "on" };
-            c.ipmi_power(node, action).map_err(|e| format!("{e:#}"))?;
-            Err(format!("{status}: power {action}"))
-        },
-    )
-    .map_err(anyhow::Error::msg)
-}
-
-/// Cuts `node`'s power through its BMC; returns when its last process is
-/// gone (the moment it is dead).
-pub fn bmc_power_off(c: &FieldCluster, node: &str) -> Instant {
-    let launcher = c.launcher(node).expect("the node is powered");
-    c.ipmi_power(node, "off").unwrap();
-    assert!(
-        warden_harness::process::wait_gone(&[launcher], Duration::from_secs(10)).is_empty(),
-        "{node}'s launcher survived the BMC's power off"
-    );
-    Instant::now()
-}
-
 /// The longest time, after `start`, between two writes `w` had
 /// acknowledged through either node: quorum held whenever it stays short.
 pub fn longest_write_gap(w: &warden_integration::writer::Writer, start: Instant) -> Duration {

@@ -19,8 +19,8 @@ use warden_harness::field_tls::TLS_DIR;
 use super::tls::verifies;
 use super::upgrade::{standby, unstandby};
 use super::{
-    assert_no_new_fence, bmc_power_off, check_writes, member_id, members, ready, wait_all_voters,
-    writer,
+    assert_no_new_fence, check_writes, member_id, members, power_off, ready, wait_all_voters,
+    wait_fenced, writer,
 };
 
 /// The runbook on a running pair. With `wrong_ca_first`, the new machine
@@ -42,11 +42,8 @@ pub fn replace(c: &FieldCluster, wrong_ca_first: bool) {
     let fences = c.crm_mon("node-a").unwrap().fence_successes("node-b").len();
 
     // node-b's machine dies; node-a fences it and takes writes alone.
-    let dead = bmc_power_off(c, "node-b");
-    c.wait_crm("node-a", "node-b fenced", Duration::from_secs(120), |m| {
-        m.fence_successes("node-b").len() > fences
-    })
-    .unwrap();
+    let dead = power_off(c, "node-b").unwrap();
+    wait_fenced(c, "node-a", "node-b", fences).unwrap();
     let alone = w
         .wait_ack_after(Some("node-a"), dead, Duration::from_secs(120))
         .unwrap();

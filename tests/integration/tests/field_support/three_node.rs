@@ -13,7 +13,11 @@ use anyhow::Result;
 use warden_harness::field::{FieldCluster, FieldOptions};
 use warden_harness::process;
 
-use super::{check_writes, longest_write_gap, members, power_on, ready, writer};
+use warden_integration::writer::Writer;
+
+use super::{
+    check_writes, longest_write_gap, members, power_off, power_on, ready, wait_fenced, writer,
+};
 
 /// A three-node cluster on `suite`'s node image, every node installed with
 /// the package (`WARDEN_DEB`, else one built) and `topology = "ha"`.
@@ -41,23 +45,13 @@ fn member_ids(c: &FieldCluster, viewer: &str) -> Result<Vec<(String, u64, bool)>
     Ok(ms)
 }
 
-/// Waits until `viewer`'s Pacemaker records one more successful fence of
-/// `target` than `before`; returns how long that took from `since`.
-fn wait_fenced(
-    c: &FieldCluster,
-    viewer: &str,
-    target: &str,
-    before: usize,
-    since: Instant,
-) -> Duration {
-    c.wait_crm(
-        viewer,
-        &format!("{target} fenced"),
-        Duration::from_secs(120),
-        |m| m.fence_successes(target).len() > before,
-    )
-    .unwrap();
-    since.elapsed()
+/// Waits until `w` has a write sent after `since` acknowledged through
+/// each of `nodes`.
+fn writes_through(w: &Writer, nodes: &[&str], since: Instant) {
+    for n in nodes {
+        w.wait_ack_after(Some(n), since, Duration::from_secs(60))
+            .unwrap();
+    }
 }
 
 /// The runbook's checks on `viewer` while `down` is fenced: `crm_mon -1
@@ -124,7 +118,7 @@ pub fn lose_one(c: &FieldCluster, victim: &str) {
     let fences = c.crm_mon(viewer).unwrap().fence_successes(victim).len();
     let archives = super::archives(c, victim).unwrap();
 
-    let dead = super::bmc_power_off(c, victim);
+    let dead = power_off(c, victim).unwrap();
     let mut first = Vec::new();
     for s in &survivors {
         let a = w
@@ -135,13 +129,10 @@ pub fn lose_one(c: &FieldCluster, victim: &str) {
             a.at.duration_since(dead).as_secs_f64()
         ));
     }
-    let fenced = wait_fenced(c, viewer, victim, fences, dead);
+    wait_fenced(c, viewer, victim, fences).unwrap();
+    let fenced = dead.elapsed();
     // Writes keep coming through both after the fence, too.
-    let t = Instant::now();
-    for s in &survivors {
-        w.wait_ack_after(Some(s), t, Duration::from_secs(60))
-            .unwrap();
-    }
+    writes_through(&w, &survivors, Instant::now());
     for s in &survivors {
         assert_eq!(
             member_ids(c, s).unwrap(),
@@ -204,17 +195,14 @@ pub fn replace_one(c: &FieldCluster, victim: &str) {
         .expect("the victim is a member");
     let fences = c.crm_mon(viewer).unwrap().fence_successes(victim).len();
 
-    let dead = super::bmc_power_off(c, victim);
-    wait_fenced(c, viewer, victim, fences, dead);
-    for s in &survivors {
-        w.wait_ack_after(Some(s), dead, Duration::from_secs(60))
-            .unwrap();
-    }
+    let dead = power_off(c, victim).unwrap();
+    wait_fenced(c, viewer, victim, fences).unwrap();
+    writes_through(&w, &survivors, dead);
     // 1. The others healthy, the victim fenced.
     runbook_checks(c, viewer, victim, &before);
     c.replace_machine(victim).unwrap();
 
-    // 1. On a survivor: the dead machine out of the cluster.
+    // 2. On a survivor: the dead machine out of the cluster.
     let removed = c
         .node_sh_ok(
             viewer,
@@ -222,19 +210,15 @@ pub fn replace_one(c: &FieldCluster, victim: &str) {
         )
         .unwrap();
     eprintln!("{}{}", removed.stdout, removed.stderr);
-    let t = Instant::now();
-    for s in &survivors {
-        w.wait_ack_after(Some(s), t, Duration::from_secs(60))
-            .unwrap();
-    }
+    writes_through(&w, &survivors, Instant::now());
 
-    // 2. The new machine, installed as in section 1.
+    // 3. The new machine, installed as in section 1.
     power_on(c, victim).unwrap();
     c.wait_booted(victim, Duration::from_secs(180)).unwrap();
     let t_install = Instant::now();
     c.install_node(victim).unwrap();
 
-    // 3. Authenticated and added from a survivor.
+    // 4. Authenticated and added from a survivor.
     let t_add = Instant::now();
     c.pcs_host_auth(viewer, victim).unwrap();
     let added = c
