@@ -1688,6 +1688,23 @@ fn both_member_dirs_missing_no_bootstrap_each_refuses_and_names_the_restore() {
             format!("etcd-warden recover restore-archive --node {me}")
         );
     }
+    // Of one epoch, only n2 keeps an archive: both name it, n1 too.
+    let mut f = lost(A);
+    peer_mut(&mut f, B).record.as_mut().unwrap().archives = 1;
+    let d = decide(&f);
+    let (reason, cmd) = d.refusal().expect("must refuse");
+    assert_eq!(
+        cmd, "etcd-warden recover restore-archive --node n2",
+        "{reason}"
+    );
+    let mut f = lost(B);
+    f.data.archives = 1;
+    let d = decide(&f);
+    let (reason, cmd) = d.refusal().expect("must refuse");
+    assert_eq!(
+        cmd, "etcd-warden recover restore-archive --node n2",
+        "{reason}"
+    );
     // The peer's state file names a newer epoch: its data was the newest.
     let mut f = lost(A);
     peer_mut(&mut f, B).record.as_mut().unwrap().epoch = 3;

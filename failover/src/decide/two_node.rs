@@ -166,7 +166,10 @@ impl Decider<'_> {
                     peer.name,
                     r.may_hold_epoch()
                 ));
-                if r.may_hold_epoch() > mine {
+                // Of one epoch, only the node that keeps archives has data
+                // left: both daemons name it.
+                let same = r.may_hold_epoch() == mine;
+                if r.may_hold_epoch() > mine || (same && r.archives > 0 && d.archives == 0) {
                     (peer.name.as_str(), r.archives)
                 } else {
                     (f.node.as_str(), d.archives)
