@@ -17,6 +17,7 @@ use warden_api::{RecoverRequest, RecoverWhat};
 use crate::config::Settings;
 use crate::reconcile::archives::Held;
 use crate::reconcile::local::{LocalPaths, StateFile};
+use crate::reconcile::revision_step::UNKNOWN_LOSS_REVISIONS;
 #[cfg(test)]
 use restore::RestoreTool;
 #[cfg(test)]
@@ -46,6 +47,11 @@ pub(crate) fn local_etcd(settings: &Settings) -> LocalEtcd {
         binary: settings.etcd.binary.clone(),
         peer_urls: settings.local_node().peer_urls.clone(),
         forces: settings.topology == crate::config::settings::Topology::TwoNode,
+        owner: settings
+            .etcd
+            .user
+            .drops()
+            .then_some((settings.etcd.user.uid, settings.etcd.user.gid)),
     }
 }
 
@@ -58,8 +64,17 @@ pub(crate) enum RecoverAction {
     RaiseEpoch,
     /// Move the local member directory into the archive directory.
     Archive,
-    /// Move this archive back in place.
-    Restore(PathBuf),
+    /// Move this archive back in place; with `in_sync`, mark its data as
+    /// the operator's choice for this boot, so that the daemon forces a new
+    /// one-member cluster from it (two-node data that lists the peer).
+    Restore {
+        /// The archive.
+        archive: PathBuf,
+        /// Set the operator's in-sync marker after the restore.
+        in_sync: bool,
+        /// etcd's uid and gid (see [`LocalEtcd::owner`]).
+        owner: Option<(u32, u32)>,
+    },
     /// Restore a snapshot as a new one-member cluster.
     RestoreSnapshot(SnapshotRestore),
 }
@@ -75,6 +90,30 @@ pub(crate) struct LocalEtcd {
     /// The topology forces new clusters (two nodes with fencing); an HA or
     /// arbiter cluster never does: its majority decides.
     pub(crate) forces: bool,
+    /// The uid and gid etcd runs as, when not the daemon's: a data
+    /// directory a restore creates is given to them, as the daemon's start
+    /// creates it.
+    pub(crate) owner: Option<(u32, u32)>,
+}
+
+/// Creates the data directory `0700` when it is missing (its volume
+/// replaced, or moved away), owned by etcd's user as the daemon's start
+/// creates it: etcd must be able to enter it.
+pub(crate) fn make_data_dir(paths: &LocalPaths, owner: Option<(u32, u32)>) -> anyhow::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if paths.data_dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&paths.data_dir)
+        .with_context(|| format!("cannot create {}", paths.data_dir.display()))?;
+    if let Some((uid, gid)) = owner {
+        std::os::unix::fs::chown(&paths.data_dir, Some(uid), Some(gid))
+            .with_context(|| format!("cannot give {} to etcd's user", paths.data_dir.display()))?;
+    }
+    Ok(())
 }
 
 /// The highest epoch known on this node: the state file's and those of the
@@ -178,7 +217,7 @@ pub(crate) fn plan(
                     "after a total outage Corosync holds quorum back until the peer was seen (wait_for_all): if the peer stays off, lift that yourself with `pcs quorum unblock`, so that Pacemaker fences the peer and starts etcd here".into(),
                     format!(
                         "the forced restart holds clients off until it has moved the revision on by {} and compacted the history below: the writes only the peer holds are lost, and their revisions are not handed out again unless the peer acknowledged more than that many since this data's last write",
-                        crate::reconcile::revision_step::UNKNOWN_LOSS_REVISIONS
+                        UNKNOWN_LOSS_REVISIONS
                     ),
                     "the peer, when it returns, archives its data and rejoins as a learner".into(),
                 ],
@@ -241,6 +280,11 @@ pub(crate) fn plan(
             if !req.allow_older_epoch {
                 no_older_epoch(&src, &held, &st, &paths.state_file)?;
             }
+            let archived = archived_state(&src);
+            if let Some(a) = archived.as_ref().filter(|a| runs_not_alone(a, me)) {
+                return archived_learner_plan(me, paths, etcd, &src, &held, a);
+            }
+            let in_sync = etcd.forces && archived.is_some_and(|a| a.voters.iter().any(|v| v != me));
             // A member directory without a log (a join or reseed that
             // received no data) is not data, but it is in the way.
             let leftover = paths.member_dir().exists().then(|| {
@@ -259,8 +303,13 @@ pub(crate) fn plan(
                         describe_held(&held),
                         paths.member_dir().display()
                     )])
+                    .chain(restore_archive_follow_up(me, in_sync))
                     .collect(),
-                action: RecoverAction::Restore(src),
+                action: RecoverAction::Restore {
+                    archive: src,
+                    in_sync,
+                    owner: etcd.owner,
+                },
                 needs_etcd_stopped: true,
                 stops_etcd: false,
             }
@@ -334,7 +383,11 @@ pub(crate) fn apply(
             vec![format!("epoch is now {}", st.epoch)]
         }
         RecoverAction::Archive => archive(paths, "operator: keep the peer's data", now)?.1,
-        RecoverAction::Restore(src) => {
+        RecoverAction::Restore {
+            archive: src,
+            in_sync,
+            owner,
+        } => {
             let mut done = Vec::new();
             if paths.has_data() {
                 bail!(
@@ -345,8 +398,7 @@ pub(crate) fn apply(
             if paths.member_dir().exists() {
                 done = archive(paths, "operator: a member directory without a log", now)?.1;
             }
-            std::fs::create_dir_all(&paths.data_dir)
-                .with_context(|| format!("cannot create {}", paths.data_dir.display()))?;
+            make_data_dir(paths, *owner)?;
             std::fs::rename(src.join("member"), paths.member_dir())
                 .with_context(|| format!("cannot move {} back", src.join("member").display()))?;
             if let Ok(state) = std::fs::read(src.join("state.json")) {
@@ -357,6 +409,7 @@ pub(crate) fn apply(
                 paths.member_dir().display(),
                 src.display()
             ));
+            done.extend(after_restore(paths, *in_sync)?);
             done
         }
         RecoverAction::RestoreSnapshot(r) => {
@@ -430,6 +483,7 @@ fn new_restore(
         token: fresh_token()?,
         epoch: highest_epoch(paths)? + 1,
         archive_first: paths.has_data(),
+        owner: etcd.owner,
     })
 }
 
@@ -521,6 +575,116 @@ fn learner_plan(
         describe,
         needs_etcd_stopped: false,
         stops_etcd: true,
+    })
+}
+
+/// The state file an archive keeps beside its data, if it reads.
+fn archived_state(archive: &Path) -> Option<StateFile> {
+    let b = std::fs::read(archive.join("state.json")).ok()?;
+    serde_json::from_slice(&b).ok()
+}
+
+/// Whether an archive's state file says its data cannot run as this
+/// node's member: a departed member's (its log ends with its own removal),
+/// a join's, or a learner's that voters other than this node added.
+fn runs_not_alone(st: &StateFile, me: &str) -> bool {
+    !st.epoch_unknown
+        && (st.departed
+            || st.joining
+            || (!st.voters.is_empty() && !st.voters.iter().any(|v| v == me)))
+}
+
+/// What a restored archive's first start does, for the plan.
+fn restore_archive_follow_up(me: &str, in_sync: bool) -> Vec<String> {
+    let mut lines = vec![format!(
+        "owe a move of the revision by {}: etcd's first start of the restored data holds clients off until the revision is past every revision the lost data may have handed out",
+        UNKNOWN_LOSS_REVISIONS
+    )];
+    if in_sync {
+        lines.push(format!(
+            "mark {me}'s restored data as holding every acknowledged write for this boot (as `recover force-new-cluster --node {me}` does): it lists the peer's member, so the daemon forces a new one-member cluster from it once the peer's daemon says it holds no data, or Pacemaker shows the peer down"
+        ));
+    }
+    lines.push("start etcd afterwards (`pcs resource clear <etcd clone> <node>`, with crmsh `crm resource clear <etcd clone> <node>`); the other node then archives what it holds, if anything, and joins as a learner".into());
+    lines
+}
+
+/// After an archive is back in place: the revision move owed, and the
+/// operator's in-sync marker where the plan set one.
+fn after_restore(paths: &LocalPaths, in_sync: bool) -> anyhow::Result<Vec<String>> {
+    let st = paths.update_state(|s| {
+        s.revision_bump_owed = Some(
+            s.revision_bump_owed
+                .unwrap_or(0)
+                .max(UNKNOWN_LOSS_REVISIONS),
+        );
+    })?;
+    let mut done = vec![format!(
+        "the first start moves the revision on by {}",
+        st.revision_bump_owed.unwrap_or(UNKNOWN_LOSS_REVISIONS)
+    )];
+    if in_sync {
+        let boot = paths.boot_id()?;
+        paths.mark_in_sync_by_operator(&boot)?;
+        done.push(format!(
+            "in-sync marker set for boot {boot}: the daemon forces a new one-member cluster from the restored data"
+        ));
+    }
+    Ok(done)
+}
+
+/// `restore-archive` of an archive whose data is a learner's or ends with
+/// its own removal (a node that left gracefully): etcd cannot run that
+/// member alone, so its backend is restored as a new one-member cluster,
+/// as `force-new-cluster` does for such data; the archive is left as it is.
+fn archived_learner_plan(
+    me: &str,
+    paths: &LocalPaths,
+    etcd: &LocalEtcd,
+    src: &Path,
+    held: &Held,
+    archived: &StateFile,
+) -> anyhow::Result<Plan> {
+    let db = backend_of(src);
+    if !db.is_file() {
+        bail!(
+            "{} holds no backend ({}): its data is a learner's or a departed member's, which etcd cannot run alone, and only its backend could be restored",
+            src.display(),
+            db.display()
+        );
+    }
+    let mut restore = new_restore(RestoreSource::ArchivedBackend(db), me, paths, etcd)?;
+    restore.archive_first = paths.member_dir().exists();
+    let whose = if archived.departed {
+        "ends with its own removal from the member list (the node left gracefully)"
+    } else {
+        "is a learner's that was never a voter"
+    };
+    let describe = vec![
+        format!(
+            "{} ({}) {whose}: etcd cannot run that member alone, so its backend is restored instead; the archive stays as it is",
+            src.display(),
+            describe_held(held)
+        ),
+        format!(
+            "restore that backend with {} as a new one-member cluster of {me} (peer URLs {}, cluster token {}); what etcd had not applied to its backend yet is not restored",
+            restore.tool.path().display(),
+            restore.peer_urls.join(","),
+            restore.token
+        ),
+        restore.revision.describe(),
+        format!(
+            "write {} with epoch {} (above every epoch known here), so that any other data is stale: it is archived (not deleted) when its node rejoins, as a learner",
+            paths.state_file.display(),
+            restore.epoch
+        ),
+        "start etcd afterwards (`pcs resource clear <etcd clone> <node>`, with crmsh `crm resource clear <etcd clone> <node>`)".into(),
+    ];
+    Ok(Plan {
+        action: RecoverAction::RestoreSnapshot(restore),
+        describe,
+        needs_etcd_stopped: true,
+        stops_etcd: false,
     })
 }
 

@@ -2,7 +2,6 @@
 //! (`etcdutl`, or `etcdctl` on 3.4): from a snapshot file, or from the
 //! backend of data etcd cannot force into a cluster (a learner's).
 
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
@@ -77,6 +76,8 @@ pub(crate) struct SnapshotRestore {
     /// How the restored data's revision moves past every revision the
     /// writes it lacks could have had.
     pub(crate) revision: RevisionStep,
+    /// etcd's uid and gid (see [`super::LocalEtcd::owner`]).
+    pub(crate) owner: Option<(u32, u32)>,
 }
 
 /// What a restore reads.
@@ -228,11 +229,7 @@ pub(super) fn restore_snapshot(
             paths.member_dir().display()
         );
     }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&paths.data_dir)
-        .with_context(|| format!("cannot create {}", paths.data_dir.display()))?;
+    super::make_data_dir(paths, r.owner)?;
     // Restored inside the data directory, so that moving the result into
     // place is a rename on one filesystem; the tools refuse an existing
     // directory, and this one is new.

@@ -8,6 +8,7 @@ fn etcd() -> LocalEtcd {
         binary: "/nonexistent/etcd".into(),
         peer_urls: vec!["http://127.0.0.1:2380".into()],
         forces: true,
+        owner: None,
     }
 }
 
@@ -45,6 +46,7 @@ fn failing_tool(dir: &Path) -> (LocalEtcd, std::path::PathBuf) {
         binary: bin.join("etcd"),
         peer_urls: vec!["http://127.0.0.1:2380".into()],
         forces: true,
+        owner: None,
     };
     (local, tool)
 }
@@ -177,7 +179,14 @@ fn restore_archive_picks_the_newest_data_and_never_an_older_epoch() {
     let restore = req(RecoverWhat::RestoreArchive, "a");
     // No cluster named: the newest data of all.
     let pl = plan(&restore, "a", &p, &etcd()).unwrap();
-    assert_eq!(pl.action, RecoverAction::Restore(other_cluster));
+    assert_eq!(
+        pl.action,
+        RecoverAction::Restore {
+            archive: other_cluster,
+            in_sync: false,
+            owner: None,
+        }
+    );
     // The state file names cluster 7 at epoch 3 (its data went
     // missing): the newest data of that cluster.
     p.write_state(&StateFile {
@@ -188,7 +197,14 @@ fn restore_archive_picks_the_newest_data_and_never_an_older_epoch() {
     })
     .unwrap();
     let pl = plan(&restore, "a", &p, &etcd()).unwrap();
-    assert_eq!(pl.action, RecoverAction::Restore(newest_of_7.clone()));
+    assert_eq!(
+        pl.action,
+        RecoverAction::Restore {
+            archive: newest_of_7.clone(),
+            in_sync: false,
+            owner: None,
+        }
+    );
     assert!(
         pl.describe[0].contains("cluster 7, epoch 3, raft index 500"),
         "{:?}",
@@ -215,7 +231,11 @@ fn restore_archive_picks_the_newest_data_and_never_an_older_epoch() {
     };
     assert_eq!(
         plan(&allowed, "a", &p, &etcd()).unwrap().action,
-        RecoverAction::Restore(older)
+        RecoverAction::Restore {
+            archive: older,
+            in_sync: false,
+            owner: None,
+        }
     );
     // Restored: the data and its state are back.
     apply(&pl.action, &p, &mut quiet).unwrap();
@@ -328,7 +348,7 @@ fn restore_archive_moves_a_member_directory_without_a_log_aside_first() {
         pl.describe
     );
     let done = apply(&pl.action, &p, &mut quiet).unwrap();
-    assert_eq!(done.len(), 2, "{done:?}");
+    assert_eq!(done.len(), 3, "{done:?}");
     assert_eq!(
         std::fs::read(p.member_dir().join("snap/db")).unwrap(),
         b"kept"
@@ -339,4 +359,123 @@ fn restore_archive_moves_a_member_directory_without_a_log_aside_first() {
         .filter(|e| e.path().join("member/wal").is_dir())
         .collect();
     assert_eq!(kept.len(), 1, "the leftover is archived, not deleted");
+}
+
+/// Rewrites the state file an archive keeps.
+fn set_archived_state(archive: &Path, f: impl FnOnce(&mut StateFile)) {
+    let path = archive.join("state.json");
+    let mut st: StateFile = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    f(&mut st);
+    std::fs::write(&path, serde_json::to_vec(&st).unwrap()).unwrap();
+}
+
+/// A two-node archive that lists the peer's member is the operator's
+/// choice once restored: the in-sync marker is set for this boot (the
+/// daemon forces a one-member cluster from it, as after `force-new-cluster`)
+/// and the revision move is owed, so that no revision the lost data handed
+/// out is handed out again.
+#[test]
+fn restore_archive_of_a_pair_marks_it_in_sync_and_owes_a_revision_move() {
+    use crate::reconcile::archives::test_archive;
+    let t = tempfile::tempdir().unwrap();
+    let p = paths(t.path());
+    let a = test_archive(&p, 3000, 7, 3, 500);
+    set_archived_state(&a, |s| {
+        s.member_id = Some(11);
+        s.voters = vec!["a".into(), "b".into()];
+    });
+    let pl = plan(&req(RecoverWhat::RestoreArchive, "a"), "a", &p, &etcd()).unwrap();
+    assert_eq!(
+        pl.action,
+        RecoverAction::Restore {
+            archive: a.clone(),
+            in_sync: true,
+            owner: None,
+        }
+    );
+    let lines = pl.describe.join("\n");
+    assert!(
+        lines.contains("owe a move of the revision by 100000"),
+        "{lines}"
+    );
+    assert!(
+        lines.contains("as holding every acknowledged write"),
+        "{lines}"
+    );
+    let done = apply(&pl.action, &p, &mut quiet).unwrap().join("\n");
+    assert!(done.contains("in-sync marker set"), "{done}");
+    let st = p.read_state().unwrap();
+    assert_eq!(st.revision_bump_owed, Some(UNKNOWN_LOSS_REVISIONS));
+    let m = p.valid_in_sync_marker().expect("a marker for this boot");
+    assert!(m.operator);
+    // In HA the majority decides: no marker.
+    let t = tempfile::tempdir().unwrap();
+    let p = paths(t.path());
+    let a = test_archive(&p, 3000, 7, 3, 500);
+    set_archived_state(&a, |s| {
+        s.member_id = Some(11);
+        s.voters = vec!["a".into(), "b".into()];
+    });
+    let ha = LocalEtcd {
+        forces: false,
+        ..etcd()
+    };
+    let pl = plan(&req(RecoverWhat::RestoreArchive, "a"), "a", &p, &ha).unwrap();
+    assert_eq!(
+        pl.action,
+        RecoverAction::Restore {
+            archive: a,
+            in_sync: false,
+            owner: None,
+        }
+    );
+}
+
+/// An archive of a member that left gracefully ends with its own removal:
+/// etcd cannot run it alone, so its backend is restored as a new
+/// one-member cluster, and the archive is left as it is.
+#[test]
+fn restore_archive_of_a_departed_member_restores_its_backend() {
+    use crate::reconcile::archives::test_archive;
+    let t = tempfile::tempdir().unwrap();
+    let p = paths(t.path());
+    let (local, _tool) = failing_tool(t.path());
+    let a = test_archive(&p, 3000, 7, 3, 500);
+    set_archived_state(&a, |s| {
+        s.departed = true;
+        s.voters = vec!["b".into()];
+    });
+    let pl = plan(&req(RecoverWhat::RestoreArchive, "a"), "a", &p, &local).unwrap();
+    let RecoverAction::RestoreSnapshot(r) = &pl.action else {
+        panic!("{:?}", pl.action)
+    };
+    assert_eq!(
+        r.source,
+        RestoreSource::ArchivedBackend(a.join("member/snap/db"))
+    );
+    assert!(!r.archive_first);
+    assert_eq!(r.epoch, 4, "above every epoch known here");
+    let lines = pl.describe.join("\n");
+    assert!(lines.contains("ends with its own removal"), "{lines}");
+}
+
+/// A data directory a restore creates (its volume replaced, or moved
+/// away) is etcd's, `0700`, as the daemon's start would create it; one
+/// that exists is left as it is.
+#[test]
+fn a_restore_creates_a_missing_data_directory_for_etcds_user() {
+    use std::os::unix::fs::MetadataExt;
+    let t = tempfile::tempdir().unwrap();
+    let p = paths(t.path());
+    let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
+    let owner = (nobody.uid.as_raw(), nobody.gid.as_raw());
+    make_data_dir(&p, Some(owner)).unwrap();
+    let m = std::fs::metadata(&p.data_dir).unwrap();
+    assert_eq!(
+        (m.uid(), m.gid(), m.mode() & 0o7777),
+        (owner.0, owner.1, 0o700)
+    );
+    std::os::unix::fs::chown(&p.data_dir, Some(0), Some(0)).unwrap();
+    make_data_dir(&p, Some(owner)).unwrap();
+    assert_eq!(std::fs::metadata(&p.data_dir).unwrap().uid(), 0);
 }
