@@ -64,14 +64,15 @@ pub(crate) enum RecoverAction {
     RaiseEpoch,
     /// Move the local member directory into the archive directory.
     Archive,
-    /// Move this archive back in place; with `in_sync`, mark its data as
-    /// the operator's choice for this boot, so that the daemon forces a new
-    /// one-member cluster from it (two-node data that lists the peer).
+    /// Move this archive back in place, then what its first start needs.
     Restore {
         /// The archive.
         archive: PathBuf,
-        /// Set the operator's in-sync marker after the restore.
-        in_sync: bool,
+        /// What the restored data's first start needs.
+        then: AfterRestore,
+        /// The epoch the restored data gets when it is older than the state
+        /// file names (`--allow-older-epoch`: no data of that epoch is left).
+        raise_epoch: Option<u64>,
         /// etcd's uid and gid (see [`LocalEtcd::owner`]).
         owner: Option<(u32, u32)>,
     },
@@ -284,7 +285,10 @@ pub(crate) fn plan(
             if let Some(a) = archived.as_ref().filter(|a| runs_not_alone(a, me)) {
                 return archived_learner_plan(me, paths, etcd, &src, &held, a);
             }
-            let in_sync = etcd.forces && archived.is_some_and(|a| a.voters.iter().any(|v| v != me));
+            let then = after_restore_of(archived.as_ref(), me, etcd.forces);
+            let raise_epoch = (held.epoch < st.may_hold_epoch())
+                .then(|| highest_epoch(paths).map(|e| e + 1))
+                .transpose()?;
             // A member directory without a log (a join or reseed that
             // received no data) is not data, but it is in the way.
             let leftover = paths.member_dir().exists().then(|| {
@@ -303,11 +307,20 @@ pub(crate) fn plan(
                         describe_held(&held),
                         paths.member_dir().display()
                     )])
-                    .chain(restore_archive_follow_up(me, in_sync))
+                    .chain(raise_epoch.map(|e| {
+                        format!(
+                            "give the restored data epoch {e} (above every epoch known here): its own, {}, is older than the {} that {} names, whose data --allow-older-epoch says is gone, and would make it look stale",
+                            held.epoch,
+                            st.may_hold_epoch(),
+                            paths.state_file.display()
+                        )
+                    }))
+                    .chain(restore_archive_follow_up(me, then))
                     .collect(),
                 action: RecoverAction::Restore {
                     archive: src,
-                    in_sync,
+                    then,
+                    raise_epoch,
                     owner: etcd.owner,
                 },
                 needs_etcd_stopped: true,
@@ -385,7 +398,8 @@ pub(crate) fn apply(
         RecoverAction::Archive => archive(paths, "operator: keep the peer's data", now)?.1,
         RecoverAction::Restore {
             archive: src,
-            in_sync,
+            then,
+            raise_epoch,
             owner,
         } => {
             let mut done = Vec::new();
@@ -409,7 +423,14 @@ pub(crate) fn apply(
                 paths.member_dir().display(),
                 src.display()
             ));
-            done.extend(after_restore(paths, *in_sync)?);
+            if let Some(e) = raise_epoch {
+                paths.update_state(|s| {
+                    s.epoch = *e;
+                    s.pending_epoch = None;
+                })?;
+                done.push(format!("epoch is now {e}"));
+            }
+            done.extend(after_restore(paths, *then)?);
             done
         }
         RecoverAction::RestoreSnapshot(r) => {
@@ -594,43 +615,74 @@ fn runs_not_alone(st: &StateFile, me: &str) -> bool {
             || (!st.voters.is_empty() && !st.voters.iter().any(|v| v == me)))
 }
 
+/// What a restored archive's first start needs, so that no revision the
+/// lost writes had is handed out again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AfterRestore {
+    /// Two-node data that lists the peer's member: it cannot run alone, so
+    /// it is marked as the operator's choice for this boot (as
+    /// `force-new-cluster` does) and the daemon forces a one-member cluster
+    /// from it, moving the revision on by [`UNKNOWN_LOSS_REVISIONS`].
+    ForceFromIt,
+    /// One-member data of this node: its first start moves the revision on
+    /// by [`UNKNOWN_LOSS_REVISIONS`] with clients held off.
+    OweRevisions,
+    /// Data of several voters that never forces (HA): it runs once a
+    /// majority of its members does.
+    Nothing,
+}
+
+/// What the restore of an archive with the state file `archived` needs.
+fn after_restore_of(archived: Option<&StateFile>, me: &str, forces: bool) -> AfterRestore {
+    let voters = archived.map(|a| a.voters.as_slice()).unwrap_or_default();
+    if voters.iter().all(|v| v == me) {
+        AfterRestore::OweRevisions
+    } else if forces {
+        AfterRestore::ForceFromIt
+    } else {
+        AfterRestore::Nothing
+    }
+}
+
 /// What a restored archive's first start does, for the plan.
-fn restore_archive_follow_up(me: &str, in_sync: bool) -> Vec<String> {
-    let mut lines = vec![format!(
-        "owe a move of the revision by {}: etcd's first start of the restored data holds clients off until the revision is past every revision the lost data may have handed out",
-        UNKNOWN_LOSS_REVISIONS
-    )];
-    if in_sync {
-        lines.push(format!(
-            "mark {me}'s restored data as holding every acknowledged write for this boot (as `recover force-new-cluster --node {me}` does): it lists the peer's member, so the daemon forces a new one-member cluster from it once the peer's daemon says it holds no data, or Pacemaker shows the peer down"
-        ));
+fn restore_archive_follow_up(me: &str, then: AfterRestore) -> Vec<String> {
+    let mut lines = Vec::new();
+    match then {
+        AfterRestore::ForceFromIt => lines.push(format!(
+            "mark {me}'s restored data as holding every acknowledged write for this boot (as `recover force-new-cluster --node {me}` does): it lists the peer's member, so the daemon forces a new one-member cluster from it once the peer's daemon says it holds no data, or Pacemaker shows the peer down, holding clients off until the revision is {UNKNOWN_LOSS_REVISIONS} past the data's, so that no revision the lost writes had is handed out again"
+        )),
+        AfterRestore::OweRevisions => lines.push(format!(
+            "owe a move of the revision by {UNKNOWN_LOSS_REVISIONS}: etcd's first start of the restored data holds clients off until then, so that no revision the lost writes had is handed out again"
+        )),
+        AfterRestore::Nothing => {}
     }
     lines.push("start etcd afterwards (`pcs resource clear <etcd clone> <node>`, with crmsh `crm resource clear <etcd clone> <node>`); the other node then archives what it holds, if anything, and joins as a learner".into());
     lines
 }
 
-/// After an archive is back in place: the revision move owed, and the
-/// operator's in-sync marker where the plan set one.
-fn after_restore(paths: &LocalPaths, in_sync: bool) -> anyhow::Result<Vec<String>> {
-    let st = paths.update_state(|s| {
-        s.revision_bump_owed = Some(
-            s.revision_bump_owed
-                .unwrap_or(0)
-                .max(UNKNOWN_LOSS_REVISIONS),
-        );
-    })?;
-    let mut done = vec![format!(
-        "the first start moves the revision on by {}",
-        st.revision_bump_owed.unwrap_or(UNKNOWN_LOSS_REVISIONS)
-    )];
-    if in_sync {
-        let boot = paths.boot_id()?;
-        paths.mark_in_sync_by_operator(&boot)?;
-        done.push(format!(
-            "in-sync marker set for boot {boot}: the daemon forces a new one-member cluster from the restored data"
-        ));
-    }
-    Ok(done)
+/// After an archive is back in place: the revision move owed, or the
+/// operator's in-sync marker.
+fn after_restore(paths: &LocalPaths, then: AfterRestore) -> anyhow::Result<Vec<String>> {
+    Ok(match then {
+        AfterRestore::ForceFromIt => {
+            let boot = paths.boot_id()?;
+            paths.mark_in_sync_by_operator(&boot)?;
+            vec![format!(
+                "in-sync marker set for boot {boot}: the daemon forces a new one-member cluster from the restored data, moving the revision on by {UNKNOWN_LOSS_REVISIONS}"
+            )]
+        }
+        AfterRestore::OweRevisions => {
+            let st = paths.update_state(|s| {
+                let owed = s.revision_bump_owed.unwrap_or(0);
+                s.revision_bump_owed = Some(owed.max(UNKNOWN_LOSS_REVISIONS));
+            })?;
+            vec![format!(
+                "the first start moves the revision on by {}",
+                st.revision_bump_owed.unwrap_or(UNKNOWN_LOSS_REVISIONS)
+            )]
+        }
+        AfterRestore::Nothing => Vec::new(),
+    })
 }
 
 /// `restore-archive` of an archive whose data is a learner's or ends with

@@ -183,7 +183,8 @@ fn restore_archive_picks_the_newest_data_and_never_an_older_epoch() {
         pl.action,
         RecoverAction::Restore {
             archive: other_cluster,
-            in_sync: false,
+            then: AfterRestore::OweRevisions,
+            raise_epoch: None,
             owner: None,
         }
     );
@@ -201,7 +202,8 @@ fn restore_archive_picks_the_newest_data_and_never_an_older_epoch() {
         pl.action,
         RecoverAction::Restore {
             archive: newest_of_7.clone(),
-            in_sync: false,
+            then: AfterRestore::OweRevisions,
+            raise_epoch: None,
             owner: None,
         }
     );
@@ -233,7 +235,10 @@ fn restore_archive_picks_the_newest_data_and_never_an_older_epoch() {
         plan(&allowed, "a", &p, &etcd()).unwrap().action,
         RecoverAction::Restore {
             archive: older,
-            in_sync: false,
+            then: AfterRestore::OweRevisions,
+            // Above every epoch known here: the state file's 3, the
+            // archives' 2, 3 and 4.
+            raise_epoch: Some(5),
             owner: None,
         }
     );
@@ -370,65 +375,60 @@ fn set_archived_state(archive: &Path, f: impl FnOnce(&mut StateFile)) {
 }
 
 /// A two-node archive that lists the peer's member is the operator's
-/// choice once restored: the in-sync marker is set for this boot (the
-/// daemon forces a one-member cluster from it, as after `force-new-cluster`)
-/// and the revision move is owed, so that no revision the lost data handed
-/// out is handed out again.
+/// choice once restored: the in-sync marker is set for this boot, and the
+/// daemon forces a one-member cluster from it (as after
+/// `force-new-cluster`), which moves the revision on; no move is owed at a
+/// plain start, which could not commit it without the peer's member. A
+/// one-member archive owes the move at its first start; an HA archive of
+/// several voters neither.
 #[test]
-fn restore_archive_of_a_pair_marks_it_in_sync_and_owes_a_revision_move() {
+fn restore_archive_forces_from_a_pairs_data_and_owes_a_move_for_one_members() {
     use crate::reconcile::archives::test_archive;
-    let t = tempfile::tempdir().unwrap();
-    let p = paths(t.path());
-    let a = test_archive(&p, 3000, 7, 3, 500);
-    set_archived_state(&a, |s| {
-        s.member_id = Some(11);
-        s.voters = vec!["a".into(), "b".into()];
-    });
-    let pl = plan(&req(RecoverWhat::RestoreArchive, "a"), "a", &p, &etcd()).unwrap();
-    assert_eq!(
-        pl.action,
-        RecoverAction::Restore {
-            archive: a.clone(),
-            in_sync: true,
-            owner: None,
-        }
-    );
-    let lines = pl.describe.join("\n");
-    assert!(
-        lines.contains("owe a move of the revision by 100000"),
-        "{lines}"
-    );
+    let restored = |voters: &[&str], forces: bool| {
+        let t = tempfile::tempdir().unwrap();
+        let p = paths(t.path());
+        let a = test_archive(&p, 3000, 7, 3, 500);
+        set_archived_state(&a, |s| {
+            s.member_id = Some(11);
+            s.voters = voters.iter().map(|v| (*v).to_owned()).collect();
+        });
+        let local = LocalEtcd { forces, ..etcd() };
+        let pl = plan(&req(RecoverWhat::RestoreArchive, "a"), "a", &p, &local).unwrap();
+        let RecoverAction::Restore { archive, then, .. } = &pl.action else {
+            panic!("{:?}", pl.action)
+        };
+        assert_eq!(archive, &a);
+        let then = *then;
+        let lines = pl.describe.join("\n");
+        let done = apply(&pl.action, &p, &mut quiet).unwrap().join("\n");
+        let owed = p.read_state().unwrap().revision_bump_owed;
+        let marker = p.valid_in_sync_marker();
+        (then, lines, done, owed, marker, t)
+    };
+    let (then, lines, done, owed, marker, _t) = restored(&["a", "b"], true);
+    assert_eq!(then, AfterRestore::ForceFromIt);
     assert!(
         lines.contains("as holding every acknowledged write"),
         "{lines}"
     );
-    let done = apply(&pl.action, &p, &mut quiet).unwrap().join("\n");
+    assert!(lines.contains("100000"), "{lines}");
     assert!(done.contains("in-sync marker set"), "{done}");
-    let st = p.read_state().unwrap();
-    assert_eq!(st.revision_bump_owed, Some(UNKNOWN_LOSS_REVISIONS));
-    let m = p.valid_in_sync_marker().expect("a marker for this boot");
-    assert!(m.operator);
-    // In HA the majority decides: no marker.
-    let t = tempfile::tempdir().unwrap();
-    let p = paths(t.path());
-    let a = test_archive(&p, 3000, 7, 3, 500);
-    set_archived_state(&a, |s| {
-        s.member_id = Some(11);
-        s.voters = vec!["a".into(), "b".into()];
-    });
-    let ha = LocalEtcd {
-        forces: false,
-        ..etcd()
-    };
-    let pl = plan(&req(RecoverWhat::RestoreArchive, "a"), "a", &p, &ha).unwrap();
-    assert_eq!(
-        pl.action,
-        RecoverAction::Restore {
-            archive: a,
-            in_sync: false,
-            owner: None,
-        }
+    assert_eq!(owed, None);
+    assert!(marker.expect("a marker for this boot").operator);
+
+    let (then, lines, _, owed, marker, _t) = restored(&["a"], true);
+    assert_eq!(then, AfterRestore::OweRevisions);
+    assert!(
+        lines.contains("owe a move of the revision by 100000"),
+        "{lines}"
     );
+    assert_eq!(owed, Some(UNKNOWN_LOSS_REVISIONS));
+    assert!(marker.is_none());
+
+    let (then, _, _, owed, marker, _t) = restored(&["a", "b", "c"], false);
+    assert_eq!(then, AfterRestore::Nothing);
+    assert_eq!(owed, None);
+    assert!(marker.is_none());
 }
 
 /// An archive of a member that left gracefully ends with its own removal:

@@ -381,3 +381,86 @@ fn a_leave_the_peer_did_not_persist_names_the_peer_and_the_command() {
     );
     w.c.stop();
 }
+
+/// Both member directories lost after a failover, with only node2's
+/// archive of its stale data left (a voter's data of the epoch before the
+/// failover): both daemons name `restore-archive --node node2`; the
+/// restore first refuses the archive's older epoch and names the flag; with
+/// it, the restored data is the operator's choice, the daemon forces a
+/// one-member cluster from it by itself (node1's daemon says it holds no
+/// data), moving the revision on, and node1 joins. Every write acknowledged
+/// before the failover is back, the later ones are lost with the member
+/// directories, and no revision is acknowledged twice (the lost writes'
+/// included).
+#[test]
+fn both_member_dirs_lost_after_a_failover_restore_the_archive_without_reusing_revisions() {
+    let (w, _cid) = healthy(2, Topology::TwoNode);
+    let all = w.nodes();
+    let writer = w.writer("/archived", &all).or_fail(&w);
+    wait_acks_everywhere(&writer, &all, 20);
+    let kept = finish_with_sentinel(&w, writer, "node1");
+
+    // A failover: node2's power cut and fenced, node1 alone, then node2
+    // back: its stale data archived, a learner, a voter.
+    w.crash_fenced("node2", "node1", SETTLE).or_fail(&w);
+    w.wait_voters("node1", &["node1".to_owned()], SETTLE)
+        .or_fail(&w);
+    w.boot("node2", SETTLE).or_fail(&w);
+    w.wait_voters("node1", &all, SETTLE).or_fail(&w);
+    assert_eq!(w.archives("node2").or_fail(&w).len(), 1, "node2 archived");
+    let writer = w.writer("/archived-later", &all).or_fail(&w);
+    wait_acks_everywhere(&writer, &all, 20);
+    let later = writer.finish();
+
+    // Both member directories gone at a total outage.
+    w.c.crash("node1").or_fail(&w);
+    w.c.crash("node2").or_fail(&w);
+    unmount(&w, "node1");
+    unmount(&w, "node2");
+    w.boot("node1", SETTLE).or_fail(&w);
+    w.boot("node2", SETTLE).or_fail(&w);
+    const COMMAND: &str = "etcd-warden recover restore-archive --node node2";
+    for n in ["node1", "node2"] {
+        let r = poll(&format!("{n} to name node2's archive"), SETTLE, || {
+            let r = wait_refusal(&w, n);
+            Ok(r.contains("lost its data too").then_some(r))
+        })
+        .or_fail(&w);
+        assert!(r.contains(COMMAND), "{n}: {r}");
+    }
+    let base = ["recover", "restore-archive", "--node", "node2", "--confirm"];
+    let refused = w.warden_cli("node2", &base).expect_err("an older epoch");
+    assert!(
+        format!("{refused:#}").contains("--allow-older-epoch"),
+        "{refused:#}"
+    );
+    let t = Instant::now();
+    let out = w
+        .warden_cli("node2", &[&base[..], &["--allow-older-epoch"]].concat())
+        .or_fail(&w);
+    eprintln!("{out}");
+    w.wait_voters("node2", &all, SETTLE).or_fail(&w);
+    w.wait_started(&all, SETTLE).or_fail(&w);
+    let to_voters = t.elapsed();
+
+    let writer = w.writer("/archived-after", &all).or_fail(&w);
+    wait_acks_everywhere(&writer, &all, 20);
+    let after = writer.finish();
+    w.check_writes(&kept, "/archived", &all).or_fail(&w);
+    w.check_writes(&after, "/archived-after", &all).or_fail(&w);
+    let every: Vec<_> = [&kept[..], &later[..], &after[..]].concat();
+    warden_integration::writer::check_unique_revisions(&every).or_fail(&w);
+    let first_after = after.iter().map(|a| a.revision).min().unwrap_or_default();
+    let last_lost = later.iter().map(|a| a.revision).max().unwrap_or_default();
+    assert!(
+        first_after > last_lost,
+        "revision {first_after} after the restore, {last_lost} before the loss"
+    );
+    eprintln!(
+        "archive restored: command -> two voters {:.2}s; {} writes before the failover back, {} after it lost with the member directories (revisions up to {last_lost}), first revision after the restore {first_after}",
+        to_voters.as_secs_f64(),
+        kept.len(),
+        later.len()
+    );
+    w.c.stop();
+}
