@@ -34,7 +34,7 @@ use std::time::Instant;
 
 use field_support::{
     bmc, commands, defrag, install, package, reboot, release_upgrade, replace, restart, restore,
-    scenario, stop_kill, systemd_backend, tls, upgrade, watchdog,
+    restore_archive, scenario, stop_kill, systemd_backend, tls, upgrade, watchdog,
 };
 
 /// Debian 13 (Pacemaker 3.0, etcd 3.5), the `process` backend: install,
@@ -44,7 +44,8 @@ use field_support::{
 /// the TLS certificates renewed and the CA replaced, the BMC password
 /// rotated, power cut fenced over IPMI (with the new
 /// password), then node-b replaced by a new machine and node-a's data disk
-/// replaced.
+/// replaced, and last an archive restored after both member directories
+/// are lost.
 #[test]
 fn field_suite_debian13_process_backend() {
     let t = Instant::now();
@@ -68,6 +69,10 @@ fn field_suite_debian13_process_backend() {
     scenario("a replaced data disk", || {
         replace::replace_disk(&c, "node-a")
     });
+    scenario(
+        "an archive restored after both data directories are lost",
+        || restore_archive::restore_archive(&c),
+    );
     whole("debian13 process backend", t);
 }
 

@@ -21,6 +21,7 @@ pub mod release_upgrade;
 pub mod replace;
 pub mod restart;
 pub mod restore;
+pub mod restore_archive;
 pub mod stop_kill;
 pub mod systemd_backend;
 pub mod three_node;

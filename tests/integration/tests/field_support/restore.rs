@@ -82,7 +82,7 @@ fn manual_snapshot(c: &FieldCluster) -> Result<String> {
 }
 
 /// Waits until Pacemaker shows etcd `started` (or not) on `node`.
-fn wait_etcd(c: &FieldCluster, node: &str, started: bool) -> Result<()> {
+pub fn wait_etcd(c: &FieldCluster, node: &str, started: bool) -> Result<()> {
     let what = format!(
         "etcd {} on {node}",
         if started { "started" } else { "stopped" }
@@ -93,9 +93,9 @@ fn wait_etcd(c: &FieldCluster, node: &str, started: bool) -> Result<()> {
     .map(|_| ())
 }
 
-/// Every key under `prefix`, as node-a's etcd answers it.
-fn read_back(c: &FieldCluster, prefix: &str) -> Result<Vec<gateway::Kv>> {
-    let n = c.node("node-a")?;
+/// Every key under `prefix`, as `node`'s etcd answers it.
+pub fn read_back(c: &FieldCluster, node: &str, prefix: &str) -> Result<Vec<gateway::Kv>> {
+    let n = c.node(node)?;
     let addr = n.client_addr();
     let prefix = prefix.to_owned();
     NetNs::of_pid(n.netns_holder)?
@@ -185,7 +185,7 @@ pub fn restore(c: &FieldCluster) {
     assert_no_new_fence(c, fences_before, "a restore must not fence anyone");
 
     let acks = w.finish();
-    let kvs = read_back(c, &prefix).unwrap();
+    let kvs = read_back(c, "node-a", &prefix).unwrap();
     let (before, after): (Vec<Ack>, Vec<Ack>) = acks.into_iter().partition(|a| a.at < t_clear);
     let (kept, past): (Vec<Ack>, Vec<Ack>) =
         before.into_iter().partition(|a| a.revision <= revision);
