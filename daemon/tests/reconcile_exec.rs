@@ -290,11 +290,11 @@ fn force_archive_rejoin_promote_on_real_etcd() {
         f.pacemaker.nodes[1].unclean = true;
         f.pacemaker.nodes[1].expected_up = true;
         f.data.exists = true;
-        // Unclean and not fenced: the executor refuses to force (rule 1).
+        // Unclean and not fenced: the executor refuses to force.
         let e = exec(&a, &f, &[Step::ForceNewCluster { epoch: 1 }])
             .await
             .unwrap_err();
-        assert!(e.contains("rule 1"), "{e}");
+        assert!(e.contains("not proven safe"), "{e}");
         assert_eq!(a.paths.read_state().unwrap().epoch, 0);
 
         // Fenced (a fence result as the alert agent posts it): force.

@@ -105,7 +105,7 @@ fn name(s: &Step) -> String {
 use crate::clock::now_unix;
 
 /// Pacemaker's proof that every other node is down, checked here again
-/// (rule 1): `None` unless the topology is two-node, each peer is proven
+/// (never on a guess): `None` unless the topology is two-node, each peer is proven
 /// down (or, online, runs no member that could vote: its data is gone, or
 /// its own removal is committed) and this node holds the in-sync marker
 /// of this boot.
@@ -326,12 +326,14 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
             .map_err(pcmk),
         Step::StartEtcd { mode } => {
             let has = paths.has_data();
+            let over = |what: &str| {
+                unsafe_(&format!(
+                    "{} already holds a member: a {what} would start over its data",
+                    paths.member_dir().display()
+                ))
+            };
             let m = match mode {
-                Mode::New if has => {
-                    return Err(unsafe_(
-                        "rule 3: a bootstrap would start over existing data",
-                    ));
-                }
+                Mode::New if has => return Err(over("bootstrap")),
                 Mode::New => {
                     // Read again here, not from the facts: a bootstrap over a
                     // history replaces data that existed with an empty
@@ -352,12 +354,8 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                     tracing::warn!(%token, "bootstrapping a new etcd cluster with a fresh cluster token");
                     StartMode::Bootstrap { token }
                 }
-                Mode::Join { .. } if has => {
-                    return Err(unsafe_("rule 3: a join would start over existing data"));
-                }
-                Mode::Reseed if has => {
-                    return Err(unsafe_("rule 3: a reseed would start over existing data"));
-                }
+                Mode::Join { .. } if has => return Err(over("join")),
+                Mode::Reseed if has => return Err(over("reseed")),
                 Mode::Reseed => {
                     let st = paths.read_state().map_err(local)?;
                     let (Some(member), Some(cluster)) = (st.member_id, st.cluster_id) else {
@@ -504,7 +502,8 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
             .map(|_| ())
             .map_err(ops),
         Step::ForceNewCluster { epoch } => {
-            let proof = force_allowed(facts).map_err(|w| unsafe_(&format!("rule 1: {w}")))?;
+            let proof = force_allowed(facts)
+                .map_err(|w| unsafe_(&format!("a forced restart is not proven safe: {w}")))?;
             if !paths.has_data() {
                 return Err(unsafe_("no local data to force a cluster from"));
             }
