@@ -70,7 +70,7 @@ pub struct Core {
 
 /// `GET /status` on the Unix socket: [`NodeStatus`] (its fields at the top
 /// level, so that a client reading only `NodeStatus` still works) plus this
-/// node's archives of replaced etcd data (rule 3: nothing deleted, and the
+/// node's archives of replaced etcd data (nothing is deleted, and the
 /// operator can see where it went).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -378,7 +378,7 @@ impl LiveEtcd {
 }
 
 /// The key of the leave lock: the node that holds it is the only one allowed
-/// to leave the member list (rule 5: the last voter never leaves).
+/// to leave the member list (the last voter never leaves).
 pub(crate) const LEAVE_LOCK_KEY: &str = "/etcd-warden/leave-lock";
 
 impl LiveEtcd {

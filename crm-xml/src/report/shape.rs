@@ -426,7 +426,7 @@ pub struct WardenNodeState {
     /// decision (e.g. what it waits for), when it gave one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// Set when the daemon refuses to go on by itself (rule 6: no automatic
+    /// Set when the daemon refuses to go on by itself (no automatic
     /// answer is safe): the one command that resolves it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolve_command: Option<String>,

@@ -1,4 +1,4 @@
-//! `etcd-warden recover …`: the one command a refusal names (rule 6). The
+//! `etcd-warden recover …`: the one command a refusal names. The
 //! daemon refuses when no automatic answer is safe (divergent histories with
 //! equal epochs, a lone node after a total outage, archived data with no live
 //! data anywhere); an operator who knows more resolves it here.
