@@ -568,7 +568,7 @@ fn learner_plan(
             "{me}'s data is a learner's that has not been a voter yet (its state file lists no voter {me}), and etcd cannot force a learner's data into a cluster"
         )
     };
-    let describe = vec![
+    let describe = [
         format!("{whose}: the newest backend here is restored instead"),
         format!("stop etcd on {me} if it runs (a learner without a leader serves nothing)"),
         format!(
@@ -576,21 +576,18 @@ fn learner_plan(
             paths.member_dir().display(),
             paths.archive_dir.display()
         ),
-        format!(
-            "restore the backend of {from} ({}) with {} as a new one-member cluster of {me} (peer URLs {}, cluster token {}); what etcd had not applied to its backend yet is not restored",
-            describe_held(&held),
-            restore.tool.path().display(),
-            restore.peer_urls.join(","),
-            restore.token
-        ),
-        restore.revision.describe(),
-        format!(
-            "write {} with epoch {} (above every epoch known here), so that any other data is stale: it is archived (not deleted) when its node rejoins, as a learner",
-            paths.state_file.display(),
-            restore.epoch
-        ),
+    ]
+    .into_iter()
+    .chain(backend_restore_lines(
+        me,
+        paths,
+        &restore,
+        &format!("the backend of {from} ({})", describe_held(&held)),
+    ))
+    .chain([
         "writes the lost voter acknowledged that the learner had not received are lost; the daemon starts etcd on the restored data where Pacemaker has it started".into(),
-    ];
+    ])
+    .collect();
     Ok(Plan {
         action: RecoverAction::RestoreSnapshot(restore),
         describe,
@@ -613,6 +610,30 @@ fn runs_not_alone(st: &StateFile, me: &str) -> bool {
         && (st.departed
             || st.joining
             || (!st.voters.is_empty() && !st.voters.iter().any(|v| v == me)))
+}
+
+/// The plan's lines of a backend restored as a new one-member cluster:
+/// the restore, the revision move, the state file.
+fn backend_restore_lines(
+    me: &str,
+    paths: &LocalPaths,
+    restore: &SnapshotRestore,
+    what: &str,
+) -> [String; 3] {
+    [
+        format!(
+            "restore {what} with {} as a new one-member cluster of {me} (peer URLs {}, cluster token {}); what etcd had not applied to its backend yet is not restored",
+            restore.tool.path().display(),
+            restore.peer_urls.join(","),
+            restore.token
+        ),
+        restore.revision.describe(),
+        format!(
+            "write {} with epoch {} (above every epoch known here), so that any other data is stale: it is archived (not deleted) when its node rejoins, as a learner",
+            paths.state_file.display(),
+            restore.epoch
+        ),
+    ]
 }
 
 /// What a restored archive's first start needs, so that no revision the
@@ -712,26 +733,19 @@ fn archived_learner_plan(
     } else {
         "is a learner's that was never a voter"
     };
-    let describe = vec![
+    let describe = [
         format!(
             "{} ({}) {whose}: etcd cannot run that member alone, so its backend is restored instead; the archive stays as it is",
             src.display(),
             describe_held(held)
         ),
-        format!(
-            "restore that backend with {} as a new one-member cluster of {me} (peer URLs {}, cluster token {}); what etcd had not applied to its backend yet is not restored",
-            restore.tool.path().display(),
-            restore.peer_urls.join(","),
-            restore.token
-        ),
-        restore.revision.describe(),
-        format!(
-            "write {} with epoch {} (above every epoch known here), so that any other data is stale: it is archived (not deleted) when its node rejoins, as a learner",
-            paths.state_file.display(),
-            restore.epoch
-        ),
+    ]
+    .into_iter()
+    .chain(backend_restore_lines(me, paths, &restore, "that backend"))
+    .chain([
         "start etcd afterwards (`pcs resource clear <etcd clone> <node>`, with crmsh `crm resource clear <etcd clone> <node>`)".into(),
-    ];
+    ])
+    .collect();
     Ok(Plan {
         action: RecoverAction::RestoreSnapshot(restore),
         describe,

@@ -124,6 +124,22 @@ pub fn restore_archive(c: &FieldCluster) {
         plan.stderr
     );
     eprintln!("{}", plan.stdout.trim_end());
+    // The runbook's third form names the archive: the same plan.
+    let named = c
+        .node_sh("node-b", &format!("{cmd} --archive {dir}"))
+        .unwrap();
+    assert_eq!(
+        named.status.code(),
+        Some(2),
+        "{}{}",
+        named.stdout,
+        named.stderr
+    );
+    assert_eq!(
+        plan_lines(&named.stdout),
+        plan_lines(&plan.stdout),
+        "--archive {dir} plans what the newest archive does"
+    );
     let done = c.node_sh_ok("node-b", &format!("{cmd} --confirm")).unwrap();
     eprintln!("{}", done.stdout.trim_end());
     c.node_sh_ok("node-a", &format!("pcs resource clear {CLONE} node-b"))
@@ -196,4 +212,15 @@ fn own_reason(c: &FieldCluster, node: &str) -> std::result::Result<String, Strin
         .and_then(serde_json::Value::as_str)
         .map(str::to_owned)
         .ok_or_else(|| st.chars().take(400).collect())
+}
+
+/// A plan's lines without the cluster token, which every plan draws anew.
+fn plan_lines(out: &str) -> Vec<String> {
+    out.lines()
+        .filter(|l| l.contains("will:"))
+        .map(|l| match l.find("cluster token ") {
+            Some(i) => l[..i].to_owned(),
+            None => l.to_owned(),
+        })
+        .collect()
 }
