@@ -358,7 +358,7 @@ fn force_archive_rejoin_promote_on_real_etcd() {
         assert!(archives[0].join("db.sha256").exists());
         assert!(archives[0].starts_with(dir.path().join("b/archives")));
         assert!(!b.paths.has_data());
-        // Rule 3: the archive is shown, not only logged: /status ...
+        // The nothing-deleted rule: the archive is shown, not only logged: /status ...
         let st = b.core.status_doc(Duration::from_secs(2)).await;
         assert_eq!(
             st.archive_dir.as_deref(),

@@ -72,7 +72,7 @@ pub enum Step {
     },
     /// Move the member directory aside (rename within the filesystem, with a
     /// checksum of the db; retention configurable), log and report the path.
-    /// Never a delete (rule 3).
+    /// Never a delete (the nothing-deleted rule).
     ArchiveDataDir {
         /// Why, for the log and the report.
         reason: String,
@@ -129,7 +129,7 @@ pub enum Step {
         /// What we wait for.
         reason: String,
     },
-    /// No automatic answer is safe (rule 6). Do nothing, show why, and name
+    /// No automatic answer is safe (the refusal rule). Do nothing, show why, and name
     /// the one command that resolves it.
     Refuse {
         /// Exactly why.

@@ -361,7 +361,7 @@ impl DataRecord {
     }
 }
 
-/// A claim to force a new cluster. At most one node may hold one (rule 4).
+/// A claim to force a new cluster. At most one node may hold one (the one-claim rule).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Claim {
     /// The node that wrote it (always the node the attribute belongs to).

@@ -273,7 +273,7 @@ fn the_power_loss_window_is_found_when_modelled() {
         .violation
         .expect("the checker must find the power-loss window");
     eprintln!("{}", cx.render());
-    assert_eq!(cx.violation.rule, "rule 2", "{}", cx.render());
+    assert_eq!(cx.violation.rule, "lost write", "{}", cx.render());
     assert!(
         cx.events
             .iter()
@@ -303,27 +303,32 @@ fn expect_violation(
 
 #[test]
 fn forcing_on_no_leader_alone_is_caught_as_split_brain() {
-    // Both sides also claim (rule 4), and the partitioned side keeps an
-    // in-sync marker its data no longer deserves (rule 2); set those aside
+    // Both sides also claim (the one-claim rule), and the partitioned side keeps an
+    // in-sync marker its data no longer deserves (the lost-write rule); set those aside
     // to show the split brain itself is caught.
     let config = Config {
-        unchecked: &["rule 4", "rule 2"],
+        unchecked: &["two claims", "lost write"],
         check_liveness: false,
         ..Config::two_node()
     };
-    expect_violation(Mutation::ForceOnNoLeader, "rule 1", config, 14);
+    expect_violation(Mutation::ForceOnNoLeader, "split brain", config, 14);
 }
 
 #[test]
 fn claiming_on_no_leader_is_caught_as_two_claims() {
-    expect_violation(Mutation::ClaimOnNoLeader, "rule 4", Config::two_node(), 14);
+    expect_violation(
+        Mutation::ClaimOnNoLeader,
+        "two claims",
+        Config::two_node(),
+        14,
+    );
 }
 
 #[test]
 fn forcing_from_data_not_known_complete_is_caught_as_lost_write() {
     expect_violation(
         Mutation::ForceWithoutInSync,
-        "rule 2",
+        "lost write",
         Config::two_node(),
         30,
     );
@@ -333,7 +338,7 @@ fn forcing_from_data_not_known_complete_is_caught_as_lost_write() {
 fn joining_without_archive_is_caught() {
     expect_violation(
         Mutation::JoinWithoutArchive,
-        "rule 3",
+        "data deleted",
         Config::two_node(),
         30,
     );
@@ -341,14 +346,19 @@ fn joining_without_archive_is_caught() {
 
 #[test]
 fn promoting_an_unsynced_learner_is_caught() {
-    expect_violation(Mutation::PromoteUnsynced, "rule 5", Config::two_node(), 30);
+    expect_violation(
+        Mutation::PromoteUnsynced,
+        "no voter",
+        Config::two_node(),
+        30,
+    );
 }
 
 #[test]
 fn leaving_without_the_lock_is_caught() {
     expect_violation(
         Mutation::LeaveWithoutArbitration,
-        "rule 5",
+        "no voter",
         Config::two_node(),
         30,
     );
@@ -357,7 +367,12 @@ fn leaving_without_the_lock_is_caught() {
 #[test]
 fn leaving_with_only_the_peer_stop_check_is_caught() {
     // The CIB's view of the peer's stop lags; only the lock arbitrates.
-    expect_violation(Mutation::LeaveWithoutLock, "rule 5", Config::two_node(), 30);
+    expect_violation(
+        Mutation::LeaveWithoutLock,
+        "no voter",
+        Config::two_node(),
+        30,
+    );
 }
 
 /// Data volumes that are not mounted at boot: a powered-off node's member
@@ -371,7 +386,7 @@ fn bootstrapping_over_lost_member_dirs_is_caught_as_lost_write() {
         check_liveness: false,
         ..Config::two_node()
     };
-    expect_violation(Mutation::BootstrapOverHistory, "rule 2", config, 24);
+    expect_violation(Mutation::BootstrapOverHistory, "lost write", config, 24);
 }
 
 /// The same model with the real `decide`: no node serves a cluster without
@@ -430,7 +445,7 @@ fn a_lost_join_note_turning_an_old_fence_into_proof_is_caught() {
         cx.render()
     );
     assert!(
-        ["rule 1", "rule 2"].contains(&cx.violation.rule),
+        ["split brain", "lost write"].contains(&cx.violation.rule),
         "{}",
         cx.render()
     );
@@ -465,7 +480,7 @@ fn a_clock_step_turning_an_old_fence_into_proof_is_caught() {
         cx.render()
     );
     assert!(
-        ["rule 1", "rule 2"].contains(&cx.violation.rule),
+        ["split brain", "lost write"].contains(&cx.violation.rule),
         "{}",
         cx.render()
     );
@@ -683,7 +698,7 @@ fn a_marker_outliving_an_etcd_exit_is_caught() {
         check_liveness: false,
         ..Config::two_node()
     };
-    let cx = expect_violation(Mutation::MarkerOutlivesEtcdExit, "rule 2", config, 80);
+    let cx = expect_violation(Mutation::MarkerOutlivesEtcdExit, "lost write", config, 80);
     assert!(
         cx.events.iter().any(|e| matches!(e, Event::EtcdCrash(_))),
         "{}",
@@ -867,7 +882,7 @@ fn lost_dirs_two_faults() -> Config {
     })
 }
 
-/// Story 4 of the compound faults: a write, then both nodes lose power
+/// A compound fault: a write, then both nodes lose power
 /// and n1's member directory with it, n2's data intact; they boot in
 /// either order. No refusal counts as an end here: n1 restarts its old
 /// voter on an empty directory, n2's member leads with every write, and
@@ -908,7 +923,7 @@ fn one_lost_member_dir_after_a_total_outage_settles_without_an_operator() {
             },
             first_up,
         )
-        .expect_err("the rule before settled story 4 by itself");
+        .expect_err("the rule before settled a lost data volume by itself");
         assert_eq!(before.rule, "liveness", "{}", before.detail);
     }
 }
@@ -920,7 +935,7 @@ fn one_lost_member_dir_after_a_total_outage_settles_without_an_operator() {
 /// acknowledged alone is gone.
 #[test]
 fn reseeding_beside_older_data_is_caught_as_a_lost_write() {
-    expect_after_a_lost_dir(Mutation::ReseedFromAnyData, "rule 2", 40);
+    expect_after_a_lost_dir(Mutation::ReseedFromAnyData, "lost write", 40);
 }
 
 /// The checker's trace on a rule before that left a pair with a lost
@@ -982,7 +997,7 @@ fn ignoring_an_unconfirmed_force_is_caught_as_a_lost_write() {
         check_liveness: false,
         ..Config::two_node()
     };
-    let cx = expect_violation(Mutation::IgnorePendingEpoch, "rule 2", config, 40);
+    let cx = expect_violation(Mutation::IgnorePendingEpoch, "lost write", config, 40);
     let wrote_alone = cx
         .events
         .windows(2)
@@ -1053,7 +1068,7 @@ fn an_unconfirmed_force_followed_by_a_lost_member_dir_names_the_forcing_node() {
             first_up,
         )
         .expect_err("the rule before kept the write n2 acknowledged alone");
-        assert_eq!(before.rule, "rule 2", "{}", before.detail);
+        assert_eq!(before.rule, "lost write", "{}", before.detail);
     }
 }
 

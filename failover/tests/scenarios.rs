@@ -1813,7 +1813,7 @@ fn one_member_dir_missing_the_node_with_data_forces_and_the_other_joins() {
     assert!(d.refusal().is_none());
 }
 
-/// Story 4 of the compound faults: both nodes lost power, n1 came back
+/// A compound fault: both nodes lost power, n1 came back
 /// with its member directory gone (a replaced disk), n2 with its data,
 /// whose member runs without quorum and waits for n1's vote. In a
 /// two-member membership every acknowledged write is in n2's log, so n1

@@ -3,7 +3,7 @@
 //! The rules it encodes (the numbered rules are those of docs/failover.md
 //! §5), each with its reason:
 //! - A new cluster is forced only with Pacemaker's proof that the peer is
-//!   down ([`peer_down_proof`]), never on "no leader" alone (rule 1): in a
+//!   down ([`peer_down_proof`]), never on "no leader" alone (the split-brain rule): in a
 //!   symmetric partition both nodes see no leader, and both would force.
 //! - …and only from data known to hold every acknowledged write: the member
 //!   was a voter with quorum during this boot and etcd has not been stopped
@@ -13,12 +13,12 @@
 //!   holds its own removal, and etcd panics forcing from it.
 //! - The claim is written and read back before forcing; a valid peer claim
 //!   makes this node yield. The loser path is a wait, never a hard error
-//!   (rule 4): a fatal code on both nodes after a race stops etcd for good.
+//!   (the one-claim rule): a fatal code on both nodes after a race stops etcd for good.
 //! - Stale data is archived, never deleted, before a node joins as a learner
-//!   (rule 3).
+//!   (the nothing-deleted rule).
 //! - Membership changes are made by the leader's daemon only, one at a time;
 //!   a learner is promoted only when etcd reports it in sync; only the
-//!   holder of the leave lock leaves; the last voter never leaves (rule 5):
+//!   holder of the leave lock leaves; the last voter never leaves (the voter rule):
 //!   two nodes removing members at once can remove every voter, and an etcd
 //!   call can report failure yet have taken effect, so every change is read
 //!   back from the member list.

@@ -11,23 +11,23 @@ use super::*;
 pub enum Mutation {
     /// Treat "no leader" as proof the peer is down (the bug of the shell
     /// agent podman-etcd):
-    /// breaks rule 1 in a partition.
+    /// breaks the split-brain rule in a partition.
     ForceOnNoLeader,
-    /// Write the claim on "no leader", without proof: breaks rule 4.
+    /// Write the claim on "no leader", without proof: breaks the one-claim rule.
     ClaimOnNoLeader,
-    /// Force without the in-sync marker: breaks rule 2.
+    /// Force without the in-sync marker: breaks the lost-write rule.
     ForceWithoutInSync,
-    /// Join as a learner without archiving the old data first: breaks rule 3.
+    /// Join as a learner without archiving the old data first: breaks the nothing-deleted rule.
     JoinWithoutArchive,
-    /// Promote a learner that etcd does not report in sync: breaks rule 5.
+    /// Promote a learner that etcd does not report in sync: breaks the voter rule.
     PromoteUnsynced,
     /// Leave the member list without the leave lock (still checking that the
     /// peer is not stopping): with a stale view of the peer's stop, both
-    /// leave (rule 5).
+    /// leave (the voter rule).
     LeaveWithoutLock,
     /// Leave the member list whenever another voter answers, without the
     /// leave lock and without looking at whether the peer is stopping too:
-    /// two nodes that stop at once both leave, breaking rule 5.
+    /// two nodes that stop at once both leave, breaking the voter rule.
     LeaveWithoutArbitration,
     /// Prove a fence by comparing its completion time with this daemon's
     /// own note of the peer's last join (a wall-clock reading in a file on

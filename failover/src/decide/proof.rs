@@ -5,7 +5,7 @@
 
 use super::*;
 
-/// Why the peer counts as down (rule 1).
+/// Why the peer counts as down (the split-brain rule).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DownProof {
     /// A fence of the peer succeeded after it last joined.

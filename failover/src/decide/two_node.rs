@@ -762,7 +762,7 @@ impl Decider<'_> {
         }
     }
 
-    /// Archive stale data (rule 3); the next decision joins as a learner.
+    /// Archive stale data (the nothing-deleted rule); the next decision joins as a learner.
     pub(super) fn archive(&mut self, reason: String) -> Decision {
         if broken!(self, JoinWithoutArchive)
             && let Some(cluster) = &self.f.cluster

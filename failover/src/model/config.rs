@@ -102,7 +102,7 @@ pub struct Config {
     pub check_liveness: bool,
     /// The policy the daemons use (tests inject mutations here).
     pub policy: Policy,
-    /// Rules not checked ("rule 4", …): lets a test show that a mutation
+    /// Rules not checked ("two claims", …): lets a test show that a mutation
     /// caught early by one rule is also caught by a deeper one.
     pub unchecked: &'static [&'static str],
 }

@@ -24,8 +24,10 @@ impl EtcdModel {
                 match mode {
                     StartMode::New => {
                         if s.nodes[x].data.is_some() {
-                            s.broken =
-                                Some(("rule 3", format!("{} bootstrapped over its data", name(x))));
+                            s.broken = Some((
+                                "data deleted",
+                                format!("{} bootstrapped over its data", name(x)),
+                            ));
                         }
                         let config = self
                             .configured(s)
@@ -73,7 +75,7 @@ impl EtcdModel {
                             && !old.log.is_empty()
                         {
                             s.broken = Some((
-                                "rule 3",
+                                "data deleted",
                                 format!("{} joined over its data without archiving it", name(x)),
                             ));
                         }
@@ -107,8 +109,10 @@ impl EtcdModel {
                             return;
                         };
                         if s.nodes[x].data.is_some() {
-                            s.broken =
-                                Some(("rule 3", format!("{} reseeded over its data", name(x))));
+                            s.broken = Some((
+                                "data deleted",
+                                format!("{} reseeded over its data", name(x)),
+                            ));
                         }
                         s.nodes[x].lost = None;
                         s.nodes[x].data = Some(Data::empty_member_of(&dl, lost.member, true));
@@ -230,7 +234,7 @@ impl EtcdModel {
                     running_data(s, e.node).is_some_and(|d| d.synced && d.log == dl.log);
                 if !learner_synced {
                     s.broken = Some((
-                        "rule 5",
+                        "no voter",
                         format!(
                             "{} promoted learner {} before it was in sync",
                             name(x),

@@ -46,7 +46,7 @@ pub trait Model {
 /// A broken rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
-    /// Which rule ("rule 1" … "rule 5", "liveness").
+    /// Which rule ("split brain" … "no voter", "liveness").
     pub rule: &'static str,
     /// What happened.
     pub detail: String,

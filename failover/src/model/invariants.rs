@@ -28,12 +28,12 @@ impl EtcdModel {
         }
         let n = self.n();
         let writers: Vec<usize> = (0..n).filter(|&x| self.quorate(s, x)).collect();
-        // Rule 1: all members that accept writes form one cluster.
+        // The split-brain rule: all members that accept writes form one cluster.
         for &a in &writers {
             for &b in &writers {
                 if a < b && !self.group(s, a).contains(&b) {
                     out.push(Violation {
-                        rule: "rule 1",
+                        rule: "split brain",
                         detail: format!(
                             "split brain: {} and {} both accept writes in separate clusters",
                             name(a),
@@ -43,12 +43,12 @@ impl EtcdModel {
                 }
             }
         }
-        // Rule 2: every acknowledged write is in every writer's log.
+        // The lost-write rule: every acknowledged write is in every writer's log.
         for &x in &writers {
             let log = running_data(s, x).map(|d| d.log.as_slice()).unwrap_or(&[]);
             if let Some(w) = s.acked.iter().find(|w| !log.contains(w)) {
                 out.push(Violation {
-                    rule: "rule 2",
+                    rule: "lost write",
                     detail: format!(
                         "acknowledged write {w} is missing from {}, which accepts writes",
                         name(x)
@@ -56,7 +56,7 @@ impl EtcdModel {
                 });
             }
         }
-        // Rule 2, for the marker: a node's in-sync marker says its data
+        // The lost-write rule, for the marker: a node's in-sync marker says its data
         // holds every acknowledged write, so that a force from it loses
         // none; a marker that outlives that is a force waiting to lose one.
         // Checked while etcd runs: a daemon clears the marker as soon as it
@@ -70,7 +70,7 @@ impl EtcdModel {
                 && let Some(w) = s.acked.iter().find(|w| !d.log.contains(w))
             {
                 out.push(Violation {
-                    rule: "rule 2",
+                    rule: "lost write",
                     detail: format!(
                         "{} holds the in-sync marker but its data lacks acknowledged write {w}",
                         name(x)
@@ -78,14 +78,14 @@ impl EtcdModel {
                 });
             }
         }
-        // Rule 5 (HA replacement): never more than one extra voter.
+        // The voter rule (HA replacement): never more than one extra voter.
         let wanted = self.configured(s).len();
         for x in 0..n {
             if let Some(d) = running_data(s, x) {
                 let voters = d.config.iter().filter(|e| !e.learner).count();
                 if voters > wanted + 1 {
                     out.push(Violation {
-                        rule: "rule 5",
+                        rule: "no voter",
                         detail: format!(
                             "{} has {voters} voters for {wanted} configured nodes",
                             name(x)
@@ -94,18 +94,18 @@ impl EtcdModel {
                 }
             }
         }
-        // Rule 4: at most one live claim.
+        // The one-claim rule: at most one live claim.
         let claims: Vec<String> = (0..n)
             .filter(|&x| s.nodes[x].power && s.nodes[x].claim.is_some())
             .map(name)
             .collect();
         if claims.len() > 1 {
             out.push(Violation {
-                rule: "rule 4",
+                rule: "two claims",
                 detail: format!("more than one node claims force-new-cluster: {claims:?}"),
             });
         }
-        // Rule 5: a voter exists (on disk), unless nothing was ever created.
+        // The voter rule: a voter exists (on disk), unless nothing was ever created.
         let ever = s.nodes.iter().any(|n| n.data.is_some() || n.archives > 0);
         let voter = (0..n).any(|x| {
             s.nodes[x]
@@ -120,7 +120,7 @@ impl EtcdModel {
         let missing = s.nodes.iter().any(|n| n.lost.is_some()) || s.replaced;
         if ever && !voter && !missing {
             out.push(Violation {
-                rule: "rule 5",
+                rule: "no voter",
                 detail: "no node holds a voting member any more".into(),
             });
         }

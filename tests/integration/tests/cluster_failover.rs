@@ -343,7 +343,7 @@ fn s5_s6_local_etcd_crash_and_daemon_restart() {
 /// forced, took writes), so node1's data is newer. S8: node2 boots alone
 /// after the total outage: it waits (no etcd, no writes accepted) and says
 /// why, with the one command that resolves it, where an operator looks:
-/// crm_mon's exit reason and the daemon's report (rule 6). Then node1
+/// crm_mon's exit reason and the daemon's report (the refusal rule). Then node1
 /// boots: its newer data wins, node2 archives its stale data and rejoins,
 /// and nothing acknowledged is lost.
 #[test]
