@@ -349,8 +349,9 @@ pub struct FieldCluster {
     pub(crate) hacluster_password: String,
     pub(crate) bmc_password_file: PathBuf,
     drop_ins: Vec<(String, String)>,
-    /// Whether the nodes were installed with TLS (see [`FieldOptions::tls`]).
-    pub tls: bool,
+    /// Whether the nodes' etcd uses TLS: installed so (see
+    /// [`FieldOptions::tls`]), or moved to it since ([`FieldCluster::set_tls`]).
+    tls: std::sync::atomic::AtomicBool,
     /// The daemon's topology (see [`FieldOptions::topology`]).
     pub topology: String,
     /// Seconds each setup stage took, for the benchmarks.
@@ -722,7 +723,7 @@ impl FieldCluster {
             hacluster_password,
             bmc_password_file,
             drop_ins: opts.drop_ins.clone(),
-            tls: opts.tls,
+            tls: std::sync::atomic::AtomicBool::new(opts.tls),
             topology: opts.topology.clone(),
             timings,
         };
@@ -828,7 +829,7 @@ impl FieldCluster {
             me.wait_booted(&name, Duration::from_secs(120))?;
         }
         me.timings.push(("every node booted".into(), t.elapsed()));
-        if me.tls {
+        if me.tls() {
             let t = Instant::now();
             me.make_pki()?;
             me.timings
@@ -1028,9 +1029,21 @@ impl FieldCluster {
         Ok(())
     }
 
+    /// Whether the nodes' etcd uses TLS now (a node installed later gets
+    /// the same).
+    pub fn tls(&self) -> bool {
+        self.tls.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Records that the pair was moved to TLS (or back), so that a node
+    /// installed afterwards is installed the same way.
+    pub fn set_tls(&self, on: bool) {
+        self.tls.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// docs/operations.md section 1 on one node, command for command.
     pub fn install(&self, name: &str, deb: &str) -> Result<()> {
-        let tls = if self.tls {
+        let tls = if self.tls() {
             crate::field_tls::install_tls_commands()
         } else {
             String::new()
@@ -1051,7 +1064,7 @@ impl FieldCluster {
                  systemctl reset-failed"
             ),
         )?;
-        self.write_config(name, self.tls)?;
+        self.write_config(name, self.tls())?;
         for (file, body) in &self.drop_ins {
             ensure!(
                 !file.is_empty() && !file.contains('/'),

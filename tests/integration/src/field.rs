@@ -76,7 +76,7 @@ pub fn cluster_with(opts: &FieldOptions) -> Result<(FieldCluster, tempfile::Temp
     }
     let start = Instant::now();
     let c = FieldCluster::start(&opts)?;
-    if c.tls {
+    if c.tls() {
         use_host_tls(&c);
     }
     eprintln!(

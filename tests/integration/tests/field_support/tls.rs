@@ -337,6 +337,7 @@ pub fn http_to_https(c: &FieldCluster) {
     c.node_sh_ok("node-a", "systemctl restart etcd-warden")
         .unwrap();
     warden_integration::field::use_host_tls(c);
+    c.set_tls(true);
     let t_https = Instant::now();
     let first = w
         .wait_ack_after(Some("node-a"), t_https, Duration::from_secs(120))
