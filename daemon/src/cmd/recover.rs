@@ -215,7 +215,7 @@ pub(crate) fn run_recover(args: RecoverArgs) -> anyhow::Result<ExitCode> {
     }
     if req.confirm {
         println!(
-            "etcd-warden recover on {me}: asking the daemon to do it (a snapshot restore takes a while) ..."
+            "etcd-warden recover on {me}: asking the daemon to do it (a restore of a large database takes a while) ..."
         );
     }
     let reply = match client.post::<_, RecoverReply>(

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use warden_api::{RecoverReply, RecoverRequest};
+use warden_api::{RecoverReply, RecoverRequest, RecoverWhat};
 
 use crate::core::Core;
 use crate::supervise::Supervisor as _;
@@ -24,6 +24,12 @@ impl Core {
         let paths = self.local_paths();
         let me = self.settings.node_name.clone();
         let etcd = crate::recover::local_etcd(&self.settings);
+        if matches!(
+            req.what,
+            RecoverWhat::RestoreArchive | RecoverWhat::RestoreSnapshot
+        ) {
+            self.no_live_member_elsewhere(&me).await?;
+        }
         let (r, p, m) = (req.clone(), paths.clone(), me.clone());
         // Reading the data directory and verifying a snapshot are file work:
         // off the async workers.
@@ -92,6 +98,22 @@ impl Core {
             .await
             .map_err(|e| format!("cannot stop etcd on {me} (pid {pid}): {e}"))?;
         Ok(())
+    }
+
+    /// A restore makes this node's data the cluster's: refused while an
+    /// etcd member of another node answers, whose data is live (this node
+    /// rejoins it by itself; a restore beside it would start a second
+    /// history).
+    async fn no_live_member_elsewhere(&self, me: &str) -> Result<(), String> {
+        const ASK: Duration = Duration::from_millis(500);
+        let live = crate::etcd::status_of_other_nodes(&self.settings, &self.connector, ASK).await;
+        let Some((node, st)) = live.first() else {
+            return Ok(());
+        };
+        Err(format!(
+            "etcd on {node} answers (member {:x}): live data exists there, which {me} follows or rejoins by itself, and a restore on {me} would start a second history beside it. Restore only once no etcd runs on any node (`pcs resource ban <etcd clone> {node}`, with crmsh `crm resource ban <etcd clone> {node}`)",
+            st.member_id
+        ))
     }
 
     /// The other node whose etcd answers as member `leader`, leading.

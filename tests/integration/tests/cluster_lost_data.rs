@@ -391,7 +391,7 @@ fn a_leave_the_peer_did_not_persist_names_the_peer_and_the_command() {
 /// data), moving the revision on, and node1 joins. Every write acknowledged
 /// before the failover is back, the later ones are lost with the member
 /// directories, and no revision is acknowledged twice (the lost writes'
-/// included).
+/// included). Afterwards a restore beside the live pair is refused.
 #[test]
 fn both_member_dirs_lost_after_a_failover_restore_the_archive_without_reusing_revisions() {
     let (w, _cid) = healthy(2, Topology::TwoNode);
@@ -461,6 +461,14 @@ fn both_member_dirs_lost_after_a_failover_restore_the_archive_without_reusing_re
         to_voters.as_secs_f64(),
         kept.len(),
         later.len()
+    );
+    // A restore beside a live member is refused and names it.
+    let beside = w
+        .warden_cli("node2", &base)
+        .expect_err("node1's etcd answers");
+    assert!(
+        format!("{beside:#}").contains("etcd on node1 answers"),
+        "{beside:#}"
     );
     w.c.stop();
 }
