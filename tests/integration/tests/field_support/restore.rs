@@ -81,6 +81,21 @@ fn manual_snapshot(c: &FieldCluster) -> Result<String> {
     ))
 }
 
+/// A `recover` command without `--confirm` on `node`: its plan, printed,
+/// which must exit 2 (nothing done).
+pub fn plan_of(c: &FieldCluster, node: &str, cmd: &str) -> String {
+    let plan = c.node_sh(node, cmd).unwrap();
+    assert_eq!(
+        plan.status.code(),
+        Some(2),
+        "the plan of `{cmd}` exits 2 and changes nothing: {}{}",
+        plan.stdout,
+        plan.stderr
+    );
+    eprintln!("{}", plan.stdout.trim_end());
+    plan.stdout
+}
+
 /// Waits until Pacemaker shows etcd `started` (or not) on `node`.
 pub fn wait_etcd(c: &FieldCluster, node: &str, started: bool) -> Result<()> {
     let what = format!(
@@ -131,19 +146,10 @@ pub fn restore(c: &FieldCluster) {
     // 2. The plan (node-a's data archived first), then the restore.
     let restore =
         format!("etcd-warden recover restore-snapshot --node node-a --snapshot {snapshot}");
-    let plan = c.node_sh("node-a", &restore).unwrap();
-    assert_eq!(
-        plan.status.code(),
-        Some(2),
-        "the plan exits 2 and changes nothing: {}{}",
-        plan.stdout,
-        plan.stderr
-    );
-    eprintln!("{}", plan.stdout.trim_end());
+    let plan = plan_of(c, "node-a", &restore);
     assert!(
-        plan.stdout.contains("nothing deleted"),
-        "the plan archives node-a's data first: {}",
-        plan.stdout
+        plan.contains("nothing deleted"),
+        "the plan archives node-a's data first: {plan}"
     );
     let archived = archives(c, "node-a").unwrap().len();
     let done = c

@@ -20,7 +20,7 @@ use warden_harness::process;
 use warden_integration::campaign::named_command;
 use warden_integration::writer::{self, Ack};
 
-use super::restore::{read_back, wait_etcd};
+use super::restore::{plan_of, read_back, wait_etcd};
 use super::upgrade::{standby, unstandby};
 use super::{ARCHIVE_DIR, DATA_DIR, archives, assert_no_new_fence, begin, wait_all_voters};
 
@@ -115,29 +115,12 @@ pub fn restore_archive(c: &FieldCluster) {
         .unwrap();
     wait_etcd(c, "node-b", false).unwrap();
     let cmd = "etcd-warden recover restore-archive --node node-b";
-    let plan = c.node_sh("node-b", cmd).unwrap();
-    assert_eq!(
-        plan.status.code(),
-        Some(2),
-        "the plan exits 2: {}{}",
-        plan.stdout,
-        plan.stderr
-    );
-    eprintln!("{}", plan.stdout.trim_end());
+    let plan = plan_of(c, "node-b", cmd);
     // The runbook's third form names the archive: the same plan.
-    let named = c
-        .node_sh("node-b", &format!("{cmd} --archive {dir}"))
-        .unwrap();
+    let named = plan_of(c, "node-b", &format!("{cmd} --archive {dir}"));
     assert_eq!(
-        named.status.code(),
-        Some(2),
-        "{}{}",
-        named.stdout,
-        named.stderr
-    );
-    assert_eq!(
-        plan_lines(&named.stdout),
-        plan_lines(&plan.stdout),
+        plan_lines(&named),
+        plan_lines(&plan),
         "--archive {dir} plans what the newest archive does"
     );
     let done = c.node_sh_ok("node-b", &format!("{cmd} --confirm")).unwrap();
