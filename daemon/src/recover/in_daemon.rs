@@ -28,7 +28,7 @@ impl Core {
             req.what,
             RecoverWhat::RestoreArchive | RecoverWhat::RestoreSnapshot
         ) {
-            self.no_live_member_elsewhere(&me).await?;
+            self.no_live_cluster_elsewhere(&me).await?;
         }
         let (r, p, m) = (req.clone(), paths.clone(), me.clone());
         // Reading the data directory and verifying a snapshot are file work:
@@ -100,18 +100,22 @@ impl Core {
         Ok(())
     }
 
-    /// A restore makes this node's data the cluster's: refused while an
-    /// etcd member of another node answers, whose data is live (this node
-    /// rejoins it by itself; a restore beside it would start a second
-    /// history).
-    async fn no_live_member_elsewhere(&self, me: &str) -> Result<(), String> {
+    /// A restore makes this node's data the cluster's: refused while the
+    /// etcd of another node leads a cluster, whose data is live (this node
+    /// follows or rejoins it by itself; a restore beside it would start a
+    /// second history). A member without a leader serves nothing: its data
+    /// may be the stale one a refusal names the restore for.
+    async fn no_live_cluster_elsewhere(&self, me: &str) -> Result<(), String> {
         const ASK: Duration = Duration::from_millis(500);
         let live = crate::etcd::status_of_other_nodes(&self.settings, &self.connector, ASK).await;
-        let Some((node, st)) = live.first() else {
+        let Some((node, st)) = live
+            .iter()
+            .find(|(_, st)| st.leader != 0 && st.leader == st.member_id)
+        else {
             return Ok(());
         };
         Err(format!(
-            "etcd on {node} answers (member {:x}): live data exists there, which {me} follows or rejoins by itself, and a restore on {me} would start a second history beside it. Restore only once no etcd runs on any node (`pcs resource ban <etcd clone> {node}`, with crmsh `crm resource ban <etcd clone> {node}`)",
+            "etcd on {node} leads a cluster (member {:x}): live data exists there, which {me} follows or rejoins by itself, and a restore on {me} would start a second history beside it. Restore only once no etcd leads on any node (`pcs resource ban <etcd clone> {node}`, with crmsh `crm resource ban <etcd clone> {node}`)",
             st.member_id
         ))
     }

@@ -513,6 +513,19 @@ impl WardenCluster {
         Ok(out.stdout)
     }
 
+    /// The node whose etcd leads, as its daemon reports it, waited for up
+    /// to `timeout`.
+    pub fn leader_node(&self, timeout: Duration) -> Result<String> {
+        poll("a node whose etcd leads", timeout, || {
+            Ok(self.nodes().into_iter().find(|n| {
+                self.status(n).is_ok_and(|s| {
+                    let id = |k: &str| s.get(k).and_then(Value::as_str).map(str::to_owned);
+                    id("memberId").is_some() && id("memberId") == id("leaderId")
+                })
+            }))
+        })
+    }
+
     /// `etcd-warden status --json` inside the node.
     pub fn status(&self, node: &str) -> Result<Value> {
         let w = self.warden.to_str().context("warden path")?;

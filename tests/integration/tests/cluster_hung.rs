@@ -15,25 +15,13 @@ use std::time::{Duration, Instant};
 use failover_support::{FAILOVER, OrFail, SETTLE, healthy, wait_acks_everywhere};
 use serde_json::Value;
 use warden_harness::process::Paused;
-use warden_integration::twonode::{Topology, WardenCluster, is_etcd, poll};
+use warden_integration::twonode::{Topology, WardenCluster, is_etcd};
 use warden_integration::writer::{Writer, longest_gap};
 
 /// How long etcd stays hung.
 const HANG: Duration = Duration::from_secs(60);
 /// The longest the peer may go without an acknowledged write meanwhile.
 const MAX_PEER_GAP: Duration = Duration::from_secs(20);
-
-/// The node whose etcd leads, as its daemon reports it.
-fn leader_node(w: &WardenCluster) -> anyhow::Result<String> {
-    poll("a node whose etcd leads", SETTLE, || {
-        Ok(w.nodes().into_iter().find(|n| {
-            w.status(n).is_ok_and(|s| {
-                let id = |k: &str| s.get(k).and_then(Value::as_str).map(str::to_owned);
-                id("memberId").is_some() && id("memberId") == id("leaderId")
-            })
-        }))
-    })
-}
 
 /// What the hung node's daemon and Pacemaker say, one line each: the
 /// daemon's state and Pacemaker's view (what is compared), and the reason.
@@ -122,14 +110,14 @@ fn a_hung_etcd_is_replaced_and_the_peer_goes_on() {
     let writer = w.writer("/hung", &all).or_fail(&w);
     wait_acks_everywhere(&writer, &all, 20);
 
-    let leader = leader_node(&w).or_fail(&w);
+    let leader = w.leader_node(SETTLE).or_fail(&w);
     let on_leader = hang(&w, &writer, &leader);
     eprintln!(
         "etcd hung on the leader's node {leader}: the peer's longest write gap {:.1} s",
         on_leader.as_secs_f64()
     );
 
-    let leader = leader_node(&w).or_fail(&w);
+    let leader = w.leader_node(SETTLE).or_fail(&w);
     let follower = w.peer(&leader);
     let on_follower = hang(&w, &writer, &follower);
     eprintln!(

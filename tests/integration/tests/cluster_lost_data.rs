@@ -462,12 +462,13 @@ fn both_member_dirs_lost_after_a_failover_restore_the_archive_without_reusing_re
         kept.len(),
         later.len()
     );
-    // A restore beside a live member is refused and names it.
-    let beside = w
-        .warden_cli("node2", &base)
-        .expect_err("node1's etcd answers");
+    // A restore beside the live cluster is refused and names its leader.
+    let leader = w.leader_node(SETTLE).or_fail(&w);
+    let other = if leader == "node1" { "node2" } else { "node1" };
+    let args = ["recover", "restore-archive", "--node", other, "--confirm"];
+    let beside = w.warden_cli(other, &args).expect_err("a cluster leads");
     assert!(
-        format!("{beside:#}").contains("etcd on node1 answers"),
+        format!("{beside:#}").contains(&format!("etcd on {leader} leads a cluster")),
         "{beside:#}"
     );
     w.c.stop();
