@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use warden_harness::crm::{self, CrmMon};
-use warden_harness::process::alive;
+use warden_harness::process::{alive, start_ticks};
 use warden_harness::{Cluster, ClusterOptions};
 
 const T: Duration = Duration::from_secs(60);
@@ -18,7 +18,7 @@ const T: Duration = Duration::from_secs(60);
 struct Footprint {
     root: PathBuf,
     netns: Vec<String>,
-    pids: Vec<i32>,
+    pids: Vec<(i32, Option<u64>)>,
 }
 
 fn footprint(c: &Cluster) -> Footprint {
@@ -27,6 +27,10 @@ fn footprint(c: &Cluster) -> Footprint {
         pids.push(c.holder_pid(&n).unwrap());
         pids.extend(c.node_pids(&n).unwrap());
     }
+    // With its start time, a PID names one process: on a host whose PIDs
+    // wrap (pid_max 32768) and that runs other tests beside, a PID of the
+    // cluster may name another process soon after the teardown.
+    let pids = pids.into_iter().map(|p| (p, start_ticks(p))).collect();
     Footprint {
         root: c.root().to_path_buf(),
         netns: c.netns_names(),
@@ -42,8 +46,11 @@ fn assert_gone(f: &Footprint) {
             "namespace {ns} left behind"
         );
     }
-    for &p in &f.pids {
-        assert!(!alive(p), "PID {p} of the cluster survived teardown");
+    for &(p, start) in &f.pids {
+        assert!(
+            !(alive(p) && start_ticks(p) == start),
+            "PID {p} of the cluster survived teardown"
+        );
     }
     let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap();
     let root = f.root.to_string_lossy();
