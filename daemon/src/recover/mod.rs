@@ -123,9 +123,7 @@ pub(crate) fn make_data_dir(paths: &LocalPaths, owner: Option<(u32, u32)>) -> an
 fn highest_epoch(paths: &LocalPaths) -> anyhow::Result<u64> {
     let mut top = paths.read_state()?.may_hold_epoch();
     for a in paths.archives() {
-        if let Ok(b) = std::fs::read(a.join("state.json"))
-            && let Ok(s) = serde_json::from_slice::<StateFile>(&b)
-        {
+        if let Some(s) = archived_state(&a) {
             top = top.max(s.may_hold_epoch());
         }
     }
