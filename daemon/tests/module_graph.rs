@@ -1,4 +1,4 @@
-//! No module of the daemon imports a module that imports it back: read from
+//! No import cycle of any length between the daemon's modules: read from
 //! the `crate::`, `super::` and `self::` paths (and a module's own
 //! submodules named at the start of a path) in `daemon/src`, comments and
 //! test-only modules left out.
@@ -236,47 +236,130 @@ fn no_module_imports_a_module_that_imports_it_back() {
     );
 
     let mut cycles = Vec::new();
-    // Between modules where neither contains the other.
+    // Between modules where neither contains the other: a module and its
+    // own submodules are one unit, so each edge is lifted to the children of
+    // the two modules' deepest common ancestor.
+    let mut units: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (a, tos) in &edges {
         for b in tos {
-            if a < b
-                && !contains(a, b)
-                && !contains(b, a)
-                && edges.get(b).is_some_and(|e| e.contains(a))
-            {
-                cycles.push(format!("{a} <-> {b}"));
+            if contains(a, b) || contains(b, a) {
+                continue;
             }
+            let (ua, ub) = below_common(a, b);
+            units.entry(ua).or_default().insert(ub);
         }
     }
+    for cycle in strongly_connected(&units) {
+        cycles.push(explain(&cycle, &edges, |m| unit_in(m, &cycle)));
+    }
     // Between top-level modules, through any of their submodules.
-    let mut tops: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut tops: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (a, tos) in &edges {
         for b in tos {
             if top(a) != top(b) {
-                tops.entry(top(a)).or_default().insert(top(b));
+                tops.entry(top(a).to_string())
+                    .or_default()
+                    .insert(top(b).to_string());
             }
         }
     }
-    for (a, tos) in &tops {
-        for b in tos {
-            if a < b && tops.get(b).is_some_and(|e| e.contains(a)) {
-                let why: Vec<String> = edges
-                    .iter()
-                    .flat_map(|(x, ys)| ys.iter().map(move |y| (x, y)))
-                    .filter(|(x, y)| {
-                        (top(x) == *a && top(y) == *b) || (top(x) == *b && top(y) == *a)
-                    })
-                    .map(|(x, y)| format!("{x} -> {y}"))
-                    .collect();
-                cycles.push(format!("{a} <-> {b} ({})", why.join(", ")));
+    for cycle in strongly_connected(&tops) {
+        cycles.push(explain(&cycle, &edges, |m| {
+            cycle.contains(top(m)).then(|| top(m).to_string())
+        }));
+    }
+    assert!(cycles.is_empty(), "import cycles:\n{}", cycles.join("\n"));
+}
+
+/// The two modules just below the deepest module containing both `a` and
+/// `b` on their paths (`x::p::q`, `x::r` → `x::p`, `x::r`).
+fn below_common(a: &str, b: &str) -> (String, String) {
+    let (sa, sb): (Vec<&str>, Vec<&str>) = (a.split("::").collect(), b.split("::").collect());
+    let common = sa.iter().zip(&sb).take_while(|(x, y)| x == y).count();
+    (sa[..=common].join("::"), sb[..=common].join("::"))
+}
+
+/// The member of `cycle` that module `m` is, or lies within.
+fn unit_in(m: &str, cycle: &BTreeSet<String>) -> Option<String> {
+    cycle.iter().find(|u| contains(u, m)).cloned()
+}
+
+/// The strongly connected components of more than one node (Tarjan's
+/// algorithm, iterative over the small graph by recursion depth ≤ nodes).
+fn strongly_connected(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<BTreeSet<String>> {
+    struct T<'a> {
+        g: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on: BTreeSet<&'a str>,
+        out: Vec<BTreeSet<String>>,
+    }
+    fn visit<'a>(t: &mut T<'a>, v: &'a str) {
+        let i = t.index.len();
+        t.index.insert(v, i);
+        t.low.insert(v, i);
+        t.stack.push(v);
+        t.on.insert(v);
+        for w in t.g.get(v).into_iter().flatten() {
+            if !t.index.contains_key(w.as_str()) {
+                visit(t, w);
+                let lw = t.low[w.as_str()];
+                let lv = t.low.get_mut(v).unwrap();
+                *lv = (*lv).min(lw);
+            } else if t.on.contains(w.as_str()) {
+                let iw = t.index[w.as_str()];
+                let lv = t.low.get_mut(v).unwrap();
+                *lv = (*lv).min(iw);
+            }
+        }
+        if t.low[v] == t.index[v] {
+            let mut comp = BTreeSet::new();
+            while let Some(w) = t.stack.pop() {
+                t.on.remove(w);
+                comp.insert(w.to_string());
+                if w == v {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                t.out.push(comp);
             }
         }
     }
-    assert!(
-        cycles.is_empty(),
-        "modules importing each other:\n{}",
-        cycles.join("\n")
-    );
+    let mut t = T {
+        g,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        out: Vec::new(),
+    };
+    for v in g.keys() {
+        if !t.index.contains_key(v.as_str()) {
+            visit(&mut t, v);
+        }
+    }
+    t.out
+}
+
+/// A cycle's members and the imports that close it.
+fn explain(
+    cycle: &BTreeSet<String>,
+    edges: &BTreeMap<String, BTreeSet<String>>,
+    unit: impl Fn(&str) -> Option<String>,
+) -> String {
+    let why: Vec<String> = edges
+        .iter()
+        .flat_map(|(x, ys)| ys.iter().map(move |y| (x, y)))
+        .filter(|(x, y)| match (unit(x), unit(y)) {
+            (Some(a), Some(b)) => a != b,
+            _ => false,
+        })
+        .map(|(x, y)| format!("{x} -> {y}"))
+        .collect();
+    let names: Vec<&str> = cycle.iter().map(String::as_str).collect();
+    format!("{} ({})", names.join(", "), why.join(", "))
 }
 
 #[test]
