@@ -4,26 +4,22 @@
 //! else is `pub(crate)`, and `unreachable_pub` keeps it that way.
 #![warn(unreachable_pub)]
 
-pub(crate) mod adapters;
+pub mod app;
 pub(crate) mod atomic_file;
 pub mod cli;
 pub(crate) mod clock;
 pub(crate) mod cmd;
 pub mod config;
-pub mod core;
 pub(crate) mod data_layout;
 pub(crate) mod defrag;
 pub mod etcd;
-pub mod etcd_conf;
-pub mod etcd_version;
-pub(crate) mod force_held;
 pub mod kill_point;
+pub(crate) mod logging;
+pub(crate) mod loops;
 pub(crate) mod metrics;
-pub mod pcmk_tool;
-pub mod raft_progress;
+pub mod pacemaker;
 pub mod reconcile;
 pub(crate) mod recover;
-pub(crate) mod reload;
 pub mod report_cycle;
 pub mod run;
 pub mod server;
@@ -31,3 +27,4 @@ pub(crate) mod snapshot_file;
 pub mod standalone;
 pub mod supervise;
 pub(crate) mod tasks;
+pub mod tool;

@@ -40,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 use tower_service::Service;
 use warden_api::{Ack, ActionRequest, ApiError, ClusterEvent, RecoverRequest, paths};
 
-use crate::core::Core;
+use crate::app::App;
 
 /// The largest request body accepted.
 const MAX_BODY: usize = 1024 * 1024;
@@ -165,7 +165,7 @@ async fn read_json<T: serde::de::DeserializeOwned>(req: Request) -> Result<T, Re
 }
 
 /// The leader change stream as server-sent events.
-async fn leader_events(State(core): State<Arc<Core>>) -> Response {
+async fn leader_events(State(core): State<Arc<App>>) -> Response {
     let rx = core.subscribe_leader();
     let first = futures_util::stream::once(async {
         Ok::<_, Infallible>(Bytes::from_static(b": leader changes\n\n"))
@@ -194,7 +194,7 @@ async fn leader_events(State(core): State<Arc<Core>>) -> Response {
 }
 
 /// The report, or 503 with the error and the etcd section alone.
-async fn report(State(core): State<Arc<Core>>) -> Response {
+async fn report(State(core): State<Arc<App>>) -> Response {
     match core.report(core.settings.timeouts.probe_timeout).await {
         Ok(r) => json(StatusCode::OK, &r),
         Err(partial) => json(StatusCode::SERVICE_UNAVAILABLE, &partial),
@@ -205,7 +205,7 @@ async fn healthz() -> Response {
     text(StatusCode::OK, "text/plain", "ok\n".into())
 }
 
-async fn readyz(State(core): State<Arc<Core>>) -> Response {
+async fn readyz(State(core): State<Arc<App>>) -> Response {
     match core.ready(core.settings.timeouts.probe_timeout).await {
         Ok(()) => text(StatusCode::OK, "text/plain", "ready\n".into()),
         Err(why) => text(
@@ -216,12 +216,12 @@ async fn readyz(State(core): State<Arc<Core>>) -> Response {
     }
 }
 
-async fn metrics(State(core): State<Arc<Core>>) -> Response {
+async fn metrics(State(core): State<Arc<App>>) -> Response {
     let (content_type, body) = core.metrics_text();
     text(StatusCode::OK, content_type, body)
 }
 
-async fn action(State(core): State<Arc<Core>>, req: Request) -> Response {
+async fn action(State(core): State<Arc<App>>, req: Request) -> Response {
     let req: ActionRequest = match read_json(req).await {
         Ok(r) => r,
         Err(resp) => return resp,
@@ -239,7 +239,7 @@ async fn action(State(core): State<Arc<Core>>, req: Request) -> Response {
 /// carried out by the daemon under its one-pass-at-a-time lock. A plan the
 /// node refuses (wrong node, data in the way, etcd running) is a 409 with
 /// the reason.
-async fn recover(State(core): State<Arc<Core>>, req: Request) -> Response {
+async fn recover(State(core): State<Arc<App>>, req: Request) -> Response {
     let req: RecoverRequest = match read_json(req).await {
         Ok(r) => r,
         Err(resp) => return resp,
@@ -253,7 +253,7 @@ async fn recover(State(core): State<Arc<Core>>, req: Request) -> Response {
 /// `POST /v1/defrag`: the defragmentation policy, asked by an operator
 /// (`etcd-warden defrag`). A refusal is a 200 with `done: false` and the
 /// reason: the request was understood and answered.
-async fn defrag(State(core): State<Arc<Core>>, req: Request) -> Response {
+async fn defrag(State(core): State<Arc<App>>, req: Request) -> Response {
     let req: warden_api::DefragRequest = match read_json(req).await {
         Ok(r) => r,
         Err(resp) => return resp,
@@ -266,33 +266,33 @@ async fn defrag(State(core): State<Arc<Core>>, req: Request) -> Response {
 
 /// `POST /v1/reload`. Its body (`{}`) is read before the answer: an answer
 /// sent first ends the connection while the client may still be writing.
-async fn reload(State(core): State<Arc<Core>>, req: Request) -> Response {
+async fn reload(State(core): State<Arc<App>>, req: Request) -> Response {
     if let Err(resp) = read_json::<serde_json::Value>(req).await {
         return resp;
     }
     json(StatusCode::OK, &core.reload().await)
 }
 
-async fn event(State(core): State<Arc<Core>>, req: Request) -> Response {
+async fn event(State(core): State<Arc<App>>, req: Request) -> Response {
     let ev: ClusterEvent = match read_json(req).await {
         Ok(r) => r,
         Err(resp) => return resp,
     };
     tracing::info!(kind = %ev.kind, node = ?ev.node, task = ?ev.task, rc = ?ev.rc, desc = ?ev.desc, "cluster event");
-    if let Some(f) = core.failover.get() {
+    if let Some(f) = core.failover.as_ref() {
         f.alert(&ev);
     }
     json(StatusCode::OK, &Ack { accepted: true })
 }
 
-async fn status(State(core): State<Arc<Core>>) -> Response {
+async fn status(State(core): State<Arc<App>>) -> Response {
     json(
         StatusCode::OK,
         &core.status_doc(core.settings.timeouts.probe_timeout).await,
     )
 }
 
-async fn members(State(core): State<Arc<Core>>) -> Response {
+async fn members(State(core): State<Arc<App>>) -> Response {
     match core
         .etcd
         .member_list(core.settings.timeouts.probe_timeout)
@@ -330,7 +330,7 @@ pub(crate) enum Listener {
 
 /// The API's routes for `on`: the routes both listeners share, then the
 /// listener's own; the same 404 and 405 answers on both.
-pub(crate) fn router(core: Arc<Core>, on: Listener) -> Router {
+pub(crate) fn router(core: Arc<App>, on: Listener) -> Router {
     let common = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -359,7 +359,7 @@ pub(crate) fn router(core: Arc<Core>, on: Listener) -> Router {
 /// Serve the Unix socket until `shutdown`.
 pub(crate) async fn serve_unix(
     listener: UnixListener,
-    core: Arc<Core>,
+    core: Arc<App>,
     allow: AllowList,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
@@ -413,7 +413,7 @@ pub(crate) async fn serve_unix(
 /// Serve the loopback TCP listener until `shutdown`.
 pub(crate) async fn serve_tcp(
     listener: TcpListener,
-    core: Arc<Core>,
+    core: Arc<App>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let routes = router(core.clone(), Listener::Tcp);

@@ -190,10 +190,10 @@ fn tls_client_and_peer_with_client_cert_auth() {
 fn raft_progress_is_read_over_the_client_tls() {
     use std::sync::Arc;
 
+    use etcd_warden::app::{App, Services};
     use etcd_warden::config;
-    use etcd_warden::core::Core;
+    use etcd_warden::etcd::conf::StartMode;
     use etcd_warden::etcd::{Connector, LiveEtcd};
-    use etcd_warden::etcd_conf::StartMode;
     use etcd_warden::reconcile::ports::Supervisor;
     use etcd_warden::supervise::AnySupervisor;
     use etcd_warden::supervise::process::ProcessSupervisor;
@@ -218,7 +218,10 @@ state_dir = "{d}/state"
         node = tls_node(&pki, client, peer),
     );
     let s = Arc::new(config::from_texts(&[(std::path::PathBuf::from("tls.toml"), text)]).unwrap());
-    let core = Core::new(s.clone(), AnySupervisor::Process(ProcessSupervisor::new(s)));
+    let core = App::new(Services::new(
+        s.clone(),
+        AnySupervisor::Process(ProcessSupervisor::new(s)),
+    ));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -27,8 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use etcd_warden::reconcile::pcmk::{Pacemaker, PcmkError};
-use etcd_warden::reconcile::ports::SharedPacemaker;
+use etcd_warden::pacemaker::{Pacemaker, PcmkError};
 use etcd_warden::run::Options;
 
 /// systemd's `WatchdogSec=` for this test: short, so that the pass is
@@ -46,17 +45,16 @@ struct SlowPacemaker {
     ended: Arc<AtomicBool>,
 }
 
+#[async_trait::async_trait]
 impl Pacemaker for SlowPacemaker {
     async fn crm_mon(&self, _deadline: Duration) -> Result<crm_xml::CrmMon, PcmkError> {
         self.entered.lock().unwrap().get_or_insert(Instant::now());
         tokio::time::sleep(self.hold).await;
         self.ended.store(true, Ordering::SeqCst);
-        Err(PcmkError::Tool(
-            etcd_warden::pcmk_tool::ToolError::Deadline {
-                prog: "crm_mon".into(),
-                secs: self.hold.as_secs_f64(),
-            },
-        ))
+        Err(PcmkError::Tool(etcd_warden::tool::ToolError::Deadline {
+            prog: "crm_mon".into(),
+            secs: self.hold.as_secs_f64(),
+        }))
     }
     async fn get_attr(
         &self,
@@ -145,7 +143,7 @@ fn watchdog_pings_go_on_through_a_long_pass_and_shutdown_is_prompt() {
     let entered: Arc<Mutex<Option<Instant>>> = Arc::default();
     let ended = Arc::new(AtomicBool::new(false));
     let options = Options {
-        pacemaker: Some(SharedPacemaker::new(SlowPacemaker {
+        pacemaker: Some(std::sync::Arc::new(SlowPacemaker {
             hold: Duration::from_secs(120),
             entered: entered.clone(),
             ended: ended.clone(),

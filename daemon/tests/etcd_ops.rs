@@ -14,10 +14,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::free_port;
+use etcd_warden::app::{App, Services};
 use etcd_warden::config::{self, Settings};
-use etcd_warden::core::Core;
+use etcd_warden::etcd::conf::StartMode;
 use etcd_warden::etcd::{Connector, EtcdError, LiveEtcd};
-use etcd_warden::etcd_conf::StartMode;
 use etcd_warden::reconcile::ports::{EtcdOps, PeerDown, Supervisor};
 use etcd_warden::supervise::AnySupervisor;
 use etcd_warden::supervise::process::ProcessSupervisor;
@@ -35,7 +35,7 @@ impl Drop for Peer {
 
 struct Cluster {
     dir: tempfile::TempDir,
-    a: Arc<Core>,
+    a: Arc<App>,
     b_client: String,
     b_peer: String,
     initial: String,
@@ -122,10 +122,10 @@ fn new_cluster() -> Cluster {
         .collect::<Vec<_>>()
         .join(",");
     let s = Arc::new(s);
-    let a = Arc::new(Core::new(
+    let a = Arc::new(App::new(Services::new(
         s.clone(),
         AnySupervisor::Process(ProcessSupervisor::new(s)),
-    ));
+    )));
     Cluster {
         dir,
         a,

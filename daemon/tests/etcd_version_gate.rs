@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use common::*;
-use etcd_warden::etcd_version::{Version, binary_version};
+use etcd_warden::etcd::version::{Version, binary_version};
 use tls_support::etcd35;
 use warden_api::{Action, Outcome};
 

@@ -193,8 +193,11 @@ fn top(m: &str) -> &str {
     m.split("::").next().unwrap_or(m)
 }
 
-#[test]
-fn no_module_imports_a_module_that_imports_it_back() {
+/// The library's modules (test-only ones left out) and who imports whom.
+fn graph() -> (
+    BTreeMap<String, PathBuf>,
+    BTreeMap<String, BTreeSet<String>>,
+) {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut mods = modules(&src);
     // Test-only modules, and whatever is below them.
@@ -234,7 +237,12 @@ fn no_module_imports_a_module_that_imports_it_back() {
             .is_some_and(|e| e.contains("reconcile::ports")),
         "the parser found no import it must find: {edges:?}"
     );
+    (mods, edges)
+}
 
+#[test]
+fn no_import_cycle_between_modules() {
+    let (_, edges) = graph();
     let mut cycles = Vec::new();
     // Between modules where neither contains the other: a module and its
     // own submodules are one unit, so each edge is lifted to the children of
@@ -360,6 +368,65 @@ fn explain(
         .collect();
     let names: Vec<&str> = cycle.iter().map(String::as_str).collect();
     format!("{} ({})", names.join(", "), why.join(", "))
+}
+
+/// The modules that are one outside system's real implementation, or the
+/// daemon around the reconciler: the reconciler reaches them only through
+/// the traits of `pacemaker`, `etcd::ops` and `supervise`.
+const CONCRETE: [&str; 12] = [
+    "app",
+    "loops",
+    "run",
+    "server",
+    "cmd",
+    "report_cycle",
+    "tool",
+    "pacemaker::tools",
+    "etcd::client",
+    "supervise::backend",
+    "supervise::process",
+    "supervise::systemd",
+];
+
+/// Types of those modules, re-exported at their module's root.
+const CONCRETE_TYPES: [&str; 6] = [
+    "LiveEtcd",
+    "Connector",
+    "CrmTools",
+    "AnySupervisor",
+    "ProcessSupervisor",
+    "SystemdSupervisor",
+];
+
+#[test]
+fn the_reconciler_imports_no_concrete_backend() {
+    let (mods, edges) = graph();
+    let mut found = Vec::new();
+    for (from, tos) in edges.iter().filter(|(m, _)| top(m) == "reconcile") {
+        for to in tos
+            .iter()
+            .filter(|t| CONCRETE.iter().any(|c| contains(c, t)))
+        {
+            found.push(format!("{from} -> {to}"));
+        }
+    }
+    let roots: BTreeSet<String> = ["crate", "super", "self"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for (m, p) in mods.iter().filter(|(m, _)| top(m) == "reconcile") {
+        let (text, _) = code(&std::fs::read_to_string(p).unwrap());
+        for path in paths(&text, &roots) {
+            let last = path.rsplit("::").next().unwrap_or(&path);
+            if CONCRETE_TYPES.contains(&last) {
+                found.push(format!("{m} names {path}"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the reconciler reaches past its ports: {found:?}"
+    );
 }
 
 #[test]

@@ -21,11 +21,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::free_port;
+use etcd_warden::app::{App, Services};
 use etcd_warden::config::{self, Settings};
-use etcd_warden::core::Core;
+use etcd_warden::pacemaker::{Pacemaker, PcmkError};
 use etcd_warden::reconcile::exec::execute;
 use etcd_warden::reconcile::local::LocalPaths;
-use etcd_warden::reconcile::pcmk::{Pacemaker, PcmkError};
 use etcd_warden::reconcile::ports::Ports;
 use etcd_warden::supervise::AnySupervisor;
 use etcd_warden::supervise::process::ProcessSupervisor;
@@ -35,9 +35,10 @@ use warden_failover::{
     Topology, Trigger,
 };
 
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Attrs(Mutex<Vec<String>>);
 
+#[async_trait::async_trait]
 impl Pacemaker for Attrs {
     async fn crm_mon(&self, _d: Duration) -> Result<crm_xml::CrmMon, PcmkError> {
         unreachable!("the executor never reads crm_mon")
@@ -100,7 +101,7 @@ client_urls = ["http://127.0.0.1:{bc}"]
 }
 
 struct Node {
-    core: Arc<Core>,
+    core: Arc<App>,
     paths: LocalPaths,
 }
 
@@ -112,10 +113,10 @@ fn node(dir: &std::path::Path, me: &str, ports: [u16; 4]) -> Node {
         run_dir: dir.join(me).join("run"),
         archive_dir: s.failover.archive_dir.clone(),
     };
-    let core = Arc::new(Core::new(
+    let core = Arc::new(App::new(Services::new(
         s.clone(),
         AnySupervisor::Process(ProcessSupervisor::new(s)),
-    ));
+    )));
     Node { core, paths }
 }
 

@@ -53,7 +53,7 @@ pub(crate) struct DaemonArgs {
 
 /// Run the host daemon (supervises etcd, serves the local API).
 pub(crate) fn run_daemon(args: DaemonArgs) -> anyhow::Result<ExitCode> {
-    crate::run::init_logging(args.verbose);
+    crate::logging::init_logging(args.verbose);
     let (settings, standalone) = match &args.standalone {
         Some(dir) => (
             crate::standalone::prepare(dir, args.http_addr.as_deref(), args.autostart)?,

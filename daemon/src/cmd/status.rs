@@ -9,7 +9,7 @@ use warden_api::client::ClientError;
 use warden_api::{NodeStatus, paths};
 
 use super::target::Target;
-use crate::core::StatusDoc;
+use crate::app::StatusDoc;
 use crate::reconcile::archives::ArchiveInfo;
 
 mod pair;
@@ -421,7 +421,7 @@ mod tests {
                 size_bytes: 3 * 1024 * 1024,
                 made_by_warden: true,
             }],
-            last_archive: Some(crate::core::LastArchive {
+            last_archive: Some(crate::app::LastArchive {
                 path: "/var/lib/etcd.archive/1796040000-stale-data".into(),
                 reason: Some("stale data".into()),
             }),

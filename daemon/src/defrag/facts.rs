@@ -12,8 +12,8 @@ use warden_failover::ResourceState;
 use super::policy::{DbSize, Facts, MemberFact, MemberView, PacemakerFacts};
 use crate::config::Settings;
 use crate::etcd::{Connector, LiveEtcd, status_of_members};
+use crate::pacemaker::SharedPacemaker;
 use crate::reconcile::Reconciler;
-use crate::reconcile::ports::{Pacemaker, SharedPacemaker};
 
 /// What the gathering reads from.
 pub(crate) struct Sources<'a> {
@@ -91,7 +91,7 @@ const CRM_MON_DEADLINE: Duration = Duration::from_secs(5);
 /// started.
 pub(crate) fn pacemaker_facts(doc: &CrmMon, s: &Settings) -> PacemakerFacts {
     let names: Vec<String> = s.nodes.iter().map(|n| n.name.clone()).collect();
-    let view = crate::reconcile::pcmk::view(doc, &names, &BTreeMap::new());
+    let view = crate::pacemaker::view(doc, &names, &BTreeMap::new());
     let fencing: Vec<&str> = doc
         .fence_history
         .iter()

@@ -10,7 +10,7 @@ use warden_api::{Action, ActionReply, ActionRequest, Outcome};
 
 use super::Reconciler;
 use super::ports::{EtcdOps, Pacemaker, Ports, Probe, Supervisor};
-use crate::etcd_conf::StartMode;
+use crate::etcd::conf::StartMode;
 use crate::supervise::ProcState;
 
 fn reply(outcome: Outcome, reason: Option<String>) -> ActionReply {
@@ -20,7 +20,7 @@ fn reply(outcome: Outcome, reason: Option<String>) -> ActionReply {
 /// A start without failover: a plain start, or, where the state file
 /// says a restore or forced restart still owes its revision step, a start
 /// that holds clients off until the revision has moved on.
-async fn start_normal<P: Pacemaker, E: EtcdOps, S: Supervisor>(
+async fn start_normal<P: Pacemaker + ?Sized, E: EtcdOps, S: Supervisor>(
     ports: &Ports<'_, P, E, S>,
     budget: Duration,
 ) -> Result<(), String> {
@@ -48,7 +48,7 @@ async fn start_normal<P: Pacemaker, E: EtcdOps, S: Supervisor>(
 /// Answer one agent action within `budget`: through the failover
 /// reconciler when there is one and it handles the action, through the
 /// live check of the local etcd otherwise.
-pub(crate) async fn action<P: Pacemaker, E: EtcdOps, S: Supervisor>(
+pub(crate) async fn action<P: Pacemaker + ?Sized, E: EtcdOps, S: Supervisor>(
     failover: Option<&Reconciler>,
     ports: &Ports<'_, P, E, S>,
     req: &ActionRequest,

@@ -19,12 +19,12 @@ use warden_failover::{
 };
 
 use super::local::LocalPaths;
-use super::pcmk::{CLAIM_ATTR, Pacemaker, RECORD_ATTR};
 use super::ports::{EtcdOps, OpsError, PeerDown, Ports, Supervisor};
 use super::revision_step;
 use crate::config::Settings;
 use crate::etcd::EtcdError;
-use crate::etcd_conf::StartMode;
+use crate::etcd::conf::StartMode;
+use crate::pacemaker::{CLAIM_ATTR, Pacemaker, RECORD_ATTR};
 use crate::supervise::ProcState;
 
 /// A step that could not be carried out.
@@ -52,7 +52,7 @@ pub(crate) enum StepError {
         /// The step.
         step: String,
         /// The error.
-        source: super::pcmk::PcmkError,
+        source: crate::pacemaker::PcmkError,
     },
     /// A local file operation failed.
     #[error("{step} failed: {source}")]
@@ -205,12 +205,12 @@ where
 
 /// Whether the local etcd process exists (as its supervisor sees it),
 /// answering or not.
-async fn etcd_runs<P, E, S: Supervisor>(ports: &Ports<'_, P, E, S>) -> bool {
+async fn etcd_runs<P: ?Sized, E, S: Supervisor>(ports: &Ports<'_, P, E, S>) -> bool {
     ports.supervisor.state().await.pid().is_some()
 }
 
 /// Carry out `steps` (decided from `facts`) in order within `deadline`.
-pub async fn execute<P: Pacemaker, E: EtcdOps, S: Supervisor>(
+pub async fn execute<P: Pacemaker + ?Sized, E: EtcdOps, S: Supervisor>(
     ports: &Ports<'_, P, E, S>,
     local: &LocalPaths,
     facts: &Facts,
@@ -243,7 +243,7 @@ pub async fn execute<P: Pacemaker, E: EtcdOps, S: Supervisor>(
     report
 }
 
-async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
+async fn one<P: Pacemaker + ?Sized, E: EtcdOps, S: Supervisor>(
     ports: &Ports<'_, P, E, S>,
     paths: &LocalPaths,
     facts: &Facts,
@@ -390,7 +390,7 @@ async fn one<P: Pacemaker, E: EtcdOps, S: Supervisor>(
                         "restarting this node's member on an empty data directory; the peer's member sends it the data"
                     );
                     StartMode::JoinExisting {
-                        initial_cluster: crate::etcd_conf::every_node(s),
+                        initial_cluster: crate::etcd::conf::every_node(s),
                     }
                 }
                 Mode::Existing if !has => return Err(unsafe_("no data to restart from")),

@@ -8,9 +8,9 @@ use warden_failover::{
 };
 
 use super::*;
+use crate::etcd::raft_progress::{ProgressError, RaftProgress};
 use crate::etcd::{Member, MemberStatus};
-use crate::raft_progress::{ProgressError, RaftProgress};
-use crate::reconcile::pcmk::PcmkError;
+use crate::pacemaker::PcmkError;
 use crate::reconcile::ports::{EtcdReads, Probe};
 use crate::supervise::ProcState;
 
@@ -199,6 +199,7 @@ impl EtcdOps for Fake {
     }
 }
 
+#[async_trait::async_trait]
 impl Pacemaker for Fake {
     async fn crm_mon(&self, _d: Duration) -> Result<crm_xml::CrmMon, PcmkError> {
         unreachable!("the executor never reads crm_mon")

@@ -13,10 +13,10 @@ use warden_failover::{
 };
 
 use super::local::{LocalPaths, StateFile};
-use super::pcmk::{self, CLAIM_ATTR, Pacemaker, PcmkError, RECORD_ATTR};
 use super::ports::{EtcdOps, EtcdReads, Ports, Supervisor};
 use crate::config::Settings;
 use crate::etcd::{EtcdError, Member};
+use crate::pacemaker::{CLAIM_ATTR, Pacemaker, PcmkError, RECORD_ATTR};
 use crate::supervise::ProcState;
 
 /// Facts could not be gathered: no decision is made this round.
@@ -60,13 +60,13 @@ fn node_of(s: &Settings, m: &Member) -> String {
 /// whose raft index reached `leader_index`.
 ///
 /// A learner that receives or applies a snapshot answers no Status for
-/// seconds (see [`crate::raft_progress`]). The leader's progress says what
+/// seconds (see [`crate::etcd::raft_progress`]). The leader's progress says what
 /// etcd's promote check reads, and a member the leader cannot reach is not
 /// replicated to, so a lost learner is never taken for one in sync. With
 /// the progress at hand a learner is therefore never asked: its silence
 /// would hold every pass of its catch-up for the whole member limit, and
 /// the loop watches for the learner's catch-up only between passes.
-async fn members_info<P, E: EtcdOps, S>(
+async fn members_info<P: ?Sized, E: EtcdOps, S>(
     core: &Ports<'_, P, E, S>,
     members: &[Member],
     leader_index: u64,
@@ -125,7 +125,10 @@ async fn members_info<P, E: EtcdOps, S>(
 }
 
 /// The members with their node, none of them asked (so none in sync).
-fn unasked_members<P, E, S>(core: &Ports<'_, P, E, S>, members: &[Member]) -> Vec<MemberInfo> {
+fn unasked_members<P: ?Sized, E, S>(
+    core: &Ports<'_, P, E, S>,
+    members: &[Member],
+) -> Vec<MemberInfo> {
     members
         .iter()
         .map(|m| member_info(core.settings, m, false))
@@ -144,7 +147,7 @@ fn member_info(s: &Settings, m: &Member, in_sync: bool) -> MemberInfo {
 }
 
 /// The local etcd, live.
-async fn local_etcd<P, E: EtcdOps, S: Supervisor>(
+async fn local_etcd<P: ?Sized, E: EtcdOps, S: Supervisor>(
     core: &Ports<'_, P, E, S>,
     deadline: Duration,
 ) -> Result<EtcdView, GatherError> {
@@ -300,7 +303,7 @@ fn sole_voter_epoch(
 }
 
 /// The cluster as another node's etcd answers it with quorum.
-async fn cluster_via_peers<P, E: EtcdOps, S>(
+async fn cluster_via_peers<P: ?Sized, E: EtcdOps, S>(
     core: &Ports<'_, P, E, S>,
     records: &BTreeMap<String, (Option<DataRecord>, Option<Claim>)>,
     online: &[String],
@@ -350,7 +353,7 @@ async fn cluster_via_peers<P, E: EtcdOps, S>(
 /// is down or has no quorum, and the refusal's command may then be wrong.
 /// Asked only when a decision refuses, never on the failover's path, and
 /// only of the nodes Pacemaker shows online.
-pub(crate) async fn peer_tls_failure<P, E: EtcdOps, S>(
+pub(crate) async fn peer_tls_failure<P: ?Sized, E: EtcdOps, S>(
     core: &Ports<'_, P, E, S>,
     facts: &Facts,
     deadline: Duration,
@@ -399,7 +402,7 @@ fn looks_like_tls(e: &EtcdError) -> bool {
 }
 
 /// Everything `decide` looks at, gathered now.
-pub(crate) async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
+pub(crate) async fn gather<P: Pacemaker + ?Sized, E: EtcdOps, S: Supervisor>(
     core: &Ports<'_, P, E, S>,
     paths: &LocalPaths,
     trigger: Trigger,
@@ -532,7 +535,7 @@ pub(crate) async fn gather<P: Pacemaker, E: EtcdOps, S: Supervisor>(
         }
         r => r?,
     };
-    let mut pacemaker = pcmk::view(&doc, &names, &attrs);
+    let mut pacemaker = crate::pacemaker::view(&doc, &names, &attrs);
     pacemaker.fence_race_winner = winner;
 
     let quorate_here = matches!(&etcd, EtcdView::Running(l) if l.quorate());

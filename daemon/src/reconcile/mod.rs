@@ -19,7 +19,6 @@ pub mod exec;
 pub(crate) mod gather;
 pub(crate) mod held;
 pub mod local;
-pub mod pcmk;
 pub mod ports;
 pub(crate) mod revision_step;
 #[cfg(test)]
@@ -205,7 +204,7 @@ impl Reconciler {
     /// (exactly like crm_mon's fence history) and wakes the loop at once:
     /// that is the fast path of a survivor after its peer was fenced.
     pub(crate) fn alert(&self, ev: &warden_api::ClusterEvent) {
-        if let Some(f) = pcmk::alert_fence_event(ev) {
+        if let Some(f) = crate::pacemaker::alert_fence_event(ev) {
             tracing::info!(target = %f.target, action = ?f.action, status = ?f.status, "fence result from the alert agent");
             let mut a = self.alerts.lock().unwrap_or_else(|e| e.into_inner());
             if !a.contains(&f) {
@@ -266,7 +265,7 @@ impl Reconciler {
     /// Observe, decide and (unless `trigger` is a monitor) act, repeating
     /// while steps succeed, within `deadline`. Returns the last decision,
     /// which describes the state after the steps carried out.
-    pub(crate) async fn pass<P: Pacemaker, E: EtcdOps, S: Supervisor>(
+    pub(crate) async fn pass<P: Pacemaker + ?Sized, E: EtcdOps, S: Supervisor>(
         &self,
         ports: &Ports<'_, P, E, S>,
         trigger: Trigger,
@@ -351,7 +350,7 @@ impl Reconciler {
 
     /// Gather the facts for `trigger` now, with the notify hint and the
     /// fence alerts received so far.
-    async fn observe<P: Pacemaker, E: EtcdOps, S: Supervisor>(
+    async fn observe<P: Pacemaker + ?Sized, E: EtcdOps, S: Supervisor>(
         &self,
         ports: &Ports<'_, P, E, S>,
         trigger: &Trigger,
@@ -380,7 +379,7 @@ impl Reconciler {
 
     /// The loop's own pass (timer, alert, leader change). Returns whether
     /// something is pending, so that the loop comes back sooner.
-    pub(crate) async fn tick<P: Pacemaker, E: EtcdOps, S: Supervisor>(
+    pub(crate) async fn tick<P: Pacemaker + ?Sized, E: EtcdOps, S: Supervisor>(
         &self,
         ports: &Ports<'_, P, E, S>,
     ) -> bool {
@@ -405,7 +404,7 @@ impl Reconciler {
     /// handle, and for a monitor when Pacemaker's view cannot be read (the
     /// daemon's own live check answers then, so that a slow crm_mon never
     /// fails a healthy etcd).
-    pub(crate) async fn action<P: Pacemaker, E: EtcdOps, S: Supervisor>(
+    pub(crate) async fn action<P: Pacemaker + ?Sized, E: EtcdOps, S: Supervisor>(
         &self,
         ports: &Ports<'_, P, E, S>,
         req: &ActionRequest,
@@ -449,7 +448,7 @@ impl Reconciler {
 
     /// Start or stop: decide and act until nothing is left to do or the
     /// deadline passes (then `Failed`, retryable, with the reason).
-    async fn start_stop<P: Pacemaker, E: EtcdOps, S: Supervisor>(
+    async fn start_stop<P: Pacemaker + ?Sized, E: EtcdOps, S: Supervisor>(
         &self,
         ports: &Ports<'_, P, E, S>,
         action: Action,

@@ -60,7 +60,7 @@ fn revisions_at_risk(paths: &LocalPaths, stopped_gracefully: bool) -> u64 {
             // A backend ahead of the persisted commit (or one that cannot be
             // read) needs the held start: it ends in a snapshot from which
             // a joining member is sent the backend, never the log this
-            // backend skipped entries of (see `etcd_conf::snapshot_count`).
+            // backend skipped entries of (see `conf::snapshot_count`).
             // One revision at risk routes the force through it.
             match applied {
                 Ok(a) if a <= d.commit => n,

@@ -22,12 +22,12 @@ use crm_xml::CrmMon;
 use warden_failover::DataRecord;
 
 use super::local::LocalPaths;
-use super::pcmk::{CLAIM_ATTR, Pacemaker, PcmkError, RECORD_ATTR};
 use super::ports::{EtcdOps, EtcdReads, OpsError, PeerDown, Ports, Probe, Supervisor};
 use crate::config::Settings;
+use crate::etcd::conf::StartMode;
+use crate::etcd::raft_progress::{ProgressError, RaftProgress, Replication};
 use crate::etcd::{EtcdError, Member, MemberStatus};
-use crate::etcd_conf::StartMode;
-use crate::raft_progress::{ProgressError, RaftProgress, Replication};
+use crate::pacemaker::{CLAIM_ATTR, Pacemaker, PcmkError, RECORD_ATTR};
 use crate::supervise::ProcState;
 
 /// The two nodes.
@@ -438,13 +438,14 @@ impl Sim {
     }
 }
 
+#[async_trait::async_trait]
 impl Pacemaker for Sim {
     async fn crm_mon(&self, deadline: Duration) -> Result<CrmMon, PcmkError> {
         let (delay, xml) = self.with(|w| (w.crm_mon_delay, self.crm_mon_xml(w)));
         // As the real tool: killed at the deadline.
         tokio::time::sleep(delay.min(deadline)).await;
         if delay > deadline {
-            return Err(PcmkError::Tool(crate::pcmk_tool::ToolError::Deadline {
+            return Err(PcmkError::Tool(crate::tool::ToolError::Deadline {
                 prog: "crm_mon".into(),
                 secs: deadline.as_secs_f64(),
             }));

@@ -11,8 +11,8 @@ use std::time::Duration;
 use warden_api::{Action, ActionReply, ActionRequest, Outcome};
 
 use super::Reconciler;
-use super::pcmk::CLAIM_ATTR;
 use super::sim::{A, B, Res, Sim, SimMember, World, record};
+use crate::pacemaker::CLAIM_ATTR;
 
 const CLUSTER: u64 = 0x1c3e;
 
@@ -397,7 +397,8 @@ async fn s9_a_graceful_stop_leaves_the_cluster_under_the_leave_lock() {
     a.with(|w| {
         w.members.retain(|m| m.node == A);
         w.leave_lock = Some(B.into());
-        w.attrs.remove(&(B.into(), super::pcmk::RECORD_ATTR.into()));
+        w.attrs
+            .remove(&(B.into(), crate::pacemaker::RECORD_ATTR.into()));
         let b = w.nodes.get_mut(B).unwrap();
         b.online = false;
         b.expected_up = false;
@@ -443,7 +444,7 @@ async fn s9_a_leave_whose_removal_answer_is_lost_learns_the_removal_from_the_clu
     let published = sim
         .with(|w| {
             w.attrs
-                .get(&(B.into(), super::pcmk::RECORD_ATTR.into()))
+                .get(&(B.into(), crate::pacemaker::RECORD_ATTR.into()))
                 .cloned()
         })
         .unwrap();

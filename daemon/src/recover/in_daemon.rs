@@ -6,10 +6,9 @@ use std::time::Duration;
 
 use warden_api::{RecoverReply, RecoverRequest, RecoverWhat};
 
-use crate::core::Core;
-use crate::supervise::Supervisor as _;
+use crate::app::App;
 
-impl Core {
+impl App {
     /// `POST /v1/recover`: plan an operator's resolution and, confirmed,
     /// carry it out, under the failover reconciler's one-pass-at-a-time lock
     /// (no pass or agent action acts on the files meanwhile). A plan that
@@ -17,7 +16,7 @@ impl Core {
     pub(crate) async fn recover(&self, req: RecoverRequest) -> Result<RecoverReply, String> {
         let why = |e: anyhow::Error| format!("{e:#}");
         crate::recover::check_node(&self.settings, &req.node).map_err(why)?;
-        let _one = match self.failover.get() {
+        let _one = match self.failover.as_ref() {
             Some(f) => Some(f.exclusive().await),
             None => None,
         };

@@ -18,12 +18,12 @@ use crm_xml::report::{self, EtcdSection, Options, Report};
 
 use crate::atomic_file::{self, Replace, WriteError};
 use crate::config::Settings;
-use crate::pcmk_tool::{Running, ToolError};
+use crate::tool::{Running, ToolError};
 
 mod corosync;
 mod files;
 
-pub(crate) use crate::pcmk_tool::DEFAULT_MAX_OUTPUT;
+pub(crate) use crate::tool::DEFAULT_MAX_OUTPUT;
 pub(crate) use corosync::addresses_from_file;
 use corosync::{ConfState, agreeing_addresses, read_corosync_conf};
 pub use crm_xml::cib::corosync_conf;

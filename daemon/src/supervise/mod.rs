@@ -1,8 +1,11 @@
-//! etcd supervision behind one trait, with two backends:
-//! [`process::ProcessSupervisor`] (etcd as the daemon's child, adopted by a
-//! restarted daemon; default) and [`systemd::SystemdSupervisor`] (etcd as a
-//! transient systemd unit).
+//! The local etcd's supervision. [`Supervisor`] is what the failover logic
+//! asks of it (probe, start in a mode, stop, a forced restart); the daemon's
+//! app implements it over [`AnySupervisor`], the backend the configuration
+//! names: [`process::ProcessSupervisor`] (etcd as the daemon's child,
+//! adopted by a restarted daemon; default) or [`systemd::SystemdSupervisor`]
+//! (etcd as a transient systemd unit).
 
+mod backend;
 pub(crate) mod logtail;
 pub(crate) mod preflight;
 pub mod process;
@@ -18,7 +21,11 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use warden_api::procfs;
 
-use crate::etcd_conf::StartMode;
+pub use backend::AnySupervisor;
+
+use crate::etcd::conf::StartMode;
+use crate::etcd::ops::OpsError;
+use crate::etcd::{EtcdError, MemberStatus};
 
 /// What the supervisor knows about etcd's process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,56 +93,63 @@ pub enum SuperviseError {
     DBus(String),
 }
 
-/// Supervision of the local etcd. Operations that the failover logic calls.
-pub(crate) trait Supervisor: Send + Sync {
-    /// Start etcd in `mode` (the configuration is regenerated first).
-    fn start(&self, mode: StartMode) -> impl Future<Output = Result<u32, SuperviseError>> + Send;
-    /// Stop etcd: SIGTERM, then SIGKILL once `grace` has passed. Returns
-    /// whether it stopped gracefully.
-    fn stop(&self, grace: Duration) -> impl Future<Output = Result<bool, SuperviseError>> + Send;
-    /// The process state, now.
-    fn state(&self) -> impl Future<Output = ProcState> + Send;
-    /// The backend's name.
-    fn name(&self) -> &'static str;
+/// Pacemaker's confirmation that the peer node is down (fenced). Forcing a
+/// new cluster needs one: the type makes the rule impossible to forget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerDown {
+    /// The fenced node.
+    pub node: String,
+    /// What Pacemaker said (e.g. the fencing history entry), for the log.
+    pub evidence: String,
 }
 
-/// The backend chosen in the configuration.
+/// Result of one probe of the local etcd.
 #[derive(Debug)]
-pub enum AnySupervisor {
-    /// etcd as a child process.
-    Process(process::ProcessSupervisor),
-    /// etcd as a transient systemd unit.
-    Systemd(systemd::SystemdSupervisor),
+pub struct Probe {
+    /// Process state.
+    pub(crate) proc: ProcState,
+    /// Local Status, or why it failed.
+    pub(crate) status: Option<Result<MemberStatus, EtcdError>>,
+    /// Linearizable read, when asked for.
+    pub(crate) read: Option<Result<i64, EtcdError>>,
 }
 
-impl Supervisor for AnySupervisor {
-    async fn start(&self, mode: StartMode) -> Result<u32, SuperviseError> {
-        match self {
-            AnySupervisor::Process(p) => p.start(mode).await,
-            AnySupervisor::Systemd(s) => s.start(mode).await,
-        }
-    }
-
-    async fn stop(&self, grace: Duration) -> Result<bool, SuperviseError> {
-        match self {
-            AnySupervisor::Process(p) => p.stop(grace).await,
-            AnySupervisor::Systemd(s) => s.stop(grace).await,
-        }
-    }
-
-    async fn state(&self) -> ProcState {
-        match self {
-            AnySupervisor::Process(p) => p.state().await,
-            AnySupervisor::Systemd(s) => s.state().await,
-        }
-    }
-
-    fn name(&self) -> &'static str {
-        match self {
-            AnySupervisor::Process(p) => p.name(),
-            AnySupervisor::Systemd(s) => s.name(),
-        }
-    }
+/// The local etcd's supervision: is it running, start it in a mode, stop
+/// it, restart it as a new one-member cluster.
+pub trait Supervisor: Send + Sync {
+    /// The process's state, now.
+    fn state(&self) -> impl Future<Output = ProcState> + Send;
+    /// Ask the local etcd now (process, Status, and a linearizable read
+    /// when `read`), recording what was seen for operators.
+    fn probe(&self, deadline: Duration, read: bool) -> impl Future<Output = Probe> + Send;
+    /// Start etcd in `mode` and wait until it answers.
+    fn start(
+        &self,
+        mode: StartMode,
+        deadline: Duration,
+    ) -> impl Future<Output = Result<u32, OpsError>> + Send;
+    /// Stop etcd (graceful within `grace`, then SIGKILL). Returns whether
+    /// it ended by the graceful signal.
+    fn stop(&self, grace: Duration) -> impl Future<Output = Result<bool, OpsError>> + Send;
+    /// Stop etcd and start it again with `--force-new-cluster`. When the
+    /// forced restart drops log entries that may hold `at_risk` revisions
+    /// a peer acknowledged, clients are held off until the revision has
+    /// moved past them.
+    fn restart_force_new_cluster(
+        &self,
+        peer_down: PeerDown,
+        at_risk: u64,
+        deadline: Duration,
+    ) -> impl Future<Output = Result<u32, OpsError>> + Send;
+    /// Start etcd on its data with clients held off, move the revision
+    /// past `at_risk` revisions if the data is a forced one-member
+    /// cluster, then restart it normally: the end of a forced restart
+    /// whose revision step was cut off.
+    fn start_moving_revision(
+        &self,
+        at_risk: u64,
+        deadline: Duration,
+    ) -> impl Future<Output = Result<u32, OpsError>> + Send;
 }
 
 /// Whether `pid` exists and is stopped by a signal (state `T` in

@@ -31,9 +31,9 @@ use tokio::process::Command;
 use tokio::sync::{Mutex, watch};
 
 use super::logtail::{self, LogTail};
-use super::{ProcState, SuperviseError, Supervisor, is_frozen, proc_stat, user};
+use super::{ProcState, SuperviseError, is_frozen, proc_stat, user};
 use crate::config::Settings;
-use crate::etcd_conf::{self, StartMode};
+use crate::etcd::conf::{self, StartMode};
 
 /// How often the log file is read.
 const LOG_POLL: Duration = Duration::from_millis(200);
@@ -86,7 +86,7 @@ impl ProcessSupervisor {
     /// A supervisor for the etcd described by `settings`.
     pub fn new(settings: Arc<Settings>) -> Self {
         let (state_tx, _) = watch::channel(Inner::Stopped);
-        let tail = LogTail::from_end(etcd_conf::log_path(&settings));
+        let tail = LogTail::from_end(conf::log_path(&settings));
         ProcessSupervisor {
             settings,
             op: Mutex::new(()),
@@ -196,8 +196,8 @@ fn exited(
     });
 }
 
-impl Supervisor for ProcessSupervisor {
-    async fn start(&self, mode: StartMode) -> Result<u32, SuperviseError> {
+impl ProcessSupervisor {
+    pub(crate) async fn start(&self, mode: StartMode) -> Result<u32, SuperviseError> {
         let _op = self.op.lock().await;
         if let Inner::Running { pid } | Inner::Stopping { pid } = *self.state_tx.borrow() {
             return Err(SuperviseError::AlreadyRunning(pid));
@@ -214,7 +214,7 @@ impl Supervisor for ProcessSupervisor {
                 self.settings.state_dir.display()
             ))
         })?;
-        etcd_conf::write(&self.settings, &mode).map_err(|e| {
+        conf::write(&self.settings, &mode).map_err(|e| {
             SuperviseError::Spawn(format!(
                 "cannot write {}: {e}",
                 self.settings.etcd_config_path().display()
@@ -225,7 +225,7 @@ impl Supervisor for ProcessSupervisor {
         }
         // No etcd writes the log now: forward the previous one's last lines,
         // then rotate a large file by renaming it.
-        let log_path = etcd_conf::log_path(&self.settings);
+        let log_path = conf::log_path(&self.settings);
         if let Err(e) = drain(&self.tail, false) {
             tracing::debug!(error = %e, "cannot read etcd's log file");
         }
@@ -322,7 +322,7 @@ impl Supervisor for ProcessSupervisor {
         Ok(pid)
     }
 
-    async fn stop(&self, grace: Duration) -> Result<bool, SuperviseError> {
+    pub(crate) async fn stop(&self, grace: Duration) -> Result<bool, SuperviseError> {
         let _op = self.op.lock().await;
         let running = match &*self.state_tx.borrow() {
             Inner::Running { pid } | Inner::Stopping { pid } => Some(*pid),
@@ -374,7 +374,7 @@ impl Supervisor for ProcessSupervisor {
         Ok(false)
     }
 
-    async fn state(&self) -> ProcState {
+    pub(crate) async fn state(&self) -> ProcState {
         match &*self.state_tx.borrow() {
             Inner::Stopped => ProcState::Stopped,
             Inner::Running { pid } | Inner::Stopping { pid } => {
@@ -391,7 +391,7 @@ impl Supervisor for ProcessSupervisor {
         }
     }
 
-    fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         "process"
     }
 }

@@ -15,9 +15,9 @@ use std::time::Duration;
 use tokio::sync::{Mutex, OnceCell};
 use zbus::{OwnedObjectPath, Variant as Value};
 
-use super::{ProcState, SuperviseError, Supervisor, is_frozen};
+use super::{ProcState, SuperviseError, is_frozen};
 use crate::config::Settings;
-use crate::etcd_conf::{self, StartMode};
+use crate::etcd::conf::{self, StartMode};
 
 /// org.freedesktop.systemd1.Manager, the calls this backend needs.
 #[zbus::proxy(
@@ -191,8 +191,8 @@ fn subscribed(r: zbus::Result<()>) -> Result<(), SuperviseError> {
     }
 }
 
-impl Supervisor for SystemdSupervisor {
-    async fn start(&self, mode: StartMode) -> Result<u32, SuperviseError> {
+impl SystemdSupervisor {
+    pub(crate) async fn start(&self, mode: StartMode) -> Result<u32, SuperviseError> {
         let _op = self.op.lock().await;
         if let Some((active, pid)) = self.unit_state().await?
             && matches!(active.as_str(), "active" | "activating" | "reloading")
@@ -207,7 +207,7 @@ impl Supervisor for SystemdSupervisor {
         }
         super::preflight::check_free(s)?;
         let as_user = super::user::prepare(s)?;
-        etcd_conf::write(s, &mode).map_err(|e| {
+        conf::write(s, &mode).map_err(|e| {
             SuperviseError::Spawn(format!(
                 "cannot write {}: {e}",
                 s.etcd_config_path().display()
@@ -259,7 +259,7 @@ impl Supervisor for SystemdSupervisor {
         }
     }
 
-    async fn stop(&self, grace: Duration) -> Result<bool, SuperviseError> {
+    pub(crate) async fn stop(&self, grace: Duration) -> Result<bool, SuperviseError> {
         let _op = self.op.lock().await;
         let Some((active, _)) = self.unit_state().await? else {
             return Ok(true);
@@ -286,7 +286,7 @@ impl Supervisor for SystemdSupervisor {
         Ok(started.elapsed() < grace)
     }
 
-    async fn state(&self) -> ProcState {
+    pub(crate) async fn state(&self) -> ProcState {
         match self.unit_state().await {
             Ok(None) => ProcState::Stopped,
             Ok(Some((active, pid))) => match active.as_str() {
@@ -310,7 +310,7 @@ impl Supervisor for SystemdSupervisor {
         }
     }
 
-    fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         "systemd"
     }
 }

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use etcd_client::{Client, ConnectOptions, MemberAddOptions};
-use etcd_warden::raft_progress;
+use etcd_warden::etcd::raft_progress;
 use warden_harness::{OnSignal, ports};
 
 /// The floor's figures for one run.

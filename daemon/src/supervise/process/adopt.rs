@@ -15,7 +15,7 @@ use nix::sys::signal::Signal;
 
 use super::{Inner, Previous, ProcessSupervisor, exited};
 use crate::config::Settings;
-use crate::etcd_conf::{self, StartMode};
+use crate::etcd::conf::{self, StartMode};
 use crate::supervise::{
     SuperviseError, alive, is_frozen, proc_pgrp, proc_stat, same_process, signal_group,
 };
@@ -58,7 +58,7 @@ impl ProcessSupervisor {
                 self.watch_adopted(pid, start);
                 tracing::info!(
                     pid,
-                    log = %etcd_conf::log_path(&self.settings).display(),
+                    log = %conf::log_path(&self.settings).display(),
                     "adopted the etcd left running by a previous etcd-warden instance"
                 );
                 Ok(Previous::Adopted { pid })
@@ -263,7 +263,7 @@ fn config_changes(s: &Settings) -> Result<Vec<String>, String> {
     // a key changed when the running value matches neither.
     let renders: Vec<serde_json::Value> = [StartMode::Normal, StartMode::ForceNewCluster]
         .iter()
-        .map(|m| etcd_conf::render(s, m))
+        .map(|m| conf::render(s, m))
         .collect();
     let mut changed: Vec<String> = old
         .keys()
@@ -374,7 +374,7 @@ mod tests {
         let s = settings(d.path(), "/usr/bin/etcd", (2380, 2379));
         assert!(config_changes(&s).unwrap_err().contains("cannot read"));
         // Written by a forced-new-cluster start: still the same etcd.
-        etcd_conf::write(&s, &StartMode::ForceNewCluster).unwrap();
+        conf::write(&s, &StartMode::ForceNewCluster).unwrap();
         assert_eq!(config_changes(&s).unwrap(), Vec::<String>::new());
         // The data dir moved in the configuration: another etcd.
         let mut moved = s.clone();
@@ -392,7 +392,7 @@ mod tests {
     fn a_process_that_is_not_the_configured_etcd_is_not_adoptable() {
         let d = tempfile::tempdir().unwrap();
         let s = settings(d.path(), "/usr/bin/etcd", (2380, 2379));
-        etcd_conf::write(&s, &StartMode::Normal).unwrap();
+        conf::write(&s, &StartMode::Normal).unwrap();
         // The test process itself: not in a group of its own, not etcd.
         let why = adoptable(&s, std::process::id()).unwrap_err();
         assert!(
@@ -420,7 +420,7 @@ mod tests {
         );
         let d = tempfile::tempdir().unwrap();
         let s = settings(d.path(), "/usr/bin/etcd", (free_port(), free_port()));
-        etcd_conf::write(&s, &StartMode::Normal).unwrap();
+        conf::write(&s, &StartMode::Normal).unwrap();
 
         // On a file: adoptable; with another data dir configured: not.
         let log = std::fs::File::create(d.path().join("out")).unwrap();

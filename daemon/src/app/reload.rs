@@ -9,11 +9,11 @@ use std::sync::atomic::Ordering;
 
 use warden_api::ReloadReply;
 
+use crate::app::App;
 use crate::config::changes::{self, Change, Takes};
 use crate::config::{ConfigError, Settings};
-use crate::core::Core;
 
-impl Core {
+impl App {
     /// Read the configuration again and apply what can be applied now.
     pub(crate) async fn reload(&self) -> ReloadReply {
         let running = self.running_settings();

@@ -6,6 +6,8 @@
 //! Every call runs under a deadline; the child is killed by its own handle
 //! when it passes. Nothing read here is kept for a later decision.
 
+mod tools;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -15,7 +17,9 @@ use warden_failover::{
     ResourceState, Stamp,
 };
 
-use crate::pcmk_tool::{self, ToolError};
+use crate::tool::ToolError;
+
+pub use tools::CrmTools;
 
 /// The attribute holding a node's published record.
 pub(crate) const RECORD_ATTR: &str = "etcd-warden-record";
@@ -51,220 +55,60 @@ pub enum PcmkError {
     },
 }
 
-/// What the daemon asks of Pacemaker. A trait so that the step executor can
-/// be tested against a fake.
-pub trait Pacemaker: Send + Sync {
+/// What the daemon asks of Pacemaker. A trait so that the reconciler can
+/// be tested against a fake or a simulated cluster; object-safe, so that
+/// the daemon holds one chosen at run time ([`SharedPacemaker`]).
+#[async_trait::async_trait]
+pub trait Pacemaker: Send + Sync + std::fmt::Debug {
     /// crm_mon's view, now.
-    fn crm_mon(&self, deadline: Duration)
-    -> impl Future<Output = Result<CrmMon, PcmkError>> + Send;
+    async fn crm_mon(&self, deadline: Duration) -> Result<CrmMon, PcmkError>;
     /// A transient attribute of `node`; `None` when it is not set.
-    fn get_attr(
-        &self,
-        node: &str,
-        name: &str,
-        deadline: Duration,
-    ) -> impl Future<Output = Result<Option<String>, PcmkError>> + Send;
-    /// Set a transient (reboot lifetime) attribute of `node`.
-    fn set_attr(
-        &self,
-        node: &str,
-        name: &str,
-        value: &str,
-        deadline: Duration,
-    ) -> impl Future<Output = Result<(), PcmkError>> + Send;
-    /// Delete a transient attribute of `node`; absent is fine.
-    fn delete_attr(
-        &self,
-        node: &str,
-        name: &str,
-        deadline: Duration,
-    ) -> impl Future<Output = Result<(), PcmkError>> + Send;
-    /// Clear Pacemaker's record of failed starts of `resource` on `node`
-    /// (`crm_resource --cleanup --operation start`), so that Pacemaker may
-    /// start it there again.
-    fn clear_failed_start(
-        &self,
-        resource: &str,
-        node: &str,
-        deadline: Duration,
-    ) -> impl Future<Output = Result<(), PcmkError>> + Send;
-    /// The node of `nodes` that wins fence races: the only one whose
-    /// fencing is delayed in the CIB's stonith resources (see
-    /// `crm_xml::cib::FenceTargets::fence_race_winner`); `None` when none
-    /// is. Fakes without fence devices keep the default.
-    fn fence_race_winner(
-        &self,
-        nodes: &[String],
-        deadline: Duration,
-    ) -> impl Future<Output = Result<Option<String>, PcmkError>> + Send {
-        let _ = (nodes, deadline);
-        async { Ok(None) }
-    }
-}
-
-/// The real Pacemaker command-line tools.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct CrmTools;
-
-/// crm_attribute's "no such attribute" exit codes: CRM_EX_NOSUCH (105), and
-/// 6 from older releases. Not an error: the attribute is absent, an ordinary
-/// answer (most transient attributes are absent most of the time).
-const NOT_FOUND: [i32; 2] = [105, 6];
-
-/// Runs a Pacemaker tool: its exit code, stdout and failure reason.
-async fn run(
-    tool: &'static str,
-    args: &[&str],
-    deadline: Duration,
-) -> Result<(Option<i32>, String, String), PcmkError> {
-    let argv: Vec<&str> = std::iter::once(tool).chain(args.iter().copied()).collect();
-    let out = pcmk_tool::run_async(&argv, deadline, pcmk_tool::DEFAULT_MAX_OUTPUT).await?;
-    Ok((
-        out.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        out.reason(),
-    ))
-}
-
-impl Pacemaker for CrmTools {
-    async fn crm_mon(&self, deadline: Duration) -> Result<CrmMon, PcmkError> {
-        // --fence-history=3 adds <fence_history> with every event (2.1.5
-        // shows only failures at the default level 1).
-        let (code, out, err) = run(
-            "crm_mon",
-            &[
-                "--one-shot",
-                "--inactive",
-                "--output-as=xml",
-                "--fence-history=3",
-            ],
-            deadline,
-        )
-        .await?;
-        if code != Some(0) {
-            return Err(PcmkError::Failed {
-                tool: "crm_mon",
-                code,
-                message: err,
-            });
-        }
-        crm_xml::parse(&out).map_err(|e| PcmkError::Parse {
-            what: "crm_mon's XML".into(),
-            message: e.to_string(),
-        })
-    }
-
     async fn get_attr(
         &self,
         node: &str,
         name: &str,
         deadline: Duration,
-    ) -> Result<Option<String>, PcmkError> {
-        let out = transient_attr(node, name, &["--query", "--quiet"], deadline).await?;
-        Ok(out.map(|o| o.trim().to_string()).filter(|s| !s.is_empty()))
-    }
-
+    ) -> Result<Option<String>, PcmkError>;
+    /// Set a transient (reboot lifetime) attribute of `node`.
     async fn set_attr(
         &self,
         node: &str,
         name: &str,
         value: &str,
         deadline: Duration,
-    ) -> Result<(), PcmkError> {
-        match transient_attr(node, name, &["--update", value], deadline).await? {
-            Some(_) => Ok(()),
-            // An update never answers "not found"; if it does, it failed.
-            None => Err(PcmkError::Failed {
-                tool: "crm_attribute",
-                code: None,
-                message: format!("update of {name} on {node} answered 'not found'"),
-            }),
-        }
-    }
-
+    ) -> Result<(), PcmkError>;
+    /// Delete a transient attribute of `node`; absent is fine.
     async fn delete_attr(
         &self,
         node: &str,
         name: &str,
         deadline: Duration,
-    ) -> Result<(), PcmkError> {
-        // Deleting an absent attribute is done already.
-        transient_attr(node, name, &["--delete"], deadline)
-            .await
-            .map(|_| ())
-    }
-
+    ) -> Result<(), PcmkError>;
+    /// Clear Pacemaker's record of failed starts of `resource` on `node`
+    /// (`crm_resource --cleanup --operation start`), so that Pacemaker may
+    /// start it there again.
     async fn clear_failed_start(
         &self,
         resource: &str,
         node: &str,
         deadline: Duration,
-    ) -> Result<(), PcmkError> {
-        let args = [
-            "--cleanup",
-            "--resource",
-            resource,
-            "--node",
-            node,
-            "--operation",
-            "start",
-            "--interval",
-            "0",
-        ];
-        match run("crm_resource", &args, deadline).await? {
-            (Some(0), _, _) => Ok(()),
-            (code, _, message) => Err(PcmkError::Failed {
-                tool: "crm_resource",
-                code,
-                message,
-            }),
-        }
-    }
-
+    ) -> Result<(), PcmkError>;
+    /// The node of `nodes` that wins fence races: the only one whose
+    /// fencing is delayed in the CIB's stonith resources (see
+    /// `crm_xml::cib::FenceTargets::fence_race_winner`); `None` when none
+    /// is. Fakes without fence devices keep the default.
     async fn fence_race_winner(
         &self,
         nodes: &[String],
         deadline: Duration,
     ) -> Result<Option<String>, PcmkError> {
-        let (code, out, err) =
-            run("cibadmin", &["--query", "--scope", "resources"], deadline).await?;
-        if code != Some(0) {
-            return Err(PcmkError::Failed {
-                tool: "cibadmin",
-                code,
-                message: err,
-            });
-        }
-        // Unparsable configuration: no preference (it decides no safety).
-        Ok(crm_xml::cib::FenceTargets::from_cib(&out)
-            .ok()
-            .and_then(|t| t.fence_race_winner(nodes)))
+        let _ = (nodes, deadline);
+        Ok(None)
     }
 }
 
-/// Runs `crm_attribute` on a reboot-lifetime (transient) node attribute.
-/// `Some(stdout)` on success, `None` when Pacemaker says the attribute does
-/// not exist (rc 105, or 6 on older versions), an error otherwise.
-async fn transient_attr(
-    node: &str,
-    name: &str,
-    op: &[&str],
-    deadline: Duration,
-) -> Result<Option<String>, PcmkError> {
-    let mut args = vec!["--lifetime", "reboot", "--node", node, "--name", name];
-    args.extend_from_slice(op);
-    let (code, out, err) = run("crm_attribute", &args, deadline).await?;
-    match code {
-        Some(0) => Ok(Some(out)),
-        Some(c) if NOT_FOUND.contains(&c) => Ok(None),
-        code => Err(PcmkError::Failed {
-            tool: "crm_attribute",
-            code,
-            message: err,
-        }),
-    }
-}
-
+/// The Pacemaker the daemon holds: its tools, or a test's stand-in.
+pub type SharedPacemaker = std::sync::Arc<dyn Pacemaker>;
 /// A Pacemaker timestamp as a [`Stamp`].
 fn stamp(s: &str) -> Option<Stamp> {
     crm_xml::timefmt::parse_pacemaker_time(s, time::UtcOffset::UTC)

@@ -5,29 +5,14 @@
 
 use std::time::Duration;
 
-use crate::core::Core;
+use crate::app::App;
+use crate::etcd::conf::StartMode;
+use crate::etcd::raft_progress::{ProgressError, RaftProgress};
 use crate::etcd::{EtcdError, LiveEtcd, Member, MemberStatus, status_of_members};
-use crate::etcd_conf::StartMode;
-use crate::raft_progress::{ProgressError, RaftProgress};
 use crate::reconcile::ports::{EtcdOps, EtcdReads, OpsError, PeerDown, Probe, Supervisor};
 use crate::supervise::ProcState;
 
-impl EtcdReads for LiveEtcd {
-    async fn status(&self, deadline: Duration) -> Result<MemberStatus, EtcdError> {
-        LiveEtcd::status(self, deadline).await
-    }
-    async fn linearizable_read(&self, deadline: Duration) -> Result<i64, EtcdError> {
-        LiveEtcd::linearizable_read(self, deadline).await
-    }
-    async fn member_list(&self, deadline: Duration) -> Result<Vec<Member>, EtcdError> {
-        LiveEtcd::member_list(self, deadline).await
-    }
-    async fn leave_lock(&self, deadline: Duration) -> Result<Option<String>, EtcdError> {
-        LiveEtcd::leave_lock(self, deadline).await
-    }
-}
-
-impl EtcdReads for Core {
+impl EtcdReads for App {
     async fn status(&self, deadline: Duration) -> Result<MemberStatus, EtcdError> {
         self.local_status(deadline).await
     }
@@ -42,7 +27,7 @@ impl EtcdReads for Core {
     }
 }
 
-impl EtcdOps for Core {
+impl EtcdOps for App {
     type Peer = LiveEtcd;
 
     fn peer(&self, client_url: &str) -> LiveEtcd {
@@ -94,13 +79,13 @@ impl EtcdOps for Core {
     }
 }
 
-impl Supervisor for Core {
+impl Supervisor for App {
     async fn state(&self) -> ProcState {
         self.proc_state().await
     }
 
     async fn probe(&self, deadline: Duration, read: bool) -> Probe {
-        let p = Core::probe(self, deadline, read).await;
+        let p = App::probe(self, deadline, read).await;
         self.record(&p);
         p
     }
@@ -152,7 +137,7 @@ impl Supervisor for Core {
         // The flag must not survive into the next start: rewrite the
         // configuration for a normal start now that the one-member cluster
         // exists on disk.
-        if let Err(e) = crate::etcd_conf::write(&self.settings, &StartMode::Normal) {
+        if let Err(e) = crate::etcd::conf::write(&self.settings, &StartMode::Normal) {
             tracing::error!(error = %e, "cannot rewrite the etcd configuration without --force-new-cluster");
         }
         Ok(pid)

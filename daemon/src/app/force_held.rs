@@ -16,21 +16,21 @@
 //!
 //! The reconciler writes the count down before the force and clears it
 //! after: a daemon that died in between leaves it, and the next start of
-//! that data goes the same way without the force ([`Core::start_holding_clients`]
+//! that data goes the same way without the force ([`App::start_holding_clients`]
 //! with `force` off), moving the revision on if the data shows the forced
 //! one-member cluster.
 
 use std::time::{Duration, Instant};
 
-use crate::core::Core;
+use crate::app::App;
+use crate::etcd::conf::StartMode;
 use crate::etcd::{Connector, LiveEtcd};
-use crate::etcd_conf::StartMode;
-use crate::supervise::{ProcState, Supervisor};
+use crate::supervise::ProcState;
 
 /// How often the held start is asked whether it answers.
 const POLL: Duration = Duration::from_millis(20);
 
-impl Core {
+impl App {
     /// Start etcd with clients held off (forced with `force`), move the
     /// revision past `at_risk` revisions when its member list holds this
     /// member alone, then restart it normally. etcd must be stopped.
