@@ -1,5 +1,6 @@
-//! The one runner for Pacemaker's and Corosync's command-line tools
-//! (crm_mon, cibadmin, crm_attribute, corosync-cmapctl): a deadline counted
+//! The one runner for external commands: Pacemaker's and Corosync's
+//! tools (crm_mon, cibadmin, crm_attribute, corosync-cmapctl), etcd's
+//! restore tools, `etcd --version` and `kill` as etcd's user. A deadline counted
 //! from the start, an output cap, the child killed by its own pid (never by
 //! name) when either is passed, and the tool's reason for a failure, taken
 //! from stderr or, since these tools in XML mode leave stderr empty, from
@@ -160,6 +161,63 @@ impl Output {
     }
 }
 
+/// A command for the runner: its argv (no shell), variables added to the
+/// daemon's environment, and the user it runs as (root's own commands
+/// keep root).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Cmd {
+    argv: Vec<String>,
+    env: Vec<(String, String)>,
+    user: Option<(u32, u32)>,
+}
+
+impl Cmd {
+    /// `argv[0]` with the rest as its arguments.
+    pub(crate) fn new<S: AsRef<std::ffi::OsStr>>(argv: impl IntoIterator<Item = S>) -> Self {
+        Cmd {
+            argv: argv
+                .into_iter()
+                .map(|a| a.as_ref().to_string_lossy().into_owned())
+                .collect(),
+            ..Cmd::default()
+        }
+    }
+
+    /// One more argument.
+    pub(crate) fn arg(mut self, a: impl AsRef<std::ffi::OsStr>) -> Self {
+        self.argv.push(a.as_ref().to_string_lossy().into_owned());
+        self
+    }
+
+    /// More arguments.
+    pub(crate) fn args<S: AsRef<std::ffi::OsStr>>(self, more: impl IntoIterator<Item = S>) -> Self {
+        more.into_iter().fold(self, Cmd::arg)
+    }
+
+    /// `name=value` in its environment.
+    pub(crate) fn env(mut self, name: &str, value: &str) -> Self {
+        self.env.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Run as `uid`:`gid`, without supplementary groups.
+    pub(crate) fn user(mut self, uid: u32, gid: u32) -> Self {
+        self.user = Some((uid, gid));
+        self
+    }
+
+    /// The program, for messages.
+    pub(crate) fn prog(&self) -> &str {
+        self.argv.first().map(String::as_str).unwrap_or_default()
+    }
+
+    /// Run it to its end (or `timeout`, or `max_output` bytes of stdout) on
+    /// this thread; what it left, whatever its exit code.
+    pub(crate) fn output(&self, timeout: Duration, max_output: usize) -> Result<Output, ToolError> {
+        Running::spawn_cmd(self, timeout, max_output).finish_output()
+    }
+}
+
 /// The texts of the `<error>` elements of a Pacemaker tool's XML output
 /// (`<status><errors><error>…`), entities decoded. Output cut short or not
 /// XML at all still gives the errors it shows on lines of their own.
@@ -283,8 +341,13 @@ impl Running {
     /// Start `argv` (no shell). A failure to start is reported by
     /// [`Running::finish`], so that callers handle one result.
     pub(crate) fn spawn(argv: &[String], timeout: Duration, max_output: usize) -> Self {
-        let prog = argv.first().cloned().unwrap_or_default();
-        let started = Some(Self::start(argv));
+        Self::spawn_cmd(&Cmd::new(argv), timeout, max_output)
+    }
+
+    /// Start `cmd`; see [`Running::spawn`].
+    pub(crate) fn spawn_cmd(cmd: &Cmd, timeout: Duration, max_output: usize) -> Self {
+        let prog = cmd.prog().to_owned();
+        let started = Some(Self::start(cmd));
         Running {
             prog,
             max_output,
@@ -295,22 +358,28 @@ impl Running {
         }
     }
 
-    fn start(argv: &[String]) -> Result<Started, ToolError> {
-        let (prog, rest) = argv.split_first().ok_or(ToolError::Empty)?;
+    fn start(cmd: &Cmd) -> Result<Started, ToolError> {
+        use std::os::unix::process::CommandExt;
+        let (prog, rest) = cmd.argv.split_first().ok_or(ToolError::Empty)?;
         let (stdout, child_out) = UnixStream::pair().map_err(ToolError::SocketPair)?;
         let (stderr, child_err) = UnixStream::pair().map_err(ToolError::SocketPair)?;
         // The child's ends are closed here once spawned (the Command owns
         // them), so that its exit ends our reads.
-        let child = Command::new(prog)
+        let mut command = Command::new(prog);
+        command
             .args(rest)
+            .envs(cmd.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::from(OwnedFd::from(child_out)))
-            .stderr(Stdio::from(OwnedFd::from(child_err)))
-            .spawn()
-            .map_err(|err| ToolError::Spawn {
-                prog: prog.clone(),
-                err,
-            })?;
+            .stderr(Stdio::from(OwnedFd::from(child_err)));
+        if let Some((uid, gid)) = cmd.user {
+            // std clears the supplementary groups when root switches uid.
+            command.uid(uid).gid(gid);
+        }
+        let child = command.spawn().map_err(|err| ToolError::Spawn {
+            prog: prog.clone(),
+            err,
+        })?;
         let pid = Pid::from_raw(i32::try_from(child.id()).map_err(|_| ToolError::Pid)?);
         Ok(Started {
             child,

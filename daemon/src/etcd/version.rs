@@ -105,9 +105,9 @@ pub fn binary_version(path: &Path) -> Result<Version, String> {
     if let Some(v) = asked.as_ref().and_then(|a| a.get(&key)) {
         return Ok(*v);
     }
-    let out = std::process::Command::new(path)
+    let out = crate::tool::Cmd::new([path.as_os_str()])
         .arg("--version")
-        .output()
+        .output(VERSION_DEADLINE, VERSION_OUTPUT)
         .map_err(|e| format!("cannot run {} --version: {e}", path.display()))?;
     let text = String::from_utf8_lossy(&out.stdout);
     let v = Version::parse(&text).ok_or_else(|| {
@@ -120,6 +120,12 @@ pub fn binary_version(path: &Path) -> Result<Version, String> {
     asked.get_or_insert_with(HashMap::new).insert(key, v);
     Ok(v)
 }
+
+/// How long `etcd --version` may take (it prints four lines).
+const VERSION_DEADLINE: Duration = Duration::from_secs(10);
+
+/// `etcd --version` prints a few hundred bytes.
+const VERSION_OUTPUT: usize = 64 * 1024;
 
 /// How long each other node's etcd is given to say its version.
 const ASK_PEER: Duration = Duration::from_millis(500);

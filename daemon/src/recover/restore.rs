@@ -6,8 +6,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 
+use std::time::Duration;
+
 use crate::config::host::executable;
 use crate::reconcile::local::{LocalPaths, StateFile};
+use crate::tool::Cmd;
 
 /// The tool that restores a snapshot into a data directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,12 +114,8 @@ pub(crate) enum RevisionStep {
 /// The revision step a restore tool offers: the tool's flag where its help
 /// names it, else the daemon's.
 pub(crate) fn revision_step(tool: &RestoreTool) -> RevisionStep {
-    let mut cmd = std::process::Command::new(tool.path());
-    cmd.args(["snapshot", "restore", "--help"]);
-    if let RestoreTool::Etcdctl(_) = tool {
-        cmd.env("ETCDCTL_API", "3");
-    }
-    let offers = cmd.output().is_ok_and(|o| {
+    let cmd = tool_cmd(tool).args(["snapshot", "restore", "--help"]);
+    let offers = cmd.output(HELP_DEADLINE, TOOL_OUTPUT).is_ok_and(|o| {
         String::from_utf8_lossy(&o.stdout).contains("--bump-revision")
             || String::from_utf8_lossy(&o.stderr).contains("--bump-revision")
     });
@@ -126,6 +125,25 @@ pub(crate) fn revision_step(tool: &RestoreTool) -> RevisionStep {
         RevisionStep::Daemon(crate::reconcile::revision_step::UNKNOWN_LOSS_REVISIONS)
     }
 }
+
+/// `tool` as a command for the runner (etcdctl told to speak v3).
+fn tool_cmd(tool: &RestoreTool) -> Cmd {
+    let cmd = Cmd::new([tool.path().as_os_str()]);
+    match tool {
+        RestoreTool::Etcdctl(_) => cmd.env("ETCDCTL_API", "3"),
+        RestoreTool::Etcdutl(_) => cmd,
+    }
+}
+
+/// How long the restore tool may take to print its help.
+const HELP_DEADLINE: Duration = Duration::from_secs(10);
+
+/// How long a restore may take: etcd's tool rewrites the whole database,
+/// minutes for the largest (8 GiB) ones.
+const RESTORE_DEADLINE: Duration = Duration::from_secs(3600);
+
+/// The restore tool's output kept: its log lines, never the data.
+const TOOL_OUTPUT: usize = 1024 * 1024;
 
 /// The revision step with the tool's flag: far past any number of writes
 /// a lost member could have acknowledged beyond the restored data, at no
@@ -246,29 +264,20 @@ pub(super) fn restore_snapshot(
         .map(|u| format!("{}={u}", r.name))
         .collect::<Vec<_>>()
         .join(",");
-    let mut cmd = std::process::Command::new(r.tool.path());
-    cmd.arg("snapshot")
-        .arg("restore")
+    let mut cmd = tool_cmd(&r.tool)
+        .args(["snapshot", "restore"])
         .arg(snapshot)
-        .arg("--name")
-        .arg(&r.name)
-        .arg("--initial-cluster")
-        .arg(&initial_cluster)
-        .arg("--initial-cluster-token")
-        .arg(&r.token)
-        .arg("--initial-advertise-peer-urls")
-        .arg(r.peer_urls.join(","))
+        .args(["--name", &r.name, "--initial-cluster", &initial_cluster])
+        .args(["--initial-cluster-token", &r.token])
+        .args(["--initial-advertise-peer-urls", &r.peer_urls.join(",")])
         .arg("--data-dir")
         .arg(&tmp);
-    if let RestoreTool::Etcdctl(_) = r.tool {
-        cmd.env("ETCDCTL_API", "3");
-    }
     if !matches!(r.source, RestoreSource::Snapshot(_)) {
-        cmd.arg("--skip-hash-check");
+        cmd = cmd.arg("--skip-hash-check");
     }
     if let RevisionStep::Tool(n) = r.revision {
-        cmd.arg("--bump-revision")
-            .arg(n.to_string())
+        cmd = cmd
+            .args(["--bump-revision", &n.to_string()])
             .arg("--mark-compacted");
     }
     progress(&format!(
@@ -276,7 +285,7 @@ pub(super) fn restore_snapshot(
         r.tool.path().display()
     ));
     let out = cmd
-        .output()
+        .output(RESTORE_DEADLINE, TOOL_OUTPUT)
         .with_context(|| format!("cannot run {}", r.tool.path().display()))?;
     let log = format!(
         "{}{}",

@@ -226,16 +226,10 @@ pub(crate) fn signal_group(pgid: u32, sig: Signal) -> Result<(), SuperviseError>
 /// Send `sig` to the group `pgid` by `kill(1)` running as `uid`:`gid` (no
 /// supplementary groups: std clears them when root switches uid).
 fn signal_group_as(pgid: u32, sig: Signal, uid: u32, gid: u32) -> Result<(), String> {
-    use std::os::unix::process::CommandExt;
     let name = sig.as_str().trim_start_matches("SIG");
-    let out = std::process::Command::new("kill")
-        .args(["-s", name, "--", &format!("-{pgid}")])
-        .uid(uid)
-        .gid(gid)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .output()
+    let out = crate::tool::Cmd::new(["kill", "-s", name, "--", &format!("-{pgid}")])
+        .user(uid, gid)
+        .output(KILL_DEADLINE, KILL_OUTPUT)
         .map_err(|e| format!("`kill` as uid {uid} did not run: {e}"))?;
     if out.status.success() || !alive(pgid) {
         return Ok(());
@@ -243,9 +237,15 @@ fn signal_group_as(pgid: u32, sig: Signal, uid: u32, gid: u32) -> Result<(), Str
     Err(format!(
         "`kill` as uid {uid} failed ({}): {}",
         out.status,
-        String::from_utf8_lossy(&out.stderr).trim()
+        out.reason()
     ))
 }
+
+/// How long `kill(1)` may take: it sends one signal.
+const KILL_DEADLINE: Duration = Duration::from_secs(5);
+
+/// `kill(1)` prints nothing on stdout.
+const KILL_OUTPUT: usize = 4096;
 
 #[cfg(test)]
 mod tests {
