@@ -165,8 +165,8 @@ async fn read_json<T: serde::de::DeserializeOwned>(req: Request) -> Result<T, Re
 }
 
 /// The leader change stream as server-sent events.
-async fn leader_events(State(core): State<Arc<App>>) -> Response {
-    let rx = core.subscribe_leader();
+async fn leader_events(State(app): State<Arc<App>>) -> Response {
+    let rx = app.subscribe_leader();
     let first = futures_util::stream::once(async {
         Ok::<_, Infallible>(Bytes::from_static(b": leader changes\n\n"))
     });
@@ -194,8 +194,8 @@ async fn leader_events(State(core): State<Arc<App>>) -> Response {
 }
 
 /// The report, or 503 with the error and the etcd section alone.
-async fn report(State(core): State<Arc<App>>) -> Response {
-    match core.report(core.settings.timeouts.probe_timeout).await {
+async fn report(State(app): State<Arc<App>>) -> Response {
+    match app.report(app.settings.timeouts.probe_timeout).await {
         Ok(r) => json(StatusCode::OK, &r),
         Err(partial) => json(StatusCode::SERVICE_UNAVAILABLE, &partial),
     }
@@ -205,8 +205,8 @@ async fn healthz() -> Response {
     text(StatusCode::OK, "text/plain", "ok\n".into())
 }
 
-async fn readyz(State(core): State<Arc<App>>) -> Response {
-    match core.ready(core.settings.timeouts.probe_timeout).await {
+async fn readyz(State(app): State<Arc<App>>) -> Response {
+    match app.ready(app.settings.timeouts.probe_timeout).await {
         Ok(()) => text(StatusCode::OK, "text/plain", "ready\n".into()),
         Err(why) => text(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -216,12 +216,12 @@ async fn readyz(State(core): State<Arc<App>>) -> Response {
     }
 }
 
-async fn metrics(State(core): State<Arc<App>>) -> Response {
-    let (content_type, body) = core.metrics_text();
+async fn metrics(State(app): State<Arc<App>>) -> Response {
+    let (content_type, body) = app.metrics_text();
     text(StatusCode::OK, content_type, body)
 }
 
-async fn action(State(core): State<Arc<App>>, req: Request) -> Response {
+async fn action(State(app): State<Arc<App>>, req: Request) -> Response {
     let req: ActionRequest = match read_json(req).await {
         Ok(r) => r,
         Err(resp) => return resp,
@@ -232,19 +232,19 @@ async fn action(State(core): State<Arc<App>>, req: Request) -> Response {
             "deadline_ms must be greater than 0",
         );
     }
-    json(StatusCode::OK, &core.action(req).await)
+    json(StatusCode::OK, &app.action(req).await)
 }
 
 /// `POST /v1/recover`: an operator's resolution, planned and (confirmed)
 /// carried out by the daemon under its one-pass-at-a-time lock. A plan the
 /// node refuses (wrong node, data in the way, etcd running) is a 409 with
 /// the reason.
-async fn recover(State(core): State<Arc<App>>, req: Request) -> Response {
+async fn recover(State(app): State<Arc<App>>, req: Request) -> Response {
     let req: RecoverRequest = match read_json(req).await {
         Ok(r) => r,
         Err(resp) => return resp,
     };
-    match core.recover(req).await {
+    match app.recover(req).await {
         Ok(r) => json(StatusCode::OK, &r),
         Err(e) => error(StatusCode::CONFLICT, e),
     }
@@ -253,7 +253,7 @@ async fn recover(State(core): State<Arc<App>>, req: Request) -> Response {
 /// `POST /v1/defrag`: the defragmentation policy, asked by an operator
 /// (`etcd-warden defrag`). A refusal is a 200 with `done: false` and the
 /// reason: the request was understood and answered.
-async fn defrag(State(core): State<Arc<App>>, req: Request) -> Response {
+async fn defrag(State(app): State<Arc<App>>, req: Request) -> Response {
     let req: warden_api::DefragRequest = match read_json(req).await {
         Ok(r) => r,
         Err(resp) => return resp,
@@ -261,41 +261,41 @@ async fn defrag(State(core): State<Arc<App>>, req: Request) -> Response {
     let mode = crate::defrag::policy::Mode::Manual {
         below_threshold: req.below_threshold,
     };
-    json(StatusCode::OK, &core.defrag(mode).await)
+    json(StatusCode::OK, &app.defrag(mode).await)
 }
 
 /// `POST /v1/reload`. Its body (`{}`) is read before the answer: an answer
 /// sent first ends the connection while the client may still be writing.
-async fn reload(State(core): State<Arc<App>>, req: Request) -> Response {
+async fn reload(State(app): State<Arc<App>>, req: Request) -> Response {
     if let Err(resp) = read_json::<serde_json::Value>(req).await {
         return resp;
     }
-    json(StatusCode::OK, &core.reload().await)
+    json(StatusCode::OK, &app.reload().await)
 }
 
-async fn event(State(core): State<Arc<App>>, req: Request) -> Response {
+async fn event(State(app): State<Arc<App>>, req: Request) -> Response {
     let ev: ClusterEvent = match read_json(req).await {
         Ok(r) => r,
         Err(resp) => return resp,
     };
     tracing::info!(kind = %ev.kind, node = ?ev.node, task = ?ev.task, rc = ?ev.rc, desc = ?ev.desc, "cluster event");
-    if let Some(f) = core.failover.as_ref() {
+    if let Some(f) = app.failover.as_ref() {
         f.alert(&ev);
     }
     json(StatusCode::OK, &Ack { accepted: true })
 }
 
-async fn status(State(core): State<Arc<App>>) -> Response {
+async fn status(State(app): State<Arc<App>>) -> Response {
     json(
         StatusCode::OK,
-        &core.status_doc(core.settings.timeouts.probe_timeout).await,
+        &app.status_doc(app.settings.timeouts.probe_timeout).await,
     )
 }
 
-async fn members(State(core): State<Arc<App>>) -> Response {
-    match core
+async fn members(State(app): State<Arc<App>>) -> Response {
+    match app
         .etcd
-        .member_list(core.settings.timeouts.probe_timeout)
+        .member_list(app.settings.timeouts.probe_timeout)
         .await
     {
         Ok(ms) => json(StatusCode::OK, &ms),
@@ -330,7 +330,7 @@ pub(crate) enum Listener {
 
 /// The API's routes for `on`: the routes both listeners share, then the
 /// listener's own; the same 404 and 405 answers on both.
-pub(crate) fn router(core: Arc<App>, on: Listener) -> Router {
+pub(crate) fn router(app: Arc<App>, on: Listener) -> Router {
     let common = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -353,18 +353,18 @@ pub(crate) fn router(core: Arc<App>, on: Listener) -> Router {
         .merge(own)
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
-        .with_state(core)
+        .with_state(app)
 }
 
 /// Serve the Unix socket until `shutdown`.
 pub(crate) async fn serve_unix(
     listener: UnixListener,
-    core: Arc<App>,
+    app: Arc<App>,
     allow: AllowList,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let allow = Arc::new(allow);
-    let routes = router(core.clone(), Listener::Unix);
+    let routes = router(app.clone(), Listener::Unix);
     let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS_UNIX));
     loop {
         let Some(permit) = slot(&limit, &shutdown, "the API socket").await else {
@@ -378,7 +378,7 @@ pub(crate) async fn serve_unix(
         let allow = allow.clone();
         let shutdown = shutdown.clone();
         let routes = routes.clone();
-        core.work.spawn(async move {
+        app.work.spawn(async move {
             let _permit = permit;
             let permitted = uid.is_some_and(|u| allow.allows(u));
             if !permitted {
@@ -413,10 +413,10 @@ pub(crate) async fn serve_unix(
 /// Serve the loopback TCP listener until `shutdown`.
 pub(crate) async fn serve_tcp(
     listener: TcpListener,
-    core: Arc<App>,
+    app: Arc<App>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let routes = router(core.clone(), Listener::Tcp);
+    let routes = router(app.clone(), Listener::Tcp);
     let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS_TCP));
     loop {
         let Some(permit) = slot(&limit, &shutdown, "the HTTP listener").await else {
@@ -428,7 +428,7 @@ pub(crate) async fn serve_tcp(
         };
         let shutdown = shutdown.clone();
         let routes = routes.clone();
-        core.work.spawn(async move {
+        app.work.spawn(async move {
             let _permit = permit;
             let svc = service_fn(move |req: hyper::Request<Incoming>| {
                 let mut routes = routes.clone();

@@ -218,7 +218,7 @@ state_dir = "{d}/state"
         node = tls_node(&pki, client, peer),
     );
     let s = Arc::new(config::from_texts(&[(std::path::PathBuf::from("tls.toml"), text)]).unwrap());
-    let core = App::new(Services::new(
+    let app = App::new(Services::new(
         s.clone(),
         AnySupervisor::Process(ProcessSupervisor::new(s)),
     ));
@@ -227,13 +227,13 @@ state_dir = "{d}/state"
         .build()
         .unwrap();
     rt.block_on(async {
-        core.start(StartMode::Normal, Duration::from_secs(30))
+        app.start(StartMode::Normal, Duration::from_secs(30))
             .await
             .unwrap();
         let d = Duration::from_secs(2);
         let deadline = Instant::now() + Duration::from_secs(20);
         let progress = loop {
-            match core.etcd.raft_progress(d).await {
+            match app.etcd.raft_progress(d).await {
                 Ok(p) if p.is_leader => break p,
                 other => assert!(
                     Instant::now() < deadline,
@@ -244,7 +244,7 @@ state_dir = "{d}/state"
         };
         // The one member, as etcd's own Status names it, leads and is in
         // sync with itself.
-        let me = core.etcd.status(d).await.unwrap().member_id;
+        let me = app.etcd.status(d).await.unwrap().member_id;
         assert_eq!(progress.id, me, "{progress:?}");
         assert!(progress.in_sync(me), "{progress:?}");
 
@@ -260,6 +260,6 @@ state_dir = "{d}/state"
             .await
             .unwrap_err();
         eprintln!("plain http to the TLS port: {e}");
-        core.stop(Duration::from_secs(5)).await.unwrap();
+        app.stop(Duration::from_secs(5)).await.unwrap();
     });
 }

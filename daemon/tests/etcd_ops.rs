@@ -141,7 +141,7 @@ fn quorum_loss_is_seen_by_the_linearizable_read_not_by_member_list_and_force_new
     let rt = rt();
     let c = new_cluster();
     rt.block_on(async {
-        // A fresh two-node cluster: a through the daemon core, b by hand.
+        // A fresh two-node cluster: a through the daemon app, b by hand.
         let a_start = {
             let a = c.a.clone();
             tokio::spawn(async move { a.start(StartMode::Normal, Duration::from_secs(30)).await })

@@ -1,5 +1,5 @@
 //! The failover step executor against a real two-member etcd 3.4 on
-//! loopback, driven through two daemon cores: bootstrap, the peer lost and
+//! loopback, driven through two daemon apps: bootstrap, the peer lost and
 //! fenced (a fence fact as the alert agent delivers it), the survivor forces
 //! a one-member cluster keeping its writes and the epoch, the returning node
 //! archives its stale data (nothing deleted), joins as a learner and is
@@ -101,7 +101,7 @@ client_urls = ["http://127.0.0.1:{bc}"]
 }
 
 struct Node {
-    core: Arc<App>,
+    app: Arc<App>,
     paths: LocalPaths,
 }
 
@@ -113,11 +113,11 @@ fn node(dir: &std::path::Path, me: &str, ports: [u16; 4]) -> Node {
         run_dir: dir.join(me).join("run"),
         archive_dir: s.failover.archive_dir.clone(),
     };
-    let core = Arc::new(App::new(Services::new(
+    let app = Arc::new(App::new(Services::new(
         s.clone(),
         AnySupervisor::Process(ProcessSupervisor::new(s)),
     )));
-    Node { core, paths }
+    Node { app, paths }
 }
 
 fn pnode(name: &str, online: bool) -> NodeView {
@@ -171,9 +171,9 @@ async fn exec(n: &Node, f: &Facts, steps: &[Step]) -> Result<(), String> {
     let pcmk = Attrs::default();
     let ports = Ports {
         pacemaker: &pcmk,
-        etcd: &*n.core,
-        supervisor: &*n.core,
-        settings: &n.core.settings,
+        etcd: &*n.app,
+        supervisor: &*n.app,
+        settings: &n.app.settings,
     };
     let r = execute(&ports, &n.paths, f, steps, Duration::from_secs(30)).await;
     // An archive's checksum is written after its move, on its own thread.
@@ -190,7 +190,7 @@ async fn exec(n: &Node, f: &Facts, steps: &[Step]) -> Result<(), String> {
 async fn wait_quorum(n: &Node, limit: Duration) {
     let t = Instant::now();
     while n
-        .core
+        .app
         .etcd
         .linearizable_read(Duration::from_millis(500))
         .await
@@ -202,7 +202,7 @@ async fn wait_quorum(n: &Node, limit: Duration) {
 }
 
 async fn put_get(n: &Node, key: &str, value: Option<&str>) -> Option<String> {
-    let url = n.core.settings.local_client_url().to_string();
+    let url = n.app.settings.local_client_url().to_string();
     let mut c = etcd_client::Client::connect([url], None).await.unwrap();
     if let Some(v) = value {
         c.put(key, v, None).await.unwrap();
@@ -272,7 +272,7 @@ fn force_archive_rejoin_promote_on_real_etcd() {
         wait_quorum(&a, Duration::from_secs(20)).await;
         // What the daemon's gathering writes from the live view before it
         // decides MarkInSync: the marker names the data it describes.
-        let st = a.core.etcd.status(Duration::from_secs(5)).await.unwrap();
+        let st = a.app.etcd.status(Duration::from_secs(5)).await.unwrap();
         a.paths
             .update_state(|s| {
                 s.cluster_id = Some(st.cluster_id);
@@ -286,7 +286,7 @@ fn force_archive_rejoin_promote_on_real_etcd() {
         put_get(&a, "/k", Some("before")).await;
 
         // The peer is lost: etcd on b stops (its data stays), a loses quorum.
-        b.core.stop_etcd(Duration::from_secs(5)).await.unwrap();
+        b.app.stop_etcd(Duration::from_secs(5)).await.unwrap();
         let mut f = facts("a", false, &a);
         f.pacemaker.nodes[1].unclean = true;
         f.pacemaker.nodes[1].expected_up = true;
@@ -320,14 +320,14 @@ fn force_archive_rejoin_promote_on_real_etcd() {
         assert_eq!((st.epoch, st.pending_epoch), (0, Some(1)));
         assert_eq!(put_get(&a, "/k", None).await.as_deref(), Some("before"));
         let ms = a
-            .core
+            .app
             .etcd
             .member_list(Duration::from_secs(2))
             .await
             .unwrap();
         assert_eq!(ms.len(), 1, "{ms:?}");
         // The flag does not survive into the next start.
-        let conf = std::fs::read_to_string(a.core.settings.etcd_config_path()).unwrap();
+        let conf = std::fs::read_to_string(a.app.settings.etcd_config_path()).unwrap();
         let conf: serde_json::Value = serde_json::from_str(&conf).unwrap();
         assert_eq!(
             conf["force-new-cluster"],
@@ -360,7 +360,7 @@ fn force_archive_rejoin_promote_on_real_etcd() {
         assert!(archives[0].starts_with(dir.path().join("b/archives")));
         assert!(!b.paths.has_data());
         // The nothing-deleted rule: the archive is shown, not only logged: /status ...
-        let st = b.core.status_doc(Duration::from_secs(2)).await;
+        let st = b.app.status_doc(Duration::from_secs(2)).await;
         assert_eq!(
             st.archive_dir.as_deref(),
             Some(dir.path().join("b/archives").as_path())
@@ -382,7 +382,7 @@ fn force_archive_rejoin_promote_on_real_etcd() {
         );
         assert_eq!(json["node"], "b");
         // ... and the report's etcd section, for this node.
-        let (_, _, section) = b.core.etcd_section(Duration::from_secs(2)).await;
+        let (_, _, section) = b.app.etcd_section(Duration::from_secs(2)).await;
         assert_eq!(
             section.nodes["b"].archives,
             vec![archives[0].display().to_string()]
@@ -397,7 +397,7 @@ fn force_archive_rejoin_promote_on_real_etcd() {
         .await
         .unwrap();
         let ms = a
-            .core
+            .app
             .etcd
             .member_list(Duration::from_secs(2))
             .await
@@ -440,7 +440,7 @@ fn force_archive_rejoin_promote_on_real_etcd() {
         .await
         .unwrap();
         let ms = a
-            .core
+            .app
             .etcd
             .member_list(Duration::from_secs(2))
             .await
@@ -449,7 +449,7 @@ fn force_archive_rejoin_promote_on_real_etcd() {
         wait_quorum(&b, Duration::from_secs(20)).await;
         assert_eq!(put_get(&b, "/k", None).await.as_deref(), Some("after"));
 
-        a.core.stop_etcd(Duration::from_secs(5)).await.unwrap();
-        b.core.stop_etcd(Duration::from_secs(5)).await.unwrap();
+        a.app.stop_etcd(Duration::from_secs(5)).await.unwrap();
+        b.app.stop_etcd(Duration::from_secs(5)).await.unwrap();
     });
 }

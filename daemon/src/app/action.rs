@@ -86,7 +86,7 @@ impl App {
         crate::reconcile::agent::action(failover, &self.ports(), &req, budget).await
     }
 
-    /// What the reconciler acts through: this core's etcd client and
+    /// What the reconciler acts through: this app's etcd client and
     /// supervision, and its Pacemaker.
     pub(crate) fn ports(&self) -> Ports<'_, dyn Pacemaker, App, App> {
         Ports {

@@ -1,7 +1,7 @@
-//! The daemon core's side of the reconciler's ports
+//! The daemon app's side of the reconciler's ports
 //! ([`crate::reconcile::ports`]): its live etcd client as [`EtcdOps`], its
 //! supervision of the local etcd as [`Supervisor`]. The reconciler sees
-//! only the traits; this is the one place they meet the core.
+//! only the traits; this is the one place they meet the app.
 
 use std::time::Duration;
 

@@ -44,7 +44,7 @@ pub enum ProcState {
     },
     /// Running, but it answered before and has not answered for
     /// `timeouts.hung_after_ms` or longer (stopped by a signal, stuck in
-    /// the kernel, live-locked). Only the daemon's core says so; the
+    /// the kernel, live-locked). Only the daemon's app says so; the
     /// backends report `Running` or `Frozen`.
     Hung {
         /// etcd's PID.
