@@ -24,6 +24,9 @@
 //! crm_mon inherits this process's, so the benchmark re-executes itself
 //! once with `CIB_file` set (setting it in a running process is unsafe).
 //!
+//! With `BASELINE_BIN=/path/to/an/older/etcd-warden`, that build's `collect`
+//! runs in the same rotation, and a last line gives this build's ratio to it.
+//!
 //! Run: `make bench-collect`, or
 //! `cargo bench -p etcd-warden --bench collect_cycle` (`COLLECT_ROUNDS=…`
 //! rounds of `COLLECT_RUNS=…` runs of each; defaults 10 × 20). Cargo builds
@@ -59,6 +62,8 @@ enum Kind {
     CrmMonPipe,
     Collect,
     Daemon,
+    /// `BASELINE_BIN collect`: an older build beside this one.
+    BaselineCollect,
 }
 
 const KINDS: [Kind; 4] = [
@@ -75,12 +80,15 @@ impl Kind {
             Kind::CrmMonPipe => "crm_mon | reader",
             Kind::Collect => "etcd-warden collect",
             Kind::Daemon => "daemon cycle (in-proc)",
+            Kind::BaselineCollect => "baseline collect",
         }
     }
 }
 
 struct Setup {
     bin: PathBuf,
+    /// `BASELINE_BIN`, if set.
+    baseline: Option<PathBuf>,
     cib: PathBuf,
     conf: PathBuf,
     out: PathBuf,
@@ -126,8 +134,12 @@ impl Setup {
                 c.args(&CRM_MON[1..]);
                 c
             }
-            Kind::Collect => {
-                let mut c = Command::new(&self.bin);
+            Kind::Collect | Kind::BaselineCollect => {
+                let bin = match (kind, &self.baseline) {
+                    (Kind::BaselineCollect, Some(b)) => b,
+                    _ => &self.bin,
+                };
+                let mut c = Command::new(bin);
                 c.arg("collect")
                     .arg("--cib-file")
                     .arg(&self.cib)
@@ -184,7 +196,7 @@ impl Setup {
         let status = child.wait().unwrap();
         let took = start.elapsed();
         assert!(status.success(), "{} failed: {status}: {err}", kind.label());
-        if kind == Kind::Collect {
+        if matches!(kind, Kind::Collect | Kind::BaselineCollect) {
             // Any warning means the cycle took a path the benchmark does not
             // mean to measure (e.g. a fallback to corosync-cmapctl).
             assert!(err.is_empty(), "collect warned: {err}");
@@ -299,47 +311,53 @@ fn main() -> ExitCode {
     };
     let setup = Setup {
         bin,
+        baseline: std::env::var_os("BASELINE_BIN").map(PathBuf::from),
         cib: dir.join("cib.xml"),
         conf: dir.join("corosync.conf"),
         out: dir.join("report.json"),
         cycle: daemon_cycle(&dir),
     };
 
+    let mut kinds = KINDS.to_vec();
+    if setup.baseline.is_some() {
+        kinds.push(Kind::BaselineCollect);
+    }
     // Warm the page cache and the previous report the cycle reads.
     for _ in 0..3 {
-        for k in KINDS {
+        for &k in &kinds {
             setup.run(k);
         }
     }
 
     let load_before = load_average();
-    let mut wall: [Vec<f64>; 4] = Default::default();
-    let mut cpu: [Vec<f64>; 4] = Default::default();
+    let mut wall: Vec<Vec<f64>> = vec![Vec::new(); kinds.len()];
+    let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); kinds.len()];
     for round in 0..rounds {
-        let mut cpu_round = [0.0f64; 4];
+        let mut cpu_round = vec![0.0f64; kinds.len()];
         for i in 0..runs {
             // Rotate the order so that no kind always follows another.
-            for j in 0..KINDS.len() {
-                let k = (i + round + j) % KINDS.len();
+            for j in 0..kinds.len() {
+                let k = (i + round + j) % kinds.len();
                 // In process, the cycle's own work is this process's CPU.
-                let own = KINDS[k] == Kind::Daemon;
+                let own = kinds[k] == Kind::Daemon;
                 let before = children_cpu() + if own { own_cpu() } else { 0.0 };
-                let took = setup.run(KINDS[k]);
+                let took = setup.run(kinds[k]);
                 let after = children_cpu() + if own { own_cpu() } else { 0.0 };
                 cpu_round[k] += after - before;
                 wall[k].push(took.as_secs_f64() * 1e3);
             }
         }
-        for k in 0..KINDS.len() {
+        for k in 0..kinds.len() {
             cpu[k].push(cpu_round[k] * 1e3 / runs as f64);
         }
+        let per_run: Vec<String> = cpu_round
+            .iter()
+            .map(|c| format!("{:.1}", c * 1e3 / runs as f64))
+            .collect();
         eprintln!(
-            "round {}/{rounds}: CPU per run {:.1} / {:.1} / {:.1} / {:.1} ms",
+            "round {}/{rounds}: CPU per run {} ms",
             round + 1,
-            cpu_round[0] * 1e3 / runs as f64,
-            cpu_round[1] * 1e3 / runs as f64,
-            cpu_round[2] * 1e3 / runs as f64,
-            cpu_round[3] * 1e3 / runs as f64
+            per_run.join(" / ")
         );
     }
     let load_after = load_average();
@@ -355,7 +373,7 @@ fn main() -> ExitCode {
         "{:<22} {:>18} {:>16} {:>22}",
         "", "median wall/run", "p10 wall/run", "median CPU/run (round)"
     );
-    for (k, kind) in KINDS.iter().enumerate() {
+    for (k, kind) in kinds.iter().enumerate() {
         println!(
             "{:<22} {:>15.2} ms {:>13.2} ms {:>19.1} ms",
             kind.label(),
@@ -374,6 +392,15 @@ fn main() -> ExitCode {
                 med_cpu[c] / med_cpu[base]
             );
         }
+    }
+    if kinds.len() > KINDS.len() {
+        let b = KINDS.len();
+        println!(
+            "ratio collect / baseline collect        wall {:.3}x (p10 {:.3}x)   CPU {:.3}x",
+            med_wall[2] / med_wall[b],
+            p10_wall[2] / p10_wall[b],
+            med_cpu[2] / med_cpu[b]
+        );
     }
     ExitCode::SUCCESS
 }
