@@ -51,7 +51,7 @@ const CIB: &str = include_str!("../tests/fixtures/two_node_cib.xml");
 const COROSYNC_CONF: &str = include_str!("../tests/fixtures/two_node_corosync.conf");
 
 /// The crm_mon call of the baselines: the cycle's own.
-const CRM_MON: [&str; 5] = etcd_warden::report_cycle::CRM_MON_CMD;
+const CRM_MON: [&str; 5] = etcd_warden::pacemaker::CRM_MON_CMD;
 
 /// The directory the parent prepared, passed to the re-executed benchmark.
 const DIR_ENV: &str = "COLLECT_BENCH_DIR";

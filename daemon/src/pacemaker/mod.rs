@@ -28,6 +28,26 @@ pub(crate) const CLAIM_ATTR: &str = "etcd-warden-claim";
 /// The OCF agent this project's etcd instances run with.
 pub(crate) const AGENT: &str = "ocf:etcd-warden:etcd";
 
+// The report cycle's commands (`crate::report_cycle`), run by the one
+// runner like the reconciler's below.
+
+/// The crm_mon call of a cycle. `--fence-history=2` adds the latest
+/// successful fence of each node to the failed and pending ones crm_mon
+/// shows by default, so that the report (and `status`) name the last fence.
+pub const CRM_MON_CMD: [&str; 5] = [
+    "crm_mon",
+    "--one-shot",
+    "--inactive",
+    "--output-as=xml",
+    "--fence-history=2",
+];
+
+/// The cibadmin call that prints the live CIB (when its file is unreadable).
+pub const CIBADMIN_CMD: [&str; 2] = ["cibadmin", "--query"];
+
+/// The corosync-cmapctl call that prints Corosync's runtime node list.
+pub const CMAPCTL_CMD: [&str; 2] = ["corosync-cmapctl", "nodelist.node."];
+
 /// A Pacemaker tool failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PcmkError {

@@ -18,6 +18,7 @@ use crm_xml::report::{self, EtcdSection, Options, Report};
 
 use crate::atomic_file::{self, Replace, WriteError};
 use crate::config::Settings;
+use crate::pacemaker::{CIBADMIN_CMD, CMAPCTL_CMD, CRM_MON_CMD};
 use crate::tool::{Running, ToolError};
 
 mod corosync;
@@ -45,23 +46,6 @@ pub(crate) const DEFAULT_COROSYNC_CONF: &str = "/etc/corosync/corosync.conf";
 
 /// Largest Corosync configuration or node list accepted.
 pub(crate) const MAX_COROSYNC_TEXT: usize = 1024 * 1024;
-
-/// The crm_mon call of a cycle. `--fence-history=2` adds the latest
-/// successful fence of each node to the failed and pending ones crm_mon
-/// shows by default, so that the report (and `status`) name the last fence.
-pub const CRM_MON_CMD: [&str; 5] = [
-    "crm_mon",
-    "--one-shot",
-    "--inactive",
-    "--output-as=xml",
-    "--fence-history=2",
-];
-
-/// The cibadmin call that prints the live CIB (when its file is unreadable).
-pub(crate) const CIBADMIN_CMD: [&str; 2] = ["cibadmin", "--query"];
-
-/// The corosync-cmapctl call that prints Corosync's runtime node list.
-pub(crate) const CMAPCTL_CMD: [&str; 2] = ["corosync-cmapctl", "nodelist.node."];
 
 /// Why a cycle produced no report. Each variant's message is complete (the
 /// inner error is part of it, not a separate source), so that the CLI's
