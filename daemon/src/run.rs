@@ -14,13 +14,11 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 use crate::app::{App, Services};
-use crate::config::{BackendKind, Settings};
+use crate::config::Settings;
 use crate::etcd::conf::StartMode;
 use crate::loops::{self, Listeners, notify};
 use crate::reconcile::ports::SharedPacemaker;
 use crate::supervise::AnySupervisor;
-use crate::supervise::process::{Previous, ProcessSupervisor};
-use crate::supervise::systemd::SystemdSupervisor;
 use crate::tasks::SHUTDOWN_GRACE;
 
 /// How the daemon runs, beyond its settings.
@@ -64,7 +62,7 @@ pub async fn run_with(
     if crate::reconcile::enabled(&settings) {
         crate::supervise::preflight::archive_probe(&settings).map_err(anyhow::Error::msg)?;
     }
-    let mut services = Services::new(settings.clone(), supervisor(&settings).await?);
+    let mut services = Services::new(settings.clone(), AnySupervisor::take_over(&settings).await?);
     if let Some(p) = options.pacemaker {
         services = services.with_pacemaker(p);
     }
@@ -102,27 +100,6 @@ pub async fn run_with(
     leave_etcd(&app).await;
     let _ = std::fs::remove_file(&settings.api.socket);
     outcome
-}
-
-/// The supervisor backend the configuration names. An etcd left running by
-/// a previous instance (killed, crashed) is adopted as it is when it
-/// provably is this configuration's etcd, and stopped otherwise: never two
-/// supervisors, never an unsupervised etcd.
-async fn supervisor(settings: &Arc<Settings>) -> anyhow::Result<AnySupervisor> {
-    Ok(match settings.etcd.backend {
-        BackendKind::Process => {
-            let p = ProcessSupervisor::new(settings.clone());
-            match p.take_over(settings.timeouts.stop_grace).await {
-                Ok(Previous::Adopted { .. }) | Ok(Previous::None) => {}
-                Ok(Previous::Stopped { pid, why }) => {
-                    tracing::warn!(pid, %why, "stopped the etcd left by a previous daemon instance")
-                }
-                Err(e) => anyhow::bail!("{e}"),
-            }
-            AnySupervisor::Process(p)
-        }
-        BackendKind::Systemd => AnySupervisor::Systemd(SystemdSupervisor::new(settings.clone())),
-    })
 }
 
 fn log_failover(app: &App) {
