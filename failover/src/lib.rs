@@ -14,7 +14,7 @@ pub mod facts;
 pub mod model;
 
 pub use decide::{DownProof, decide, peer_down_proof};
-#[cfg(feature = "model")]
-pub use decide::{Mutation, Policy, decide_with};
 pub use decision::{Decision, StartMode, Step};
 pub use facts::*;
+#[cfg(feature = "model")]
+pub use model::{Mutated, Mutation, decide_with};

@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl Decider<'_> {
+impl<P: Policy> Decider<'_, P> {
     pub(super) fn two_node(&mut self, me: &NodeView) -> Decision {
         let others: Vec<&NodeView> = self.f.others().collect();
         let [peer] = others.as_slice() else {
@@ -95,11 +95,11 @@ impl Decider<'_> {
     /// `start_without_data`).
     pub(super) fn lost_data(&mut self, peer: &NodeView) -> Option<Decision> {
         let f = self.f;
-        if !f.data.lost() || broken!(self, BootstrapOverHistory) {
+        if !f.data.lost() || self.policy.bootstrap_over_history() {
             return None;
         }
-        let older_counts = broken!(self, WaitOnOlderData) || broken!(self, ReseedFromAnyData);
-        let learner_counts = older_counts || broken!(self, WaitOnLearnerData);
+        let older_counts = self.policy.wait_on_older_data() || self.policy.reseed_from_any_data();
+        let learner_counts = older_counts || self.policy.wait_on_learner_data();
         let peer_current = peer.record.as_ref().is_some_and(|r| {
             r.has_data
                 && (learner_counts || !r.learner)
@@ -296,7 +296,7 @@ impl Decider<'_> {
             if let Some(d) = self.removal_unlearned(peer) {
                 return d;
             }
-            if !self.leave_interrupted(peer) || broken!(self, DepartedWaitsForPeer) {
+            if !self.leave_interrupted(peer) || self.policy.departed_waits_for_peer() {
                 return self.hold(format!(
                     "this node left the member list gracefully and never forces a new cluster; waiting for {} to start etcd",
                     peer.name
@@ -316,7 +316,7 @@ impl Decider<'_> {
                 peer.name
             ));
         }
-        if f.data.state_lost && !broken!(self, StateLossReadsAsNew) {
+        if f.data.state_lost && !self.policy.state_loss_reads_as_new() {
             return self.start_without_state(peer);
         }
         if let Some(r) = &peer.record
@@ -386,7 +386,7 @@ impl Decider<'_> {
             || !peer.online
             || peer.unclean
             || peer.etcd != ResourceState::Started
-            || broken!(self, DepartedWaitsForPeer)
+            || self.policy.departed_waits_for_peer()
         {
             return None;
         }
@@ -493,8 +493,8 @@ impl Decider<'_> {
     fn reseed_from(&self, peer: &NodeView, r: &DataRecord) -> bool {
         let f = self.f;
         let d = &f.data;
-        let any_data = broken!(self, ReseedFromAnyData);
-        !broken!(self, NoReseed)
+        let any_data = self.policy.reseed_from_any_data();
+        !self.policy.no_reseed()
             && d.lost()
             && !d.joining
             && !d.departed
@@ -535,7 +535,7 @@ impl Decider<'_> {
             && r.formed
             && !r.learner
             && !r.departed
-            && !broken!(self, BlankPeerIsNoProof)
+            && !self.policy.blank_peer_is_no_proof()
     }
 
     pub(super) fn start_without_data(&mut self, peer: &NodeView) -> Decision {
@@ -564,7 +564,7 @@ impl Decider<'_> {
                         && !f.data.had_cluster()
                         && f.data.archives == 0
                         && !f.data.joining
-                        && !broken!(self, BlankPeerIsNoProof) =>
+                        && !self.policy.blank_peer_is_no_proof() =>
                 {
                     self.hold(format!(
                         "the cluster lists this node's old learner {:x}, which has run, and this node has no data: waiting for the leader on {} to remove it and add this node anew",
@@ -593,7 +593,7 @@ impl Decider<'_> {
                 )),
             };
         }
-        let history = f.data.had_cluster() && !broken!(self, BootstrapOverHistory);
+        let history = f.data.had_cluster() && !self.policy.bootstrap_over_history();
         match &peer.record {
             None => self.hold(format!(
                 "waiting for {}'s daemon to publish its record",
@@ -642,8 +642,8 @@ impl Decider<'_> {
                 if r.has_data
                     && r.learner
                     && f.cluster.is_none()
-                    && !broken!(self, BlankPeerIsNoProof)
-                    && !broken!(self, WaitOnLearnerData) =>
+                    && !self.policy.blank_peer_is_no_proof()
+                    && !self.policy.wait_on_learner_data() =>
             {
                 let outcome = self.held_outcome();
                 self.refuse_as(
@@ -677,7 +677,7 @@ impl Decider<'_> {
                 if r.joined_without_data
                     && r.archives > 0
                     && f.data.archives == 0
-                    && !broken!(self, BootstrapOverHistory) =>
+                    && !self.policy.bootstrap_over_history() =>
             {
                 let outcome = self.held_outcome();
                 self.refuse_as(
@@ -693,7 +693,7 @@ impl Decider<'_> {
                     outcome,
                 )
             }
-            Some(r) if r.had_cluster() && !broken!(self, BootstrapOverHistory) => {
+            Some(r) if r.had_cluster() && !self.policy.bootstrap_over_history() => {
                 let command = resolve::restore_data(&peer.name, r.archives);
                 let outcome = self.held_outcome();
                 self.refuse_as(
@@ -764,7 +764,7 @@ impl Decider<'_> {
 
     /// Archive stale data (the nothing-deleted rule); the next decision joins as a learner.
     pub(super) fn archive(&mut self, reason: String) -> Decision {
-        if broken!(self, JoinWithoutArchive)
+        if self.policy.join_without_archive()
             && let Some(cluster) = &self.f.cluster
             && cluster
                 .members
@@ -780,7 +780,7 @@ impl Decider<'_> {
                 None,
             );
         }
-        if broken!(self, JoinWithoutArchive) {
+        if self.policy.join_without_archive() {
             return self.wait("waiting to be added as a learner".into());
         }
         let outcome = self.waiting_outcome();

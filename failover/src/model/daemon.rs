@@ -3,7 +3,7 @@
 
 use warden_api::Outcome;
 
-use crate::decide::{Mutation, decide_with};
+use super::{Mutation, decide_with};
 use crate::decision::{Decision, StartMode, Step};
 use crate::facts::Trigger;
 

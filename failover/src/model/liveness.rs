@@ -2,7 +2,7 @@
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use crate::decide::decide_with;
+use super::decide_with;
 use crate::facts::Topology;
 
 use super::events::Event;

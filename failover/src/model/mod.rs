@@ -39,6 +39,7 @@ mod events;
 pub mod explore;
 mod invariants;
 mod liveness;
+mod mutations;
 mod render;
 mod state;
 mod view;
@@ -50,6 +51,7 @@ use explore::{Model, Violation};
 
 pub use config::{Config, Initial};
 pub use events::Event;
+pub use mutations::{Mutated, Mutation, decide_with};
 pub use state::{CibCopy, ClaimM, Data, Entry, Lost, Node, Rec, Seen, State};
 
 use events::sync_cib;
