@@ -539,72 +539,86 @@ impl<P: Policy> Decider<'_, P> {
     }
 
     pub(super) fn start_without_data(&mut self, peer: &NodeView) -> Decision {
-        let f = self.f;
-        if let Some(cluster) = &f.cluster {
-            return match cluster.members.iter().find(|m| m.node == f.node) {
-                // The learner is this node's own member whose data is gone:
-                // etcd cannot run it again from an empty directory (the
-                // leader would send it entries past what it holds).
-                Some(m)
-                    if m.is_learner
-                        && f.data.lost()
-                        && !f.data.joining
-                        && f.data.member_id == Some(m.id) =>
-                {
-                    self.hold(format!(
-                        "the cluster lists this node's old learner {:x}, whose data is gone: waiting for the leader on {} to remove it and add this node anew",
-                        m.id, peer.name
-                    ))
-                }
-                // A blank node (a replaced machine) whose old learner has
-                // run: the leader's progress for it is past an empty log.
-                Some(m)
-                    if m.is_learner
-                        && m.started
-                        && !f.data.had_cluster()
-                        && f.data.archives == 0
-                        && !f.data.joining
-                        && !self.policy.blank_peer_is_no_proof() =>
-                {
-                    self.hold(format!(
-                        "the cluster lists this node's old learner {:x}, which has run, and this node has no data: waiting for the leader on {} to remove it and add this node anew",
-                        m.id, peer.name
-                    ))
-                }
-                Some(m) if m.is_learner => self.act(
-                    Step::StartEtcd {
-                        mode: StartMode::Join {
-                            epoch: cluster.epoch,
-                        },
-                    },
-                    Outcome::Success,
-                    None,
-                ),
-                Some(m) => self.refuse(
-                    format!(
-                        "this node has no data but the cluster lists it as voter {:x}",
-                        m.id
-                    ),
-                    resolve::keep_data_of(&peer.name),
-                ),
-                None => self.hold(format!(
-                    "waiting for the voter on {} to add this node as a learner",
-                    peer.name
-                )),
-            };
+        if let Some(cluster) = &self.f.cluster {
+            return self.start_as_listed(cluster, peer);
         }
-        let history = f.data.had_cluster() && !self.policy.bootstrap_over_history();
         match &peer.record {
             None => self.hold(format!(
                 "waiting for {}'s daemon to publish its record",
                 peer.name
             )),
+            Some(r) if r.has_data => self.start_beside_peer_data(peer, r),
+            Some(r) => self.start_beside_peer_without_data(peer, r),
+        }
+    }
+
+    /// No data here, and a quorate cluster answers: what it lists for this
+    /// node decides.
+    fn start_as_listed(&mut self, cluster: &ClusterView, peer: &NodeView) -> Decision {
+        let f = self.f;
+        match cluster.members.iter().find(|m| m.node == f.node) {
+        // The learner is this node's own member whose data is gone:
+        // etcd cannot run it again from an empty directory (the
+        // leader would send it entries past what it holds).
+        Some(m)
+            if m.is_learner
+                && f.data.lost()
+                && !f.data.joining
+                && f.data.member_id == Some(m.id) =>
+        {
+            self.hold(format!(
+                "the cluster lists this node's old learner {:x}, whose data is gone: waiting for the leader on {} to remove it and add this node anew",
+                m.id, peer.name
+            ))
+        }
+        // A blank node (a replaced machine) whose old learner has
+        // run: the leader's progress for it is past an empty log.
+        Some(m)
+            if m.is_learner
+                && m.started
+                && !f.data.had_cluster()
+                && f.data.archives == 0
+                && !f.data.joining
+                && !self.policy.blank_peer_is_no_proof() =>
+        {
+            self.hold(format!(
+                "the cluster lists this node's old learner {:x}, which has run, and this node has no data: waiting for the leader on {} to remove it and add this node anew",
+                m.id, peer.name
+            ))
+        }
+        Some(m) if m.is_learner => self.act(
+            Step::StartEtcd {
+                mode: StartMode::Join {
+                    epoch: cluster.epoch,
+                },
+            },
+            Outcome::Success,
+            None,
+        ),
+        Some(m) => self.refuse(
+            format!(
+                "this node has no data but the cluster lists it as voter {:x}",
+                m.id
+            ),
+            resolve::keep_data_of(&peer.name),
+        ),
+        None => self.hold(format!(
+            "waiting for the voter on {} to add this node as a learner",
+            peer.name
+        )),
+        }
+    }
+
+    /// No data here, no quorate cluster, and the peer's record says it
+    /// holds data.
+    fn start_beside_peer_data(&mut self, peer: &NodeView, r: &DataRecord) -> Decision {
+        let f = self.f;
+        let history = f.data.had_cluster() && !self.policy.bootstrap_over_history();
+        match r {
             // The peer bootstrapped (`new`) but never reached quorum without
             // us: starting `new` with the same initial cluster completes that
             // bootstrap. Nothing was ever committed, so nothing can be lost.
-            Some(r)
-                if r.has_data
-                    && !r.formed
+            r if !r.formed
                     && !r.learner
                     && r.epoch == 0
                     && r.archives == 0
@@ -620,7 +634,7 @@ impl<P: Policy> Decider<'_, P> {
                     None,
                 )
             }
-            Some(r) if r.has_data && self.reseed_from(peer, r) => self.act(
+            r if self.reseed_from(peer, r) => self.act(
                 Step::StartEtcd {
                     mode: StartMode::Reseed,
                 },
@@ -638,9 +652,7 @@ impl<P: Policy> Decider<'_, P> {
             // this node, whose data is gone (a replaced machine, an
             // archive). A learner counts for no commit, so its data may
             // lack acknowledged writes.
-            Some(r)
-                if r.has_data
-                    && r.learner
+            r if r.learner
                     && f.cluster.is_none()
                     && !self.policy.blank_peer_is_no_proof()
                     && !self.policy.wait_on_learner_data() =>
@@ -655,7 +667,7 @@ impl<P: Policy> Decider<'_, P> {
                     outcome,
                 )
             }
-            Some(r) if r.has_data && self.blank_beside_waiting_member(peer, r) => {
+            r if self.blank_beside_waiting_member(peer, r) => {
                 let outcome = self.held_outcome();
                 self.refuse_as(
                     format!(
@@ -666,18 +678,25 @@ impl<P: Policy> Decider<'_, P> {
                     outcome,
                 )
             }
-            Some(r) if r.has_data => self.hold(format!(
+            _ => self.hold(format!(
                 "{} holds the data; waiting for its etcd to start so that this node can join",
                 peer.name
             )),
+        }
+    }
+
+    /// No data here or on the peer, and no quorate cluster: a fresh
+    /// bootstrap, unless a state file or an archive says data existed.
+    fn start_beside_peer_without_data(&mut self, peer: &NodeView, r: &DataRecord) -> Decision {
+        let f = self.f;
+        match r {
             // The peer's data is gone although its state file says a
             // cluster existed (its own daemon refuses and says where): a
             // bootstrap here would replace that data with an empty cluster.
-            Some(r)
-                if r.joined_without_data
-                    && r.archives > 0
-                    && f.data.archives == 0
-                    && !self.policy.bootstrap_over_history() =>
+            r if r.joined_without_data
+                && r.archives > 0
+                && f.data.archives == 0
+                && !self.policy.bootstrap_over_history() =>
             {
                 let outcome = self.held_outcome();
                 self.refuse_as(
@@ -693,7 +712,7 @@ impl<P: Policy> Decider<'_, P> {
                     outcome,
                 )
             }
-            Some(r) if r.had_cluster() && !self.policy.bootstrap_over_history() => {
+            r if r.had_cluster() && !self.policy.bootstrap_over_history() => {
                 let command = resolve::restore_data(&peer.name, r.archives);
                 let outcome = self.held_outcome();
                 self.refuse_as(
@@ -708,7 +727,7 @@ impl<P: Policy> Decider<'_, P> {
                     outcome,
                 )
             }
-            Some(r) if r.archives > 0 || f.data.archives > 0 => self.refuse(
+            r if r.archives > 0 || f.data.archives > 0 => self.refuse(
                 "no node has live data, but archived data exists: a fresh bootstrap would lose it"
                     .into(),
                 resolve::restore_archive(if f.data.archives > 0 {
@@ -717,14 +736,14 @@ impl<P: Policy> Decider<'_, P> {
                     &peer.name
                 }),
             ),
-            Some(_) if peer.online => self.act(
+            _ if peer.online => self.act(
                 Step::StartEtcd {
                     mode: StartMode::New,
                 },
                 Outcome::Success,
                 None,
             ),
-            Some(_) => self.hold(format!(
+            _ => self.hold(format!(
                 "fresh bootstrap: waiting for {} to be online",
                 peer.name
             )),
