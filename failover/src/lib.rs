@@ -7,6 +7,8 @@
 //! daemon calls with what it observed and what the model checker calls with
 //! what a model node would observe. See `docs/failover.md`.
 
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 pub mod decide;
 pub mod decision;
 pub mod facts;
