@@ -766,7 +766,8 @@ fn a_force_on_its_plans_facts_is_caught_in_maintenance() {
 }
 
 /// Outside maintenance, a force carried out on the facts of its plan
-/// breaks none of rules 1–5: whatever changed since (the peer back, its
+/// breaks none of the split-brain, lost-write, nothing-deleted, one-claim
+/// and voter rules: whatever changed since (the peer back, its
 /// record, a write), the claim, visible before the force, makes the
 /// returning peer yield. The fresh gathering before a force guards the
 /// pause, and is defence in depth for the rest.

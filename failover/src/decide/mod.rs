@@ -1,14 +1,14 @@
 //! The decision function: facts in, steps out. No I/O, no clock.
 //!
-//! The rules it encodes (the numbered rules are those of docs/failover.md
-//! §5), each with its reason:
+//! The rules it encodes (named as in docs/failover.md §5), each with its
+//! reason:
 //! - A new cluster is forced only with Pacemaker's proof that the peer is
 //!   down ([`peer_down_proof`]), never on "no leader" alone (the split-brain rule): in a
 //!   symmetric partition both nodes see no leader, and both would force.
 //! - …and only from data known to hold every acknowledged write: the member
 //!   was a voter with quorum during this boot and etcd has not been stopped
 //!   since (the in-sync marker). Otherwise a lone node refuses and names the
-//!   recover command (rules 2 and 6, scenario S8).
+//!   recover command (the lost-write and refusal rules, scenario S8).
 //! - A node that left the member list gracefully never forces: its WAL
 //!   holds its own removal, and etcd panics forcing from it.
 //! - The claim is written and read back before forcing; a valid peer claim

@@ -442,8 +442,8 @@ impl<P: Policy> Decider<'_, P> {
     ///
     /// Starting it is safe whether or not the removal took effect: it is a
     /// plain start in the data's own membership, never a force, so it
-    /// accepts writes only with the peer's vote (rules 1 and 2 rest on raft
-    /// alone here). Had the removal been committed, the peer's member
+    /// accepts writes only with the peer's vote (the split-brain and
+    /// lost-write rules rest on raft alone here). Had the removal been committed, the peer's member
     /// rejects the removed one and its etcd exits; the next look finds the
     /// peer's cluster and archives this data.
     fn leave_interrupted(&self, peer: &NodeView) -> bool {
