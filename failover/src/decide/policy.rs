@@ -7,6 +7,10 @@
 //! a policy that weakens one decision at a time, to prove that the checker
 //! finds the violation each weakening causes.
 
+use super::DownProof;
+use super::proof::proof_from_membership_end;
+use crate::facts::{FenceEvent, NodeView};
+
 /// The decisions of `decide` that a policy may weaken. Each method answers
 /// whether to take the weakened decision it names; the default, `false`,
 /// is the decision as docs/failover.md states it.
@@ -93,10 +97,15 @@ pub(crate) trait Policy {
         false
     }
 
-    /// Prove a fence from this daemon's own note of the peer's last join
-    /// instead of Pacemaker's history.
-    fn proof_from_local_join_record(&self) -> bool {
-        false
+    /// The proof that the offline `peer` is down from its successful
+    /// `fences`: by default, Pacemaker's record that its last membership
+    /// ended, whatever the clocks say.
+    fn proof_from_fences<'f>(
+        &self,
+        peer: &NodeView,
+        fences: impl Iterator<Item = &'f FenceEvent>,
+    ) -> Option<DownProof> {
+        proof_from_membership_end(peer, fences)
     }
 
     /// Take "no leader" as proof that the peer is down.

@@ -77,7 +77,7 @@ impl<P: Policy> Decider<'_, P> {
                 )),
             );
         }
-        let mut proof = down_proof(f, peer, self.policy.proof_from_local_join_record());
+        let mut proof = down_proof(f, peer, self.policy);
         if proof.is_none() && peer_holds_no_data(f, peer) {
             proof = Some(DownProof::HoldsNoData);
         }

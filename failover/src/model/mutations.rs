@@ -2,9 +2,9 @@
 //! policy that weakens one decision, and [`decide_with`], which decides
 //! under it. Production decides under `Sound` and has no switch.
 
-use crate::decide::{Policy, decide_under};
+use crate::decide::{DownProof, Policy, Sound, decide_under};
 use crate::decision::Decision;
-use crate::facts::{Facts, LocalData};
+use crate::facts::{Facts, FenceEvent, LocalData, NodeView};
 
 /// A rule broken on purpose, for the model checker's tests only: each one
 /// proves that the checker finds the violation it causes. Compiled only with
@@ -209,8 +209,16 @@ impl Policy for Mutated {
         self.breaks(Mutation::JoinWithoutArchive)
     }
 
-    fn proof_from_local_join_record(&self) -> bool {
-        self.breaks(Mutation::ProofFromLocalJoinRecord)
+    fn proof_from_fences<'f>(
+        &self,
+        peer: &NodeView,
+        fences: impl Iterator<Item = &'f FenceEvent>,
+    ) -> Option<DownProof> {
+        if self.breaks(Mutation::ProofFromLocalJoinRecord) {
+            proof_from_local_join_note(peer, fences)
+        } else {
+            Sound.proof_from_fences(peer, fences)
+        }
     }
 
     fn force_on_no_leader(&self) -> bool {
@@ -247,6 +255,23 @@ pub fn decide_with(facts: &Facts, policy: &Mutated) -> Decision {
         _ => facts,
     };
     decide_under(facts, policy)
+}
+
+/// The rule before: a fence newer than this daemon's own note of the
+/// peer's last join, any fence at all when the note is missing.
+fn proof_from_local_join_note<'f>(
+    peer: &NodeView,
+    fences: impl Iterator<Item = &'f FenceEvent>,
+) -> Option<DownProof> {
+    let fenced = fences
+        .filter_map(|e| e.completed)
+        .filter(|at| peer.last_seen.is_none_or(|seen| *at > seen))
+        .max();
+    if let Some(at) = fenced {
+        return Some(DownProof::Fenced { at });
+    }
+    (!peer.unclean && !peer.expected_up && peer.last_seen.is_some())
+        .then_some(DownProof::CleanlyDown)
 }
 
 /// `facts` as the rule before saw them: a missing state file read as the
