@@ -18,6 +18,7 @@
 //!
 //! Errors are a non-2xx status with an [`ApiError`] body.
 
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 #![warn(missing_docs)]
 
 pub mod client;

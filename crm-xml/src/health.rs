@@ -10,8 +10,12 @@ use std::time::Duration;
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use crate::report::{Condition, ConditionStatus, EtcdRole, Profile, Report};
+use crate::report::{
+    ClusterStatus, Condition, ConditionStatus, EtcdMember, EtcdRole, EtcdSection, NodeStatus,
+    PacemakerSection, PmFailedAction, PmFenceEvent, Profile, Report,
+};
 use crate::timefmt::parse_k8s;
+use Severity::{Degraded, Warning};
 
 /// The overall verdict. Ordered: a worse verdict compares greater.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -194,85 +198,158 @@ pub fn evaluate_as(
 /// built with: the profile decides what the report holds (which nodes,
 /// which resources), and every finding below follows from what it holds.
 pub fn evaluate(report: &Report, now: OffsetDateTime, th: &Thresholds) -> Evaluation {
-    let mut f = Vec::new();
-    let mut push = |severity, code, message: String| {
-        f.push(Finding {
-            severity,
-            code,
-            message,
-        })
-    };
-    use Severity::{Degraded, Warning};
-
     let status = &report.status;
     let last = parse_k8s(&status.last_updated);
     let age_seconds = last.map_or(i64::MAX, |t| (now - t).whole_seconds());
-    match last {
-        None => push(
-            Degraded,
-            "StatusUnreadable",
-            format!("lastUpdated {:?} is not a time", status.last_updated),
-        ),
-        Some(t) if now - t > th.stale_after => push(
-            Degraded,
-            "StatusStale",
-            format!(
-                "report is stale: last updated {} ({}s ago, limit {}s)",
-                status.last_updated,
-                age_seconds,
-                th.stale_after.as_secs()
-            ),
-        ),
-        Some(_) => {}
+    let mut f = Findings::default();
+    f.freshness(status, last, age_seconds, now, th);
+    // The conditions, the node count, the nodes and their resources.
+    f.cluster_conditions(report);
+    for n in &status.nodes {
+        f.node(n);
+    }
+    // Beyond the conditions: quorum, fencing, recent failures and learners,
+    // which a check of the conditions alone never sees.
+    f.pacemaker(&report.pacemaker, now, th);
+    if let Some(etcd) = &report.etcd {
+        f.etcd(etcd, now, th);
+    }
+    let mut findings = f.0;
+    findings.sort_by_key(|x| std::cmp::Reverse(x.severity));
+    Evaluation {
+        verdict: verdict_of(&findings),
+        last_updated: status.last_updated.clone(),
+        age_seconds,
+        findings,
+        perfdata: Perfdata::of(report, th),
+    }
+}
+
+/// The worst finding decides the verdict (`findings` sorted worst first).
+fn verdict_of(findings: &[Finding]) -> Verdict {
+    match findings.first().map(|x| x.severity) {
+        None => Verdict::Healthy,
+        Some(Severity::Warning) => Verdict::Warning,
+        Some(Severity::Degraded) => Verdict::Degraded,
+    }
+}
+
+/// The findings of one evaluation, in the order they are found.
+#[derive(Default)]
+struct Findings(Vec<Finding>);
+
+impl Findings {
+    fn push(&mut self, severity: Severity, code: &'static str, message: String) {
+        self.0.push(Finding {
+            severity,
+            code,
+            message,
+        });
     }
 
-    // The conditions, the node count, the nodes and their resources.
-    if status.conditions.is_empty() {
-        push(
-            Degraded,
-            "NoConditions",
-            "report has no cluster conditions".into(),
-        );
+    /// Whether the report is recent enough to judge the cluster by.
+    fn freshness(
+        &mut self,
+        status: &ClusterStatus,
+        last: Option<OffsetDateTime>,
+        age_seconds: i64,
+        now: OffsetDateTime,
+        th: &Thresholds,
+    ) {
+        match last {
+            None => self.push(
+                Degraded,
+                "StatusUnreadable",
+                format!("lastUpdated {:?} is not a time", status.last_updated),
+            ),
+            Some(t) if now - t > th.stale_after => self.push(
+                Degraded,
+                "StatusStale",
+                format!(
+                    "report is stale: last updated {} ({}s ago, limit {}s)",
+                    status.last_updated,
+                    age_seconds,
+                    th.stale_after.as_secs()
+                ),
+            ),
+            Some(_) => {}
+        }
     }
-    if let Some(c) = cond(&status.conditions, "NodeCountAsExpected")
-        && c.status != ConditionStatus::True
-    {
-        push(
-            Degraded,
-            "NodeCount",
-            format!("{}: {}", c.reason, c.message),
-        );
-    } else if cond(&status.conditions, "NodeCountAsExpected").is_none() {
-        push(
-            Degraded,
-            "NodeCount",
-            "NodeCountAsExpected condition missing".into(),
-        );
+
+    /// The cluster's own conditions, its node count and the nodes the
+    /// report left out.
+    fn cluster_conditions(&mut self, report: &Report) {
+        let status = &report.status;
+        if status.conditions.is_empty() {
+            self.push(
+                Degraded,
+                "NoConditions",
+                "report has no cluster conditions".into(),
+            );
+        }
+        self.node_count(&status.conditions);
+        if not_true(&status.conditions, "InService") {
+            self.push(
+                Degraded,
+                "ClusterInMaintenance",
+                "cluster is in maintenance mode".into(),
+            );
+        }
+        if status.nodes.is_empty() {
+            self.push(Degraded, "NoNodes", "report lists no nodes".into());
+        }
+        for o in &report.pacemaker.omitted_nodes {
+            self.push(
+                Degraded,
+                "NodeNotReported",
+                format!("node {} is not in the status: {}", o.name, o.reason),
+            );
+        }
     }
-    if not_true(&status.conditions, "InService") {
-        push(
-            Degraded,
-            "ClusterInMaintenance",
-            "cluster is in maintenance mode".into(),
-        );
+
+    fn node_count(&mut self, conditions: &[Condition]) {
+        match cond(conditions, "NodeCountAsExpected") {
+            Some(c) if c.status != ConditionStatus::True => self.push(
+                Degraded,
+                "NodeCount",
+                format!("{}: {}", c.reason, c.message),
+            ),
+            Some(_) => {}
+            None => self.push(
+                Degraded,
+                "NodeCount",
+                "NodeCountAsExpected condition missing".into(),
+            ),
+        }
     }
-    if status.nodes.is_empty() {
-        push(Degraded, "NoNodes", "report lists no nodes".into());
-    }
-    for o in &report.pacemaker.omitted_nodes {
-        push(
-            Degraded,
-            "NodeNotReported",
-            format!("node {} is not in the status: {}", o.name, o.reason),
-        );
-    }
-    for n in &status.nodes {
+
+    /// One node: online, then its conditions, fencing and resources.
+    fn node(&mut self, n: &NodeStatus) {
         let name = &n.node_name;
         if not_true(&n.conditions, "Online") {
-            push(Degraded, "NodeOffline", format!("node {name} is offline"));
+            self.push(Degraded, "NodeOffline", format!("node {name} is offline"));
             // The rest follows from being offline.
-            continue;
+            return;
         }
+        self.node_conditions(n);
+        if !not_true(&n.conditions, "FencingAvailable") && not_true(&n.conditions, "FencingHealthy")
+        {
+            self.push(
+                Warning,
+                "FencingAtRisk",
+                format!(
+                    "node {name}: fencing at risk (a device runs but not every device is healthy)"
+                ),
+            );
+        }
+        if not_true(&n.conditions, "Ready") {
+            self.push(Warning, "NodePending", format!("node {name} is pending"));
+        }
+        self.node_resources(n);
+    }
+
+    fn node_conditions(&mut self, n: &NodeStatus) {
+        let name = &n.node_name;
         for (kind, code, what) in [
             ("InService", "NodeInMaintenance", "is in maintenance mode"),
             ("Active", "NodeStandby", "is in standby mode"),
@@ -292,29 +369,20 @@ pub fn evaluate(report: &Report, now: OffsetDateTime, th: &Thresholds) -> Evalua
                 let detail = cond(&n.conditions, kind)
                     .map(|c| c.message.as_str())
                     .unwrap_or("condition missing");
-                push(Degraded, code, format!("node {name} {what} ({detail})"));
+                self.push(Degraded, code, format!("node {name} {what} ({detail})"));
             }
         }
-        if !not_true(&n.conditions, "FencingAvailable") && not_true(&n.conditions, "FencingHealthy")
-        {
-            push(
-                Warning,
-                "FencingAtRisk",
-                format!(
-                    "node {name}: fencing at risk (a device runs but not every device is healthy)"
-                ),
-            );
-        }
-        if not_true(&n.conditions, "Ready") {
-            push(Warning, "NodePending", format!("node {name} is pending"));
-        }
+    }
+
+    fn node_resources(&mut self, n: &NodeStatus) {
+        let name = &n.node_name;
         for r in &n.resources {
             let why = match r.state() {
                 "healthy" => continue,
                 "failed" => "has failed".to_string(),
                 state => format!("is {state}"),
             };
-            push(
+            self.push(
                 Degraded,
                 "ResourceUnhealthy",
                 format!("node {name}: {:?} {why}", r.name),
@@ -322,22 +390,29 @@ pub fn evaluate(report: &Report, now: OffsetDateTime, th: &Thresholds) -> Evalua
         }
     }
 
-    // Beyond the conditions: quorum, fencing, recent failures and learners,
-    // which a check of the conditions alone never sees.
-    let pm = &report.pacemaker;
-    if !pm.quorate {
-        push(
-            Degraded,
-            "NoQuorum",
-            "the reporting partition has no quorum".into(),
-        );
+    /// Quorum, fencing and recent failures as Pacemaker reports them.
+    fn pacemaker(&mut self, pm: &PacemakerSection, now: OffsetDateTime, th: &Thresholds) {
+        if !pm.quorate {
+            self.push(
+                Degraded,
+                "NoQuorum",
+                "the reporting partition has no quorum".into(),
+            );
+        }
+        if !pm.fencing_enabled {
+            self.push(Degraded, "FencingDisabled", "fencing is disabled (stonith-enabled/fencing-enabled=false): a lost node is assumed down, which risks split brain".into());
+        }
+        for e in &pm.fence_history {
+            self.fence_event(e, now, th);
+        }
+        for a in &pm.failed_actions {
+            self.failed_action(a, now, th);
+        }
     }
-    if !pm.fencing_enabled {
-        push(Degraded, "FencingDisabled", "fencing is disabled (stonith-enabled/fencing-enabled=false): a lost node is assumed down, which risks split brain".into());
-    }
-    for e in &pm.fence_history {
+
+    fn fence_event(&mut self, e: &PmFenceEvent, now: OffsetDateTime, th: &Thresholds) {
         match e.status.as_str() {
-            "failed" if within(e.completed.as_deref(), now, th.failed_fence_window) => push(
+            "failed" if within(e.completed.as_deref(), now, th.failed_fence_window) => self.push(
                 Warning,
                 "FenceFailed",
                 format!(
@@ -351,7 +426,7 @@ pub fn evaluate(report: &Report, now: OffsetDateTime, th: &Thresholds) -> Evalua
                         .unwrap_or_default()
                 ),
             ),
-            "pending" => push(
+            "pending" => self.push(
                 Warning,
                 "FencePending",
                 format!("fencing ({}) of {} is in progress", e.action, e.target),
@@ -359,56 +434,69 @@ pub fn evaluate(report: &Report, now: OffsetDateTime, th: &Thresholds) -> Evalua
             _ => {}
         }
     }
-    for a in &pm.failed_actions {
-        if within(a.last_rc_change.as_deref(), now, th.failed_action_window) {
-            push(
-                Warning,
-                "FailedAction",
-                format!(
-                    "{} {} failed on {} at {} (rc {}{})",
-                    a.resource,
-                    a.operation,
-                    a.node,
-                    a.last_rc_change.as_deref().unwrap_or("?"),
-                    a.rc.map_or_else(|| "?".into(), |r| r.to_string()),
-                    a.rc_text
-                        .as_deref()
-                        .map(|t| format!(" {t}"))
-                        .unwrap_or_default()
-                ),
-            );
+
+    fn failed_action(&mut self, a: &PmFailedAction, now: OffsetDateTime, th: &Thresholds) {
+        if !within(a.last_rc_change.as_deref(), now, th.failed_action_window) {
+            return;
         }
+        self.push(
+            Warning,
+            "FailedAction",
+            format!(
+                "{} {} failed on {} at {} (rc {}{})",
+                a.resource,
+                a.operation,
+                a.node,
+                a.last_rc_change.as_deref().unwrap_or("?"),
+                a.rc.map_or_else(|| "?".into(), |r| r.to_string()),
+                a.rc_text
+                    .as_deref()
+                    .map(|t| format!(" {t}"))
+                    .unwrap_or_default()
+            ),
+        );
     }
-    if let Some(etcd) = &report.etcd {
+
+    /// Learners, the leader, alarms and daemons that wait for an operator.
+    fn etcd(&mut self, etcd: &EtcdSection, now: OffsetDateTime, th: &Thresholds) {
         for m in &etcd.members {
             if m.role == EtcdRole::Learner {
-                let since = m.learner_since.as_deref().and_then(parse_k8s);
-                match since {
-                    Some(s) if now - s > th.learner_grace => push(
-                        Degraded,
-                        "LearnerNotPromoted",
-                        format!(
-                            "etcd member {} ({}) has been a learner since {} ({}s)",
-                            m.name,
-                            m.id,
-                            m.learner_since.as_deref().unwrap_or("?"),
-                            (now - s).whole_seconds()
-                        ),
-                    ),
-                    Some(_) => {}
-                    None => push(
-                        Warning,
-                        "Learner",
-                        format!("etcd member {} ({}) is a learner", m.name, m.id),
-                    ),
-                }
+                self.learner(m, now, th);
             }
         }
         if etcd.leader.is_none() && !etcd.members.is_empty() {
-            push(Degraded, "EtcdNoLeader", "etcd reports no leader".into());
+            self.push(Degraded, "EtcdNoLeader", "etcd reports no leader".into());
         }
-        // etcd's alarms hold for the whole cluster: NOSPACE refuses every
-        // write, CORRUPT means a member's data differs from its peers'.
+        self.alarms(etcd);
+        self.needs_operator(etcd);
+    }
+
+    fn learner(&mut self, m: &EtcdMember, now: OffsetDateTime, th: &Thresholds) {
+        let since = m.learner_since.as_deref().and_then(parse_k8s);
+        match since {
+            Some(s) if now - s > th.learner_grace => self.push(
+                Degraded,
+                "LearnerNotPromoted",
+                format!(
+                    "etcd member {} ({}) has been a learner since {} ({}s)",
+                    m.name,
+                    m.id,
+                    m.learner_since.as_deref().unwrap_or("?"),
+                    (now - s).whole_seconds()
+                ),
+            ),
+            Some(_) => {}
+            None => self.push(
+                Warning,
+                "Learner",
+                format!("etcd member {} ({}) is a learner", m.name, m.id),
+            ),
+        }
+    }
+
+    /// etcd's alarms hold for the whole cluster: NOSPACE refuses every
+    /// write, CORRUPT means a member's data differs from its peers'.
+    fn alarms(&mut self, etcd: &EtcdSection) {
         let mut alarms: Vec<&str> = etcd
             .nodes
             .values()
@@ -418,13 +506,16 @@ pub fn evaluate(report: &Report, now: OffsetDateTime, th: &Thresholds) -> Evalua
         alarms.sort_unstable();
         alarms.dedup();
         for alarm in alarms {
-            push(Degraded, "EtcdAlarm", alarm_message(alarm));
+            self.push(Degraded, "EtcdAlarm", alarm_message(alarm));
         }
-        // A daemon that refuses to go on by itself (no automatic answer is
-        // safe) needs a person: say why and what to run.
+    }
+
+    /// A daemon that refuses to go on by itself (no automatic answer is
+    /// safe) needs a person: say why and what to run.
+    fn needs_operator(&mut self, etcd: &EtcdSection) {
         for (node, st) in &etcd.nodes {
             if let Some(cmd) = &st.resolve_command {
-                push(
+                self.push(
                     Degraded,
                     "NeedsOperator",
                     format!(
@@ -434,20 +525,6 @@ pub fn evaluate(report: &Report, now: OffsetDateTime, th: &Thresholds) -> Evalua
                 );
             }
         }
-    }
-
-    f.sort_by_key(|x| std::cmp::Reverse(x.severity));
-    let verdict = match f.first().map(|x| x.severity) {
-        None => Verdict::Healthy,
-        Some(Severity::Warning) => Verdict::Warning,
-        Some(Severity::Degraded) => Verdict::Degraded,
-    };
-    Evaluation {
-        verdict,
-        last_updated: status.last_updated.clone(),
-        age_seconds,
-        findings: f,
-        perfdata: Perfdata::of(report, th),
     }
 }
 

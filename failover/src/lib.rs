@@ -7,6 +7,8 @@
 //! daemon calls with what it observed and what the model checker calls with
 //! what a model node would observe. See `docs/failover.md`.
 
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 pub mod decide;
 pub mod decision;
 pub mod facts;
@@ -14,7 +16,7 @@ pub mod facts;
 pub mod model;
 
 pub use decide::{DownProof, decide, peer_down_proof};
-#[cfg(feature = "model")]
-pub use decide::{Mutation, Policy, decide_with};
 pub use decision::{Decision, StartMode, Step};
 pub use facts::*;
+#[cfg(feature = "model")]
+pub use model::{Mutated, Mutation, decide_with};

@@ -11,7 +11,7 @@
 
 use warden_failover::model::explore::{Counterexample, Model, Report, explore};
 use warden_failover::model::{Config, EtcdModel, Event, Initial, State};
-use warden_failover::{Mutation, Policy};
+use warden_failover::{Mutated, Mutation};
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     match std::env::var(name) {
@@ -289,7 +289,7 @@ fn expect_violation(
     mut config: Config,
     depth: usize,
 ) -> Counterexample<Event, State> {
-    config.policy = Policy {
+    config.policy = Mutated {
         mutation: Some(mutation),
     };
     let report = run(&format!("{mutation:?}"), config, depth);
@@ -566,7 +566,7 @@ fn maintenance_mode_pauses_every_step() {
 }
 
 fn config_with(mut config: Config, mutation: Mutation) -> Config {
-    config.policy = Policy {
+    config.policy = Mutated {
         mutation: Some(mutation),
     };
     config
@@ -766,7 +766,8 @@ fn a_force_on_its_plans_facts_is_caught_in_maintenance() {
 }
 
 /// Outside maintenance, a force carried out on the facts of its plan
-/// breaks none of rules 1–5: whatever changed since (the peer back, its
+/// breaks none of the split-brain, lost-write, nothing-deleted, one-claim
+/// and voter rules: whatever changed since (the peer back, its
 /// record, a write), the claim, visible before the force, makes the
 /// returning peer yield. The fresh gathering before a force guards the
 /// pause, and is defence in depth for the rest.
@@ -890,7 +891,7 @@ fn lost_dirs_two_faults() -> Config {
 /// the same events end with n2 refusing and n1 waiting.
 #[test]
 fn one_lost_member_dir_after_a_total_outage_settles_without_an_operator() {
-    let story = |policy: Policy, first_up: usize| {
+    let story = |policy: Mutated, first_up: usize| {
         let model = EtcdModel::new(Config {
             policy,
             ..two_faults(Config {
@@ -914,11 +915,11 @@ fn one_lost_member_dir_after_a_total_outage_settles_without_an_operator() {
         model.settle(&s)
     };
     for first_up in [0, 1] {
-        if let Err(v) = story(Policy::default(), first_up) {
+        if let Err(v) = story(Mutated::default(), first_up) {
             panic!("n{} up first: {}: {}", first_up + 1, v.rule, v.detail);
         }
         let before = story(
-            Policy {
+            Mutated {
                 mutation: Some(Mutation::NoReseed),
             },
             first_up,
@@ -1030,7 +1031,7 @@ fn ignoring_an_unconfirmed_force_names_the_wrong_node() {
 /// that serves without the write; the rule before loses the write.
 #[test]
 fn an_unconfirmed_force_followed_by_a_lost_member_dir_names_the_forcing_node() {
-    let story = |policy: Policy, first_up: usize| {
+    let story = |policy: Mutated, first_up: usize| {
         let model = EtcdModel::new(Config {
             policy,
             ..lost_dirs_two_faults()
@@ -1058,11 +1059,11 @@ fn an_unconfirmed_force_followed_by_a_lost_member_dir_names_the_forcing_node() {
         model.settle(&s)
     };
     for first_up in [0, 1] {
-        if let Err(v) = story(Policy::default(), first_up) {
+        if let Err(v) = story(Mutated::default(), first_up) {
             panic!("n{} up first: {}: {}", first_up + 1, v.rule, v.detail);
         }
         let before = story(
-            Policy {
+            Mutated {
                 mutation: Some(Mutation::IgnorePendingEpoch),
             },
             first_up,
@@ -1082,7 +1083,7 @@ fn an_unconfirmed_force_followed_by_a_lost_member_dir_names_the_forcing_node() {
 /// meanwhile) and forces again at once.
 #[test]
 fn a_daemon_restarted_in_the_middle_of_a_force_forces_again() {
-    let story = |policy: Policy| {
+    let story = |policy: Mutated| {
         let model = EtcdModel::new(Config {
             policy,
             ..Config::two_node()
@@ -1117,9 +1118,9 @@ fn a_daemon_restarted_in_the_middle_of_a_force_forces_again() {
                 .as_ref()
                 .is_some_and(|d| d.config.len() == 1 && d.epoch == 1)
     };
-    let s = story(Policy::default());
+    let s = story(Mutated::default());
     assert!(serving(&s), "{s:?}");
-    let before = story(Policy {
+    let before = story(Mutated {
         mutation: Some(Mutation::ClearMarkerMidForce),
     });
     assert!(!serving(&before), "{before:?}");
@@ -1222,7 +1223,7 @@ fn a_blank_peer_taken_for_no_proof_is_caught() {
 /// window.
 #[test]
 fn a_peer_lost_inside_maintenance_is_forced_past_once_it_ends() {
-    let story = |policy: Policy| {
+    let story = |policy: Mutated| {
         let model = EtcdModel::new(Config {
             policy,
             maintenance: true,
@@ -1254,9 +1255,9 @@ fn a_peer_lost_inside_maintenance_is_forced_past_once_it_ends() {
                 .as_ref()
                 .is_some_and(|d| d.config.len() == 1)
     };
-    let s = story(Policy::default());
+    let s = story(Mutated::default());
     assert!(serving(&s), "{s:?}");
-    let before = story(Policy {
+    let before = story(Mutated {
         mutation: Some(Mutation::ClearMarkerInMaintenance),
     });
     assert!(!serving(&before), "{before:?}");

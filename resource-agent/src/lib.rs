@@ -16,6 +16,8 @@
 //! Pacemaker recovers in place; 6 (fatal, banned everywhere) only for a
 //! parameter that can never work; every failure prints an exit reason.
 
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 pub mod alone;
 pub mod budget;
 pub mod invocation;

@@ -1,6 +1,8 @@
 //! The OCF resource agent `ocf:etcd-warden:etcd`, installed as
 //! `/usr/lib/ocf/resource.d/etcd-warden/etcd`. All logic is in the library.
 
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Instant;

@@ -50,7 +50,7 @@ pub(super) fn never_started(f: &Facts, c: &ClusterView, m: &MemberInfo) -> bool 
     !m.is_learner && !m.started && !m.in_sync && !ran_it
 }
 
-impl Decider<'_> {
+impl<P: Policy> Decider<'_, P> {
     pub(super) fn ha(&mut self, me: &NodeView) -> Decision {
         let f = self.f;
         match &f.etcd {
@@ -121,7 +121,7 @@ impl Decider<'_> {
                         None,
                     );
                 }
-                let late_ok = !broken!(self, HaLateBootstrapWaits);
+                let late_ok = !self.policy.ha_late_bootstrap_waits();
                 if let Some(c) = &f.cluster
                     && let Some(m) = c.members.iter().find(|m| {
                         m.node == f.node && (m.is_learner || (late_ok && never_started(f, c, m)))
@@ -213,7 +213,7 @@ impl Decider<'_> {
                 .find(|n| n.name == l.node)
                 .and_then(|n| n.record.as_ref())
                 .is_some_and(|r| r.has_data);
-            if (l.in_sync && has_data) || broken!(self, PromoteUnsynced) {
+            if (l.in_sync && has_data) || self.policy.promote_unsynced() {
                 self.steps.push(Step::PromoteLearner {
                     id: l.id,
                     node: l.node.clone(),

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Decider<'_> {
+impl<P: Policy> Decider<'_, P> {
     /// This node's state file is missing although its member directory
     /// holds data: the cluster and member ids come from the data's
     /// write-ahead log, the epoch and membership are unknown. An epoch
@@ -38,7 +38,7 @@ impl Decider<'_> {
         // it. A plain start loses nothing: raft needs the votes this
         // data's own membership names, and etcd lets a learner vote for a
         // leader whose newer membership lists it as a voter.
-        let fed = !broken!(self, RefuseBesideOwnLearner)
+        let fed = !self.policy.refuse_beside_own_learner()
             && peer.record.as_ref().is_some_and(|r| {
                 r.has_data
                     && r.learner
@@ -102,7 +102,7 @@ impl Decider<'_> {
                     && r.learner
                     && r.added_by.is_empty()
                     && !claimed
-                    && !broken!(self, RefuseBesideOwnLearner) =>
+                    && !self.policy.refuse_beside_own_learner() =>
             {
                 let outcome = self.held_outcome();
                 return self.refuse_as(

@@ -1,14 +1,14 @@
 //! The decision function: facts in, steps out. No I/O, no clock.
 //!
-//! The rules it encodes (the numbered rules are those of docs/failover.md
-//! §5), each with its reason:
+//! The rules it encodes (named as in docs/failover.md §5), each with its
+//! reason:
 //! - A new cluster is forced only with Pacemaker's proof that the peer is
 //!   down ([`peer_down_proof`]), never on "no leader" alone (the split-brain rule): in a
 //!   symmetric partition both nodes see no leader, and both would force.
 //! - …and only from data known to hold every acknowledged write: the member
 //!   was a voter with quorum during this boot and etcd has not been stopped
 //!   since (the in-sync marker). Otherwise a lone node refuses and names the
-//!   recover command (rules 2 and 6, scenario S8).
+//!   recover command (the lost-write and refusal rules, scenario S8).
 //! - A node that left the member list gracefully never forces: its WAL
 //!   holds its own removal, and etcd panics forcing from it.
 //! - The claim is written and read back before forcing; a valid peer claim
@@ -37,61 +37,40 @@ use crate::facts::{
 
 /// Decide.
 pub fn decide(facts: &Facts) -> Decision {
+    decide_under(facts, &Sound)
+}
+
+/// Decide under `policy`: production decides under [`Sound`]; the model
+/// checker's tests pass a policy that weakens one decision.
+pub(crate) fn decide_under<P: Policy>(facts: &Facts, policy: &P) -> Decision {
     Decider {
         f: facts,
-        #[cfg(feature = "model")]
-        policy: &Policy { mutation: None },
+        policy,
         steps: Vec::new(),
     }
     .run()
 }
 
-/// Whether the model checker's test broke rule `$m` on purpose: without the
-/// `model` feature, never (the mutations do not exist).
-#[cfg(feature = "model")]
-macro_rules! broken {
-    ($d:expr, $m:ident) => {
-        $d.policy.mutation == Some(Mutation::$m)
-    };
-}
-
-#[cfg(not(feature = "model"))]
-macro_rules! broken {
-    ($d:expr, $m:ident) => {
-        $d.unbroken()
-    };
-}
-
 mod ha;
 mod lost_state;
-#[cfg(feature = "model")]
-mod mutations;
+mod policy;
 mod proof;
 mod running;
 mod two_node;
 
-#[cfg(feature = "model")]
-pub use mutations::{Mutation, Policy, decide_with};
+pub(crate) use policy::{Policy, Sound};
 pub use proof::{
     DownProof, bootstrap_token, claim_is_valid, expected_record, peer_down_proof,
     peer_holds_no_data, peer_is_blank, peer_removed_itself, resolve,
 };
 
-struct Decider<'a> {
+struct Decider<'a, P> {
     f: &'a Facts,
-    #[cfg(feature = "model")]
-    policy: &'a Policy,
+    policy: &'a P,
     steps: Vec<Step>,
 }
 
-impl<'a> Decider<'a> {
-    /// No rule is ever broken in production (see `broken!`).
-    #[cfg(not(feature = "model"))]
-    #[inline(always)]
-    fn unbroken(&self) -> bool {
-        false
-    }
-
+impl<P: Policy> Decider<'_, P> {
     fn run(&mut self) -> Decision {
         let Some(me) = self.f.me() else {
             return self.fail(format!(
@@ -116,7 +95,7 @@ impl<'a> Decider<'a> {
             self.steps.push(Step::ClearClaim);
         }
         if let Some(reason) = self.f.pacemaker.paused()
-            && !broken!(self, IgnoreMaintenance)
+            && !self.policy.ignore_maintenance()
         {
             return self.paused(me, reason);
         }
@@ -307,7 +286,7 @@ impl<'a> Decider<'a> {
     /// this node's member cut off, is not seen: docs/operations.md says
     /// not to.
     fn paused(&mut self, me: &NodeView, reason: String) -> Decision {
-        if self.f.local.in_sync_boot.is_some() && broken!(self, ClearMarkerInMaintenance) {
+        if self.f.local.in_sync_boot.is_some() && self.policy.clear_marker_in_maintenance() {
             self.steps.push(Step::ClearInSync);
         }
         let running = matches!(self.f.etcd, EtcdView::Running(_));
@@ -373,10 +352,10 @@ impl<'a> Decider<'a> {
                         .is_some_and(|n| n.stop.contains(&p.name))
             });
             let lock = live.leave_lock.as_deref();
-            let unarbitrated = broken!(self, LeaveWithoutArbitration);
+            let unarbitrated = self.policy.leave_without_arbitration();
             let may_leave = others_voting > 0 && (!peer_stopping || unarbitrated);
             let holds_lock = lock == Some(self.f.node.as_str());
-            let lockless = unarbitrated || broken!(self, LeaveWithoutLock);
+            let lockless = unarbitrated || self.policy.leave_without_lock();
             if may_leave && (holds_lock || lockless) {
                 if !self.f.data.departed {
                     self.steps.push(Step::RecordDeparture);

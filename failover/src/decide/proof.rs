@@ -84,13 +84,13 @@ impl std::fmt::Display for DownProof {
 /// /run; a clock step, or the note lost, turned an old fence into a fresh
 /// proof when the two were compared.
 pub fn peer_down_proof(facts: &Facts, peer: &NodeView) -> Option<DownProof> {
-    down_proof(facts, peer, false)
+    down_proof(facts, peer, &Sound)
 }
 
-pub(super) fn down_proof(
+pub(super) fn down_proof<P: Policy>(
     facts: &Facts,
     peer: &NodeView,
-    local_join_record: bool,
+    policy: &P,
 ) -> Option<DownProof> {
     if peer.online {
         // Online with its etcd stopped by a completed stop action.
@@ -103,17 +103,7 @@ pub(super) fn down_proof(
         .fence_events()
         .filter(|e| e.target == peer.name && e.status == FenceStatus::Success)
         .filter(|e| e.action != FenceAction::On);
-    #[cfg(feature = "model")]
-    let proof = if local_join_record {
-        proof_from_local_join_note(peer, fences)
-    } else {
-        proof_from_membership_end(peer, fences)
-    };
-    #[cfg(not(feature = "model"))]
-    let proof = {
-        debug_assert!(!local_join_record);
-        proof_from_membership_end(peer, fences)
-    };
+    let proof = policy.proof_from_fences(peer, fences);
     if proof.is_some() {
         return proof;
     }
@@ -142,25 +132,6 @@ pub(super) fn proof_from_membership_end<'f>(
     // node). A node Pacemaker has never seen as a member is unclean until
     // fenced (`startup-fencing`, on by default), so it gives no proof here.
     Some(DownProof::CleanlyDown)
-}
-
-/// The rule before, kept for the model checker only: a fence newer than
-/// this daemon's own note of the peer's last join, any fence at all when
-/// the note is missing.
-#[cfg(feature = "model")]
-pub(super) fn proof_from_local_join_note<'f>(
-    peer: &NodeView,
-    fences: impl Iterator<Item = &'f crate::facts::FenceEvent>,
-) -> Option<DownProof> {
-    let fenced = fences
-        .filter_map(|e| e.completed)
-        .filter(|at| peer.last_seen.is_none_or(|seen| *at > seen))
-        .max();
-    if let Some(at) = fenced {
-        return Some(DownProof::Fenced { at });
-    }
-    (!peer.unclean && !peer.expected_up && peer.last_seen.is_some())
-        .then_some(DownProof::CleanlyDown)
 }
 
 /// Whether `peer` is online and provably holds no data this node lacks: its

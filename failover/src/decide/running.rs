@@ -5,14 +5,14 @@
 use super::proof::down_proof;
 use super::*;
 
-impl Decider<'_> {
+impl<P: Policy> Decider<'_, P> {
     pub(super) fn two_node_running(&mut self, live: &LiveEtcd, peer: &NodeView) -> Decision {
         let f = self.f;
         if live.is_learner {
             if !live.quorate()
                 && peer.online
                 && peer.record.as_ref().is_some_and(DataRecord::blank)
-                && !broken!(self, BlankPeerIsNoProof)
+                && !self.policy.blank_peer_is_no_proof()
             {
                 return self.refuse(
                     format!(
@@ -77,17 +77,17 @@ impl Decider<'_> {
                 )),
             );
         }
-        let mut proof = down_proof(f, peer, broken!(self, ProofFromLocalJoinRecord));
+        let mut proof = down_proof(f, peer, self.policy);
         if proof.is_none() && peer_holds_no_data(f, peer) {
             proof = Some(DownProof::HoldsNoData);
         }
         if proof.is_none() && peer_removed_itself(f, peer, live.cluster_id) {
             proof = Some(DownProof::RemovedItself);
         }
-        if proof.is_none() && peer_is_blank(f, peer) && !broken!(self, BlankPeerIsNoProof) {
+        if proof.is_none() && peer_is_blank(f, peer) && !self.policy.blank_peer_is_no_proof() {
             proof = Some(DownProof::Blank);
         }
-        if proof.is_none() && broken!(self, ForceOnNoLeader) {
+        if proof.is_none() && self.policy.force_on_no_leader() {
             proof = Some(DownProof::NoLeaderOnly);
         }
         let Some(proof) = proof else {
@@ -100,7 +100,7 @@ impl Decider<'_> {
             {
                 self.steps.push(Step::ClearClaim);
             }
-            if broken!(self, ClaimOnNoLeader) && own_claim.is_none() {
+            if self.policy.claim_on_no_leader() && own_claim.is_none() {
                 let epoch = self.next_epoch(peer);
                 self.steps.push(Step::SetClaim { epoch });
             }
@@ -112,7 +112,7 @@ impl Decider<'_> {
                 && !r.has_data
                 && r.had_cluster()
                 && r.may_hold_epoch() > f.data.epoch
-                && !broken!(self, WaitOnOlderData)
+                && !self.policy.wait_on_older_data()
             {
                 let unconfirmed = if r.epoch < r.may_hold_epoch() {
                     " (a forced restart it decided and had not seen done)"
@@ -172,7 +172,7 @@ impl Decider<'_> {
         //   persisted commit index predates it: the member waits for the
         //   removed one's vote, which never comes. This node holds every
         //   entry of the pair and the newest data, with the same caveat.
-        if !f.in_sync_this_boot() && !broken!(self, ForceWithoutInSync) {
+        if !f.in_sync_this_boot() && !self.policy.force_without_in_sync() {
             let reason = match proof {
                 DownProof::HoldsNoData => format!(
                     "{} runs no member and its data is gone, so this node holds the only data, but after a power loss its last acknowledged writes may lie past the commit index it persisted, which a forced restart drops",
@@ -293,7 +293,7 @@ impl Decider<'_> {
             return;
         }
         if let Some(l) = live.members.iter().find(|m| m.is_learner) {
-            if l.in_sync || broken!(self, PromoteUnsynced) {
+            if l.in_sync || self.policy.promote_unsynced() {
                 self.steps.push(Step::PromoteLearner {
                     id: l.id,
                     node: l.node.clone(),

@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl Decider<'_> {
+impl<P: Policy> Decider<'_, P> {
     pub(super) fn two_node(&mut self, me: &NodeView) -> Decision {
         let others: Vec<&NodeView> = self.f.others().collect();
         let [peer] = others.as_slice() else {
@@ -95,11 +95,11 @@ impl Decider<'_> {
     /// `start_without_data`).
     pub(super) fn lost_data(&mut self, peer: &NodeView) -> Option<Decision> {
         let f = self.f;
-        if !f.data.lost() || broken!(self, BootstrapOverHistory) {
+        if !f.data.lost() || self.policy.bootstrap_over_history() {
             return None;
         }
-        let older_counts = broken!(self, WaitOnOlderData) || broken!(self, ReseedFromAnyData);
-        let learner_counts = older_counts || broken!(self, WaitOnLearnerData);
+        let older_counts = self.policy.wait_on_older_data() || self.policy.reseed_from_any_data();
+        let learner_counts = older_counts || self.policy.wait_on_learner_data();
         let peer_current = peer.record.as_ref().is_some_and(|r| {
             r.has_data
                 && (learner_counts || !r.learner)
@@ -296,7 +296,7 @@ impl Decider<'_> {
             if let Some(d) = self.removal_unlearned(peer) {
                 return d;
             }
-            if !self.leave_interrupted(peer) || broken!(self, DepartedWaitsForPeer) {
+            if !self.leave_interrupted(peer) || self.policy.departed_waits_for_peer() {
                 return self.hold(format!(
                     "this node left the member list gracefully and never forces a new cluster; waiting for {} to start etcd",
                     peer.name
@@ -316,7 +316,7 @@ impl Decider<'_> {
                 peer.name
             ));
         }
-        if f.data.state_lost && !broken!(self, StateLossReadsAsNew) {
+        if f.data.state_lost && !self.policy.state_loss_reads_as_new() {
             return self.start_without_state(peer);
         }
         if let Some(r) = &peer.record
@@ -386,7 +386,7 @@ impl Decider<'_> {
             || !peer.online
             || peer.unclean
             || peer.etcd != ResourceState::Started
-            || broken!(self, DepartedWaitsForPeer)
+            || self.policy.departed_waits_for_peer()
         {
             return None;
         }
@@ -442,8 +442,8 @@ impl Decider<'_> {
     ///
     /// Starting it is safe whether or not the removal took effect: it is a
     /// plain start in the data's own membership, never a force, so it
-    /// accepts writes only with the peer's vote (rules 1 and 2 rest on raft
-    /// alone here). Had the removal been committed, the peer's member
+    /// accepts writes only with the peer's vote (the split-brain and
+    /// lost-write rules rest on raft alone here). Had the removal been committed, the peer's member
     /// rejects the removed one and its etcd exits; the next look finds the
     /// peer's cluster and archives this data.
     fn leave_interrupted(&self, peer: &NodeView) -> bool {
@@ -493,8 +493,8 @@ impl Decider<'_> {
     fn reseed_from(&self, peer: &NodeView, r: &DataRecord) -> bool {
         let f = self.f;
         let d = &f.data;
-        let any_data = broken!(self, ReseedFromAnyData);
-        !broken!(self, NoReseed)
+        let any_data = self.policy.reseed_from_any_data();
+        !self.policy.no_reseed()
             && d.lost()
             && !d.joining
             && !d.departed
@@ -535,76 +535,90 @@ impl Decider<'_> {
             && r.formed
             && !r.learner
             && !r.departed
-            && !broken!(self, BlankPeerIsNoProof)
+            && !self.policy.blank_peer_is_no_proof()
     }
 
     pub(super) fn start_without_data(&mut self, peer: &NodeView) -> Decision {
-        let f = self.f;
-        if let Some(cluster) = &f.cluster {
-            return match cluster.members.iter().find(|m| m.node == f.node) {
-                // The learner is this node's own member whose data is gone:
-                // etcd cannot run it again from an empty directory (the
-                // leader would send it entries past what it holds).
-                Some(m)
-                    if m.is_learner
-                        && f.data.lost()
-                        && !f.data.joining
-                        && f.data.member_id == Some(m.id) =>
-                {
-                    self.hold(format!(
-                        "the cluster lists this node's old learner {:x}, whose data is gone: waiting for the leader on {} to remove it and add this node anew",
-                        m.id, peer.name
-                    ))
-                }
-                // A blank node (a replaced machine) whose old learner has
-                // run: the leader's progress for it is past an empty log.
-                Some(m)
-                    if m.is_learner
-                        && m.started
-                        && !f.data.had_cluster()
-                        && f.data.archives == 0
-                        && !f.data.joining
-                        && !broken!(self, BlankPeerIsNoProof) =>
-                {
-                    self.hold(format!(
-                        "the cluster lists this node's old learner {:x}, which has run, and this node has no data: waiting for the leader on {} to remove it and add this node anew",
-                        m.id, peer.name
-                    ))
-                }
-                Some(m) if m.is_learner => self.act(
-                    Step::StartEtcd {
-                        mode: StartMode::Join {
-                            epoch: cluster.epoch,
-                        },
-                    },
-                    Outcome::Success,
-                    None,
-                ),
-                Some(m) => self.refuse(
-                    format!(
-                        "this node has no data but the cluster lists it as voter {:x}",
-                        m.id
-                    ),
-                    resolve::keep_data_of(&peer.name),
-                ),
-                None => self.hold(format!(
-                    "waiting for the voter on {} to add this node as a learner",
-                    peer.name
-                )),
-            };
+        if let Some(cluster) = &self.f.cluster {
+            return self.start_as_listed(cluster, peer);
         }
-        let history = f.data.had_cluster() && !broken!(self, BootstrapOverHistory);
         match &peer.record {
             None => self.hold(format!(
                 "waiting for {}'s daemon to publish its record",
                 peer.name
             )),
+            Some(r) if r.has_data => self.start_beside_peer_data(peer, r),
+            Some(r) => self.start_beside_peer_without_data(peer, r),
+        }
+    }
+
+    /// No data here, and a quorate cluster answers: what it lists for this
+    /// node decides.
+    fn start_as_listed(&mut self, cluster: &ClusterView, peer: &NodeView) -> Decision {
+        let f = self.f;
+        match cluster.members.iter().find(|m| m.node == f.node) {
+        // The learner is this node's own member whose data is gone:
+        // etcd cannot run it again from an empty directory (the
+        // leader would send it entries past what it holds).
+        Some(m)
+            if m.is_learner
+                && f.data.lost()
+                && !f.data.joining
+                && f.data.member_id == Some(m.id) =>
+        {
+            self.hold(format!(
+                "the cluster lists this node's old learner {:x}, whose data is gone: waiting for the leader on {} to remove it and add this node anew",
+                m.id, peer.name
+            ))
+        }
+        // A blank node (a replaced machine) whose old learner has
+        // run: the leader's progress for it is past an empty log.
+        Some(m)
+            if m.is_learner
+                && m.started
+                && !f.data.had_cluster()
+                && f.data.archives == 0
+                && !f.data.joining
+                && !self.policy.blank_peer_is_no_proof() =>
+        {
+            self.hold(format!(
+                "the cluster lists this node's old learner {:x}, which has run, and this node has no data: waiting for the leader on {} to remove it and add this node anew",
+                m.id, peer.name
+            ))
+        }
+        Some(m) if m.is_learner => self.act(
+            Step::StartEtcd {
+                mode: StartMode::Join {
+                    epoch: cluster.epoch,
+                },
+            },
+            Outcome::Success,
+            None,
+        ),
+        Some(m) => self.refuse(
+            format!(
+                "this node has no data but the cluster lists it as voter {:x}",
+                m.id
+            ),
+            resolve::keep_data_of(&peer.name),
+        ),
+        None => self.hold(format!(
+            "waiting for the voter on {} to add this node as a learner",
+            peer.name
+        )),
+        }
+    }
+
+    /// No data here, no quorate cluster, and the peer's record says it
+    /// holds data.
+    fn start_beside_peer_data(&mut self, peer: &NodeView, r: &DataRecord) -> Decision {
+        let f = self.f;
+        let history = f.data.had_cluster() && !self.policy.bootstrap_over_history();
+        match r {
             // The peer bootstrapped (`new`) but never reached quorum without
             // us: starting `new` with the same initial cluster completes that
             // bootstrap. Nothing was ever committed, so nothing can be lost.
-            Some(r)
-                if r.has_data
-                    && !r.formed
+            r if !r.formed
                     && !r.learner
                     && r.epoch == 0
                     && r.archives == 0
@@ -620,7 +634,7 @@ impl Decider<'_> {
                     None,
                 )
             }
-            Some(r) if r.has_data && self.reseed_from(peer, r) => self.act(
+            r if self.reseed_from(peer, r) => self.act(
                 Step::StartEtcd {
                     mode: StartMode::Reseed,
                 },
@@ -638,12 +652,10 @@ impl Decider<'_> {
             // this node, whose data is gone (a replaced machine, an
             // archive). A learner counts for no commit, so its data may
             // lack acknowledged writes.
-            Some(r)
-                if r.has_data
-                    && r.learner
+            r if r.learner
                     && f.cluster.is_none()
-                    && !broken!(self, BlankPeerIsNoProof)
-                    && !broken!(self, WaitOnLearnerData) =>
+                    && !self.policy.blank_peer_is_no_proof()
+                    && !self.policy.wait_on_learner_data() =>
             {
                 let outcome = self.held_outcome();
                 self.refuse_as(
@@ -655,7 +667,7 @@ impl Decider<'_> {
                     outcome,
                 )
             }
-            Some(r) if r.has_data && self.blank_beside_waiting_member(peer, r) => {
+            r if self.blank_beside_waiting_member(peer, r) => {
                 let outcome = self.held_outcome();
                 self.refuse_as(
                     format!(
@@ -666,18 +678,25 @@ impl Decider<'_> {
                     outcome,
                 )
             }
-            Some(r) if r.has_data => self.hold(format!(
+            _ => self.hold(format!(
                 "{} holds the data; waiting for its etcd to start so that this node can join",
                 peer.name
             )),
+        }
+    }
+
+    /// No data here or on the peer, and no quorate cluster: a fresh
+    /// bootstrap, unless a state file or an archive says data existed.
+    fn start_beside_peer_without_data(&mut self, peer: &NodeView, r: &DataRecord) -> Decision {
+        let f = self.f;
+        match r {
             // The peer's data is gone although its state file says a
             // cluster existed (its own daemon refuses and says where): a
             // bootstrap here would replace that data with an empty cluster.
-            Some(r)
-                if r.joined_without_data
-                    && r.archives > 0
-                    && f.data.archives == 0
-                    && !broken!(self, BootstrapOverHistory) =>
+            r if r.joined_without_data
+                && r.archives > 0
+                && f.data.archives == 0
+                && !self.policy.bootstrap_over_history() =>
             {
                 let outcome = self.held_outcome();
                 self.refuse_as(
@@ -693,7 +712,7 @@ impl Decider<'_> {
                     outcome,
                 )
             }
-            Some(r) if r.had_cluster() && !broken!(self, BootstrapOverHistory) => {
+            r if r.had_cluster() && !self.policy.bootstrap_over_history() => {
                 let command = resolve::restore_data(&peer.name, r.archives);
                 let outcome = self.held_outcome();
                 self.refuse_as(
@@ -708,7 +727,7 @@ impl Decider<'_> {
                     outcome,
                 )
             }
-            Some(r) if r.archives > 0 || f.data.archives > 0 => self.refuse(
+            r if r.archives > 0 || f.data.archives > 0 => self.refuse(
                 "no node has live data, but archived data exists: a fresh bootstrap would lose it"
                     .into(),
                 resolve::restore_archive(if f.data.archives > 0 {
@@ -717,14 +736,14 @@ impl Decider<'_> {
                     &peer.name
                 }),
             ),
-            Some(_) if peer.online => self.act(
+            _ if peer.online => self.act(
                 Step::StartEtcd {
                     mode: StartMode::New,
                 },
                 Outcome::Success,
                 None,
             ),
-            Some(_) => self.hold(format!(
+            _ => self.hold(format!(
                 "fresh bootstrap: waiting for {} to be online",
                 peer.name
             )),
@@ -764,7 +783,7 @@ impl Decider<'_> {
 
     /// Archive stale data (the nothing-deleted rule); the next decision joins as a learner.
     pub(super) fn archive(&mut self, reason: String) -> Decision {
-        if broken!(self, JoinWithoutArchive)
+        if self.policy.join_without_archive()
             && let Some(cluster) = &self.f.cluster
             && cluster
                 .members
@@ -780,7 +799,7 @@ impl Decider<'_> {
                 None,
             );
         }
-        if broken!(self, JoinWithoutArchive) {
+        if self.policy.join_without_archive() {
             return self.wait("waiting to be added as a learner".into());
         }
         let outcome = self.waiting_outcome();

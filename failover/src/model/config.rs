@@ -1,6 +1,6 @@
 //! The bounds and switches of one model run.
 
-use crate::decide::Policy;
+use super::Mutated;
 use crate::facts::Topology;
 
 /// How the model starts.
@@ -101,7 +101,7 @@ pub struct Config {
     /// healthy cluster (all voters, one quorate group) when the faults stop.
     pub check_liveness: bool,
     /// The policy the daemons use (tests inject mutations here).
-    pub policy: Policy,
+    pub policy: Mutated,
     /// Rules not checked ("two claims", …): lets a test show that a mutation
     /// caught early by one rule is also caught by a deeper one.
     pub unchecked: &'static [&'static str],
@@ -132,7 +132,7 @@ impl Config {
             max_writes: 1,
             power_loss_window: false,
             check_liveness: true,
-            policy: Policy::default(),
+            policy: Mutated::default(),
             unchecked: &[],
         }
     }

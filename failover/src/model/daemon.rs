@@ -3,7 +3,7 @@
 
 use warden_api::Outcome;
 
-use crate::decide::{Mutation, decide_with};
+use super::{Mutation, decide_with};
 use crate::decision::{Decision, StartMode, Step};
 use crate::facts::Trigger;
 
@@ -22,102 +22,14 @@ impl EtcdModel {
                     return;
                 }
                 match mode {
-                    StartMode::New => {
-                        if s.nodes[x].data.is_some() {
-                            s.broken = Some((
-                                "data deleted",
-                                format!("{} bootstrapped over its data", name(x)),
-                            ));
-                        }
-                        let config = self
-                            .configured(s)
-                            .into_iter()
-                            .map(|i| Entry {
-                                node: i,
-                                id: i as u8 + 1,
-                                learner: false,
-                                published: false,
-                            })
-                            .collect();
-                        s.nodes[x].lost = None;
-                        s.nodes[x].state_lost = false;
-                        s.nodes[x].data = Some(Data::fresh(x as u8 + 1, config, false));
-                        s.nodes[x].etcd = true;
-                    }
+                    StartMode::New => self.start_new(s, x),
                     StartMode::Existing => {
                         if s.nodes[x].data.is_some() {
                             s.nodes[x].etcd = true;
                         }
                     }
-                    StartMode::Join { epoch } => {
-                        // What etcd checks: the leader's membership lists
-                        // a member at this node's peer URL. It checks
-                        // neither learner nor name: joining a voter that
-                        // ran is the decision's mistake to find.
-                        let host = (0..self.n()).find(|&l| {
-                            connected(s, x, l)
-                                && self.leader(s, l) == Some(l)
-                                && running_data(s, l).is_some_and(|d| {
-                                    u64::from(d.recorded_epoch()) == *epoch
-                                        && d.config.iter().any(|e| e.node == x)
-                                })
-                        });
-                        let Some(l) = host else {
-                            return;
-                        };
-                        let Some(dl) = s.nodes[l].data.clone() else {
-                            return;
-                        };
-                        let Some(entry) = dl.config.iter().find(|e| e.node == x) else {
-                            return;
-                        };
-                        if let Some(old) = &s.nodes[x].data
-                            && !old.log.is_empty()
-                        {
-                            s.broken = Some((
-                                "data deleted",
-                                format!("{} joined over its data without archiving it", name(x)),
-                            ));
-                        }
-                        s.nodes[x].lost = None;
-                        s.nodes[x].state_lost = false;
-                        s.nodes[x].data = Some(Data::empty_member_of(&dl, entry.id, false));
-                        s.nodes[x].etcd = true;
-                    }
-                    StartMode::Reseed => {
-                        // What etcd checks: a connected peer member runs
-                        // and its membership lists this node's lost member
-                        // id as a voter (etcd knows no epochs; the daemon's
-                        // decision does). The new member's log is empty;
-                        // raft catch-up fills it once the pair is quorate.
-                        let Some(lost) = s.nodes[x].lost else {
-                            return;
-                        };
-                        let host = (0..self.n()).find(|&l| {
-                            l != x
-                                && connected(s, x, l)
-                                && running_data(s, l).is_some_and(|d| {
-                                    d.config
-                                        .iter()
-                                        .any(|e| e.node == x && e.id == lost.member && !e.learner)
-                                })
-                        });
-                        let Some(l) = host else {
-                            return;
-                        };
-                        let Some(dl) = s.nodes[l].data.clone() else {
-                            return;
-                        };
-                        if s.nodes[x].data.is_some() {
-                            s.broken = Some((
-                                "data deleted",
-                                format!("{} reseeded over its data", name(x)),
-                            ));
-                        }
-                        s.nodes[x].lost = None;
-                        s.nodes[x].data = Some(Data::empty_member_of(&dl, lost.member, true));
-                        s.nodes[x].etcd = true;
-                    }
+                    StartMode::Join { epoch } => self.start_join(s, x, *epoch),
+                    StartMode::Reseed => self.start_reseed(s, x),
                 }
             }
             Step::StopEtcd => s.nodes[x].etcd = false,
@@ -131,150 +43,11 @@ impl EtcdModel {
             Step::ClearClaim => s.nodes[x].claim = None,
             // The model keeps no failure record: Pacemaker always retries.
             Step::ClearFailedStart { .. } => {}
-            Step::ForceNewCluster { epoch } => {
-                let window = self.config.power_loss_window;
-                let epoch_first = self.config.policy.mutation == Some(Mutation::EpochBeforeForce);
-                let node = &mut s.nodes[x];
-                let Some(d) = node.data.as_mut() else {
-                    return;
-                };
-                let new = u8::try_from(*epoch).unwrap_or(u8::MAX);
-                if epoch_first && d.epoch != new {
-                    // The rule before: the new epoch goes into the state
-                    // file first (fsync), etcd is stopped, and the forced
-                    // restart follows as a second half of the same step,
-                    // which a power loss or a daemon restart can cut off.
-                    d.epoch = new;
-                    node.etcd = false;
-                    node.pending = Some(step.clone());
-                    return;
-                }
-                if !epoch_first && (d.pending != Some(new) || node.etcd) {
-                    // The first half: the new epoch goes into the state
-                    // file as an intent (fsync) and etcd is stopped; the
-                    // forced restart follows as a second half, which a
-                    // power loss or a daemon restart can cut off. A
-                    // gathering confirms the epoch later (see `observe`).
-                    d.pending = Some(new);
-                    node.etcd = false;
-                    node.pending = Some(step.clone());
-                    return;
-                }
-                if window {
-                    d.log.truncate(d.commit);
-                }
-                d.commit = d.log.len();
-                if epoch_first {
-                    d.epoch = new;
-                }
-                d.config = vec![Entry {
-                    node: x,
-                    id: d.member,
-                    learner: false,
-                    published: true,
-                }];
-                d.synced = true;
-                node.etcd = true;
-            }
-            Step::ArchiveDataDir { .. } => {
-                let node = &mut s.nodes[x];
-                if node.etcd || node.data.is_none() {
-                    return;
-                }
-                node.data = None;
-                node.state_lost = false;
-                node.archives = node.archives.saturating_add(1);
-            }
-            Step::AddLearner { node } => {
-                let Some(y) = (0..self.n()).find(|&y| name(y) == *node) else {
-                    return;
-                };
-                if self.leader(s, x) != Some(x) {
-                    return;
-                }
-                let Some(d) = &s.nodes[x].data else {
-                    return;
-                };
-                if d.config.iter().any(|e| e.learner || e.node == y) {
-                    return;
-                }
-                let id = s.next_member;
-                s.next_member = s.next_member.saturating_add(1);
-                self.commit_change(s, x, |d| {
-                    d.config.push(Entry {
-                        node: y,
-                        id,
-                        learner: true,
-                        published: false,
-                    })
-                });
-            }
-            Step::PromoteLearner { id, .. } => {
-                if self.leader(s, x) != Some(x) {
-                    return;
-                }
-                let Some(dl) = s.nodes[x].data.clone() else {
-                    return;
-                };
-                let Some(e) = dl
-                    .config
-                    .iter()
-                    .find(|e| e.learner && ID_BASE + u64::from(e.id) == *id)
-                    .copied()
-                else {
-                    return;
-                };
-                // etcd's own check is lenient (90 % of the leader's commit
-                // index): it refuses only a learner it cannot reach.
-                let group = self.group(s, x);
-                if !group.contains(&e.node) {
-                    return;
-                }
-                let learner_synced =
-                    running_data(s, e.node).is_some_and(|d| d.synced && d.log == dl.log);
-                if !learner_synced {
-                    s.broken = Some((
-                        "no voter",
-                        format!(
-                            "{} promoted learner {} before it was in sync",
-                            name(x),
-                            name(e.node)
-                        ),
-                    ));
-                }
-                self.commit_change(s, x, |d| {
-                    for entry in d.config.iter_mut() {
-                        if entry.id == e.id {
-                            entry.learner = false;
-                        }
-                    }
-                });
-            }
-            Step::RemoveMember { id, .. } => {
-                if !self.quorate(s, x) {
-                    return;
-                }
-                let Some(d) = &s.nodes[x].data else {
-                    return;
-                };
-                let Some(e) = d
-                    .config
-                    .iter()
-                    .find(|e| ID_BASE + u64::from(e.id) == *id)
-                    .copied()
-                else {
-                    return;
-                };
-                let group = self.group(s, x);
-                self.commit_change(s, x, |d| d.config.retain(|c| c.id != e.id));
-                if group.contains(&e.node)
-                    && let Some(dy) = s.nodes[e.node].data.as_mut()
-                    && dy.member == e.id
-                {
-                    dy.removed = true;
-                    s.nodes[e.node].etcd = false;
-                }
-            }
+            Step::ForceNewCluster { epoch } => self.force_new_cluster(s, x, step, *epoch),
+            Step::ArchiveDataDir { .. } => archive(s, x),
+            Step::AddLearner { node } => self.add_learner(s, x, node),
+            Step::PromoteLearner { id, .. } => self.promote_learner(s, x, *id),
+            Step::RemoveMember { id, .. } => self.remove_member(s, x, *id),
             Step::AcquireLeaveLock => {
                 if !self.quorate(s, x) || s.nodes[x].data.as_ref().is_none_or(|d| d.lock.is_some())
                 {
@@ -301,6 +74,245 @@ impl EtcdModel {
             Step::ClearInSync => s.nodes[x].in_sync = false,
             // The model's leader follows from the logs, not from a choice.
             Step::TransferLeadership { .. } | Step::Wait { .. } | Step::Refuse { .. } => {}
+        }
+    }
+
+    /// `etcd --initial-cluster-state=new` over the configured nodes.
+    fn start_new(&self, s: &mut State, x: usize) {
+        if s.nodes[x].data.is_some() {
+            s.broken = Some((
+                "data deleted",
+                format!("{} bootstrapped over its data", name(x)),
+            ));
+        }
+        let config = self
+            .configured(s)
+            .into_iter()
+            .map(|i| Entry {
+                node: i,
+                id: i as u8 + 1,
+                learner: false,
+                published: false,
+            })
+            .collect();
+        s.nodes[x].lost = None;
+        s.nodes[x].state_lost = false;
+        s.nodes[x].data = Some(Data::fresh(x as u8 + 1, config, false));
+        s.nodes[x].etcd = true;
+    }
+
+    /// A learner's first start, from the leader's membership.
+    fn start_join(&self, s: &mut State, x: usize, epoch: u64) {
+        // What etcd checks: the leader's membership lists
+        // a member at this node's peer URL. It checks
+        // neither learner nor name: joining a voter that
+        // ran is the decision's mistake to find.
+        let host = (0..self.n()).find(|&l| {
+            connected(s, x, l)
+                && self.leader(s, l) == Some(l)
+                && running_data(s, l).is_some_and(|d| {
+                    u64::from(d.recorded_epoch()) == epoch && d.config.iter().any(|e| e.node == x)
+                })
+        });
+        let Some(l) = host else {
+            return;
+        };
+        let Some(dl) = s.nodes[l].data.clone() else {
+            return;
+        };
+        let Some(entry) = dl.config.iter().find(|e| e.node == x) else {
+            return;
+        };
+        if let Some(old) = &s.nodes[x].data
+            && !old.log.is_empty()
+        {
+            s.broken = Some((
+                "data deleted",
+                format!("{} joined over its data without archiving it", name(x)),
+            ));
+        }
+        s.nodes[x].lost = None;
+        s.nodes[x].state_lost = false;
+        s.nodes[x].data = Some(Data::empty_member_of(&dl, entry.id, false));
+        s.nodes[x].etcd = true;
+    }
+
+    /// A lost member restarted on an empty data directory.
+    fn start_reseed(&self, s: &mut State, x: usize) {
+        // What etcd checks: a connected peer member runs
+        // and its membership lists this node's lost member
+        // id as a voter (etcd knows no epochs; the daemon's
+        // decision does). The new member's log is empty;
+        // raft catch-up fills it once the pair is quorate.
+        let Some(lost) = s.nodes[x].lost else {
+            return;
+        };
+        let host = (0..self.n()).find(|&l| {
+            l != x
+                && connected(s, x, l)
+                && running_data(s, l).is_some_and(|d| {
+                    d.config
+                        .iter()
+                        .any(|e| e.node == x && e.id == lost.member && !e.learner)
+                })
+        });
+        let Some(l) = host else {
+            return;
+        };
+        let Some(dl) = s.nodes[l].data.clone() else {
+            return;
+        };
+        if s.nodes[x].data.is_some() {
+            s.broken = Some((
+                "data deleted",
+                format!("{} reseeded over its data", name(x)),
+            ));
+        }
+        s.nodes[x].lost = None;
+        s.nodes[x].data = Some(Data::empty_member_of(&dl, lost.member, true));
+        s.nodes[x].etcd = true;
+    }
+
+    /// A forced restart in two halves: the epoch as an intent and a stop,
+    /// then the restart alone.
+    fn force_new_cluster(&self, s: &mut State, x: usize, step: &Step, epoch: u64) {
+        let window = self.config.power_loss_window;
+        let epoch_first = self.config.policy.mutation == Some(Mutation::EpochBeforeForce);
+        let node = &mut s.nodes[x];
+        let Some(d) = node.data.as_mut() else {
+            return;
+        };
+        let new = u8::try_from(epoch).unwrap_or(u8::MAX);
+        if epoch_first && d.epoch != new {
+            // The rule before: the new epoch goes into the state
+            // file first (fsync), etcd is stopped, and the forced
+            // restart follows as a second half of the same step,
+            // which a power loss or a daemon restart can cut off.
+            d.epoch = new;
+            node.etcd = false;
+            node.pending = Some(step.clone());
+            return;
+        }
+        if !epoch_first && (d.pending != Some(new) || node.etcd) {
+            // The first half: the new epoch goes into the state
+            // file as an intent (fsync) and etcd is stopped; the
+            // forced restart follows as a second half, which a
+            // power loss or a daemon restart can cut off. A
+            // gathering confirms the epoch later (see `observe`).
+            d.pending = Some(new);
+            node.etcd = false;
+            node.pending = Some(step.clone());
+            return;
+        }
+        if window {
+            d.log.truncate(d.commit);
+        }
+        d.commit = d.log.len();
+        if epoch_first {
+            d.epoch = new;
+        }
+        d.config = vec![Entry {
+            node: x,
+            id: d.member,
+            learner: false,
+            published: true,
+        }];
+        d.synced = true;
+        node.etcd = true;
+    }
+
+    /// The leader adds `node` as a learner, one at a time.
+    fn add_learner(&self, s: &mut State, x: usize, node: &str) {
+        let Some(y) = (0..self.n()).find(|&y| name(y) == node) else {
+            return;
+        };
+        if self.leader(s, x) != Some(x) {
+            return;
+        }
+        let Some(d) = &s.nodes[x].data else {
+            return;
+        };
+        if d.config.iter().any(|e| e.learner || e.node == y) {
+            return;
+        }
+        let id = s.next_member;
+        s.next_member = s.next_member.saturating_add(1);
+        self.commit_change(s, x, |d| {
+            d.config.push(Entry {
+                node: y,
+                id,
+                learner: true,
+                published: false,
+            })
+        });
+    }
+
+    /// The leader promotes learner `id`, if it can reach it.
+    fn promote_learner(&self, s: &mut State, x: usize, id: u64) {
+        if self.leader(s, x) != Some(x) {
+            return;
+        }
+        let Some(dl) = s.nodes[x].data.clone() else {
+            return;
+        };
+        let Some(e) = dl
+            .config
+            .iter()
+            .find(|e| e.learner && ID_BASE + u64::from(e.id) == id)
+            .copied()
+        else {
+            return;
+        };
+        // etcd's own check is lenient (90 % of the leader's commit
+        // index): it refuses only a learner it cannot reach.
+        let group = self.group(s, x);
+        if !group.contains(&e.node) {
+            return;
+        }
+        let learner_synced = running_data(s, e.node).is_some_and(|d| d.synced && d.log == dl.log);
+        if !learner_synced {
+            s.broken = Some((
+                "no voter",
+                format!(
+                    "{} promoted learner {} before it was in sync",
+                    name(x),
+                    name(e.node)
+                ),
+            ));
+        }
+        self.commit_change(s, x, |d| {
+            for entry in d.config.iter_mut() {
+                if entry.id == e.id {
+                    entry.learner = false;
+                }
+            }
+        });
+    }
+
+    /// A quorate member removes member `id`; a removed member stops.
+    fn remove_member(&self, s: &mut State, x: usize, id: u64) {
+        if !self.quorate(s, x) {
+            return;
+        }
+        let Some(d) = &s.nodes[x].data else {
+            return;
+        };
+        let Some(e) = d
+            .config
+            .iter()
+            .find(|e| ID_BASE + u64::from(e.id) == id)
+            .copied()
+        else {
+            return;
+        };
+        let group = self.group(s, x);
+        self.commit_change(s, x, |d| d.config.retain(|c| c.id != e.id));
+        if group.contains(&e.node)
+            && let Some(dy) = s.nodes[e.node].data.as_mut()
+            && dy.member == e.id
+        {
+            dy.removed = true;
+            s.nodes[e.node].etcd = false;
         }
     }
 
@@ -537,4 +549,15 @@ impl EtcdModel {
         let again = decide_with(&self.facts(&fresh, x), &self.config.policy);
         again.steps.contains(step)
     }
+}
+
+/// The data directory moved aside (never while etcd runs).
+fn archive(s: &mut State, x: usize) {
+    let node = &mut s.nodes[x];
+    if node.etcd || node.data.is_none() {
+        return;
+    }
+    node.data = None;
+    node.state_lost = false;
+    node.archives = node.archives.saturating_add(1);
 }

@@ -129,113 +129,23 @@ impl EtcdModel {
                 self.lose(&mut s, y);
                 self.power_off(&mut s, y);
             }
-            Event::Partition(y) => {
-                s.faults += 1;
-                s.cut = Some(y);
-                for x in 0..n {
-                    if x != y && s.nodes[x].power {
-                        self.lose_between(&mut s, x, y);
-                        self.lose_between(&mut s, y, x);
-                    }
-                }
-            }
-            Event::Heal => {
-                s.cut = None;
-                for a in 0..n {
-                    for b in a + 1..n {
-                        if s.nodes[a].pcmk && s.nodes[b].pcmk {
-                            self.join(&mut s, a, b);
-                        }
-                    }
-                }
-            }
+            Event::Partition(y) => self.partition(&mut s, y),
+            Event::Heal => self.heal(&mut s),
             Event::Fence(x, _) if self.config.serial_starts && start_in_flight(&s, x) => {
                 // Pacemaker holds the fence until the start in flight ends.
                 return None;
             }
-            Event::Fence(x, y) => {
-                let at = tick(&mut s);
-                s.fences.push((y, at));
-                if s.nodes[y].power {
-                    self.power_off(&mut s, y);
-                }
-                for z in 0..n {
-                    if let Seen::Lost(joined) = s.nodes[z].seen[y]
-                        && (z == x || connected(&s, z, x))
-                    {
-                        s.nodes[z].seen[y] = Seen::Fenced(joined);
-                    }
-                }
-            }
-            Event::PowerOn(y) => {
-                let boot = s.nodes[y].boot.saturating_add(1);
-                s.nodes[y] = self.with_disks(&mut s, y, boot);
-                for x in 0..n {
-                    if x != y && s.nodes[x].pcmk && connected(&s, x, y) {
-                        self.join(&mut s, x, y);
-                    }
-                }
-            }
+            Event::Fence(x, y) => self.fence(&mut s, x, y),
+            Event::PowerOn(y) => self.power_on(&mut s, y),
             Event::EtcdCrash(y) => {
                 s.faults += 1;
                 s.nodes[y].etcd = false;
             }
-            Event::Replace(y) => {
-                s.faults += 1;
-                let spare = self.config.nodes;
-                self.lose(&mut s, y);
-                self.power_off(&mut s, y);
-                s.nodes[y].configured = false;
-                s.nodes[y].retired = true;
-                let boot = s.nodes[spare].boot.saturating_add(1);
-                s.nodes[spare] = self.fresh_node(boot);
-                for x in 0..n {
-                    if x != spare && s.nodes[x].pcmk && connected(&s, x, spare) {
-                        self.join(&mut s, x, spare);
-                    }
-                }
-            }
-            Event::SwapDisk(y) => {
-                s.faults += 1;
-                s.swapped = true;
-                self.lose(&mut s, y);
-                self.power_off(&mut s, y);
-                let node = &mut s.nodes[y];
-                if node.data.take().is_some() {
-                    node.archives = node.archives.saturating_add(1);
-                }
-            }
-            Event::CrashLosingMemberDir(y) => {
-                s.faults += 1;
-                self.lose(&mut s, y);
-                self.power_off(&mut s, y);
-                let node = &mut s.nodes[y];
-                let d = node.data.take()?;
-                node.lost = Some(Lost {
-                    epoch: d.recorded_epoch(),
-                    member: d.member,
-                    formed: d.formed,
-                    pending: d.pending.filter(|_| d.force_unconfirmed()),
-                });
-            }
-            Event::CrashLosingStateFile(y) => {
-                s.faults += 1;
-                self.lose(&mut s, y);
-                self.power_off(&mut s, y);
-                s.nodes[y].data.as_ref()?;
-                s.nodes[y].state_lost = true;
-            }
-            Event::CrashReplacingDisks(y) => {
-                s.faults += 1;
-                s.replaced = true;
-                self.lose(&mut s, y);
-                self.power_off(&mut s, y);
-                let node = &mut s.nodes[y];
-                node.data = None;
-                node.lost = None;
-                node.archives = 0;
-                node.state_lost = false;
-            }
+            Event::Replace(y) => self.replace(&mut s, y),
+            Event::SwapDisk(y) => self.swap_disk(&mut s, y),
+            Event::CrashLosingMemberDir(y) => self.crash_losing_member_dir(&mut s, y)?,
+            Event::CrashLosingStateFile(y) => self.crash_losing_state_file(&mut s, y)?,
+            Event::CrashReplacingDisks(y) => self.crash_replacing_disks(&mut s, y),
             Event::DaemonRestart(y) => {
                 s.faults += 1;
                 s.nodes[y].pending = None;
@@ -249,19 +159,7 @@ impl EtcdModel {
                 s.faults += 1;
                 s.nodes[y].clock_behind = true;
             }
-            Event::Confirm(x, y) => {
-                // Recorded exactly as a fence is; nothing is powered off
-                // (the operator confirms a node that is off already).
-                let at = tick(&mut s);
-                s.fences.push((y, at));
-                for z in 0..n {
-                    if let Seen::Lost(joined) = s.nodes[z].seen[y]
-                        && (z == x || connected(&s, z, x))
-                    {
-                        s.nodes[z].seen[y] = Seen::Fenced(joined);
-                    }
-                }
-            }
+            Event::Confirm(x, y) => self.confirm(&mut s, x, y),
             Event::Maintenance(on) => {
                 // Turning it on is the fault; turning it off ends it.
                 if on {
@@ -283,42 +181,9 @@ impl EtcdModel {
                 s.nodes[y].target = false;
                 s.nodes[y].stopped_at = None;
             }
-            Event::Shutdown(y) => {
-                for x in 0..n {
-                    if x != y
-                        && let Seen::Online(joined) = s.nodes[x].seen[y]
-                    {
-                        s.nodes[x].seen[y] = Seen::Left(joined);
-                    }
-                }
-                self.power_off(&mut s, y);
-            }
-            Event::Write(x) => {
-                let group = self.group(&s, x);
-                let w = s.writes + 1;
-                s.writes = w;
-                let window = self.config.power_loss_window;
-                for y in group {
-                    let voter = running_data(&s, y).is_some_and(|d| is_voter(d, y));
-                    if let Some(d) = s.nodes[y].data.as_mut()
-                        && (voter || d.synced)
-                    {
-                        d.log.push(w);
-                        if !window || y == x {
-                            d.commit = d.log.len();
-                        }
-                    }
-                }
-                s.acked.push(w);
-            }
-            Event::Replicate(y) => {
-                let leader = (0..n)
-                    .find(|&l| self.leader(&s, l) == Some(l) && self.group(&s, l).contains(&y))?;
-                let log = s.nodes[leader].data.as_ref()?.log.clone();
-                let d = s.nodes[y].data.as_mut()?;
-                d.log = log;
-                d.synced = true;
-            }
+            Event::Shutdown(y) => self.shutdown(&mut s, y),
+            Event::Write(x) => self.write(&mut s, x),
+            Event::Replicate(y) => self.replicate(&mut s, y)?,
             Event::CommitSync => {
                 for node in s.nodes.iter_mut() {
                     if node.etcd
@@ -330,38 +195,227 @@ impl EtcdModel {
             }
             Event::SyncCib => sync_cib(&mut s),
             Event::Observe(x) => self.observe(&mut s, x),
-            Event::Act(x) => {
-                let step = s.nodes[x].pending.take()?;
-                if !s.nodes[x].plan.is_empty() {
-                    s.nodes[x].pending = Some(s.nodes[x].plan.remove(0));
-                }
-                if self.force_still_decided(&s, x, &step) {
-                    // A forced restart begun before maintenance mode is one
-                    // executor step: its second half (the restart after the
-                    // stop) is not a new action.
-                    if s.maintenance
-                        && matches!(step, Step::ForceNewCluster { .. })
-                        && !self.second_half(&s, x, &step)
-                    {
-                        s.broken = Some((
-                            "maintenance",
-                            format!(
-                                "{} restarted etcd with --force-new-cluster while Pacemaker was in maintenance mode",
-                                name(x)
-                            ),
-                        ));
-                    }
-                    self.carry_out(&mut s, x, &step);
-                } else {
-                    // The fresh facts no longer lead to this force: the
-                    // daemon abandons it, and the rest of the plan.
-                    s.nodes[x].pending = None;
-                    s.nodes[x].plan.clear();
-                }
-            }
+            Event::Act(x) => self.act(&mut s, x)?,
         }
         self.settle_etcd(&mut s);
         Some(s)
+    }
+
+    /// `y` is cut off from every other node.
+    fn partition(&self, s: &mut State, y: usize) {
+        let n = self.n();
+        s.faults += 1;
+        s.cut = Some(y);
+        for x in 0..n {
+            if x != y && s.nodes[x].power {
+                self.lose_between(s, x, y);
+                self.lose_between(s, y, x);
+            }
+        }
+    }
+
+    /// The network heals: every pair of Pacemaker nodes joins again.
+    fn heal(&self, s: &mut State) {
+        let n = self.n();
+        s.cut = None;
+        for a in 0..n {
+            for b in a + 1..n {
+                if s.nodes[a].pcmk && s.nodes[b].pcmk {
+                    self.join(s, a, b);
+                }
+            }
+        }
+    }
+
+    /// `x` fences `y`: `y` is powered off and seen fenced.
+    fn fence(&self, s: &mut State, x: usize, y: usize) {
+        let n = self.n();
+        let at = tick(s);
+        s.fences.push((y, at));
+        if s.nodes[y].power {
+            self.power_off(s, y);
+        }
+        for z in 0..n {
+            if let Seen::Lost(joined) = s.nodes[z].seen[y]
+                && (z == x || connected(s, z, x))
+            {
+                s.nodes[z].seen[y] = Seen::Fenced(joined);
+            }
+        }
+    }
+
+    /// `y` boots with what its disks hold and joins its peers.
+    fn power_on(&self, s: &mut State, y: usize) {
+        let n = self.n();
+        let boot = s.nodes[y].boot.saturating_add(1);
+        s.nodes[y] = self.with_disks(s, y, boot);
+        for x in 0..n {
+            if x != y && s.nodes[x].pcmk && connected(s, x, y) {
+                self.join(s, x, y);
+            }
+        }
+    }
+
+    /// The spare machine replaces `y`.
+    fn replace(&self, s: &mut State, y: usize) {
+        let n = self.n();
+        s.faults += 1;
+        let spare = self.config.nodes;
+        self.lose(s, y);
+        self.power_off(s, y);
+        s.nodes[y].configured = false;
+        s.nodes[y].retired = true;
+        let boot = s.nodes[spare].boot.saturating_add(1);
+        s.nodes[spare] = self.fresh_node(boot);
+        for x in 0..n {
+            if x != spare && s.nodes[x].pcmk && connected(s, x, spare) {
+                self.join(s, x, spare);
+            }
+        }
+    }
+
+    /// `y` crashes and comes back with an empty disk.
+    fn swap_disk(&self, s: &mut State, y: usize) {
+        s.faults += 1;
+        s.swapped = true;
+        self.lose(s, y);
+        self.power_off(s, y);
+        let node = &mut s.nodes[y];
+        if node.data.take().is_some() {
+            node.archives = node.archives.saturating_add(1);
+        }
+    }
+
+    /// `y` crashes and its member directory is gone; its state file stays.
+    fn crash_losing_member_dir(&self, s: &mut State, y: usize) -> Option<()> {
+        s.faults += 1;
+        self.lose(s, y);
+        self.power_off(s, y);
+        let node = &mut s.nodes[y];
+        let d = node.data.take()?;
+        node.lost = Some(Lost {
+            epoch: d.recorded_epoch(),
+            member: d.member,
+            formed: d.formed,
+            pending: d.pending.filter(|_| d.force_unconfirmed()),
+        });
+        Some(())
+    }
+
+    /// `y` crashes and its state file is gone; its data stays.
+    fn crash_losing_state_file(&self, s: &mut State, y: usize) -> Option<()> {
+        s.faults += 1;
+        self.lose(s, y);
+        self.power_off(s, y);
+        s.nodes[y].data.as_ref()?;
+        s.nodes[y].state_lost = true;
+        Some(())
+    }
+
+    /// `y` crashes and comes back blank: no data, state file or archive.
+    fn crash_replacing_disks(&self, s: &mut State, y: usize) {
+        s.faults += 1;
+        s.replaced = true;
+        self.lose(s, y);
+        self.power_off(s, y);
+        let node = &mut s.nodes[y];
+        node.data = None;
+        node.lost = None;
+        node.archives = 0;
+        node.state_lost = false;
+    }
+
+    /// An operator confirms `y` down on `x`'s side.
+    fn confirm(&self, s: &mut State, x: usize, y: usize) {
+        let n = self.n();
+        // Recorded exactly as a fence is; nothing is powered off
+        // (the operator confirms a node that is off already).
+        let at = tick(s);
+        s.fences.push((y, at));
+        for z in 0..n {
+            if let Seen::Lost(joined) = s.nodes[z].seen[y]
+                && (z == x || connected(s, z, x))
+            {
+                s.nodes[z].seen[y] = Seen::Fenced(joined);
+            }
+        }
+    }
+
+    /// `y` shuts down cleanly: its peers see it leave.
+    fn shutdown(&self, s: &mut State, y: usize) {
+        let n = self.n();
+        for x in 0..n {
+            if x != y
+                && let Seen::Online(joined) = s.nodes[x].seen[y]
+            {
+                s.nodes[x].seen[y] = Seen::Left(joined);
+            }
+        }
+        self.power_off(s, y);
+    }
+
+    /// A client write through `x`, acknowledged by its group.
+    fn write(&self, s: &mut State, x: usize) {
+        let group = self.group(s, x);
+        let w = s.writes + 1;
+        s.writes = w;
+        let window = self.config.power_loss_window;
+        for y in group {
+            let voter = running_data(s, y).is_some_and(|d| is_voter(d, y));
+            if let Some(d) = s.nodes[y].data.as_mut()
+                && (voter || d.synced)
+            {
+                d.log.push(w);
+                if !window || y == x {
+                    d.commit = d.log.len();
+                }
+            }
+        }
+        s.acked.push(w);
+    }
+
+    /// Learner `y` catches up with its leader.
+    fn replicate(&self, s: &mut State, y: usize) -> Option<()> {
+        let n = self.n();
+        let leader =
+            (0..n).find(|&l| self.leader(s, l) == Some(l) && self.group(s, l).contains(&y))?;
+        let log = s.nodes[leader].data.as_ref()?.log.clone();
+        let d = s.nodes[y].data.as_mut()?;
+        d.log = log;
+        d.synced = true;
+        Some(())
+    }
+
+    /// `x`'s daemon carries out its pending step.
+    fn act(&self, s: &mut State, x: usize) -> Option<()> {
+        let step = s.nodes[x].pending.take()?;
+        if !s.nodes[x].plan.is_empty() {
+            s.nodes[x].pending = Some(s.nodes[x].plan.remove(0));
+        }
+        if self.force_still_decided(s, x, &step) {
+            // A forced restart begun before maintenance mode is one
+            // executor step: its second half (the restart after the
+            // stop) is not a new action.
+            if s.maintenance
+                && matches!(step, Step::ForceNewCluster { .. })
+                && !self.second_half(s, x, &step)
+            {
+                s.broken = Some((
+                    "maintenance",
+                    format!(
+                        "{} restarted etcd with --force-new-cluster while Pacemaker was in maintenance mode",
+                        name(x)
+                    ),
+                ));
+            }
+            self.carry_out(s, x, &step);
+        } else {
+            // The fresh facts no longer lead to this force: the
+            // daemon abandons it, and the rest of the plan.
+            s.nodes[x].pending = None;
+            s.nodes[x].plan.clear();
+        }
+        Some(())
     }
 
     /// `x` loses sight of `y` without proof it is down.
@@ -386,116 +440,11 @@ impl EtcdModel {
         for x in 0..n {
             let node = &s.nodes[x];
             if node.power {
-                out.push(Event::Observe(x));
-                if node.pending.is_some() {
-                    out.push(Event::Act(x));
-                }
-                if self.quorate(s, x) && s.writes < self.config.max_writes {
-                    out.push(Event::Write(x));
-                }
-                if node.etcd
-                    && node
-                        .data
-                        .as_ref()
-                        .is_some_and(|d| !is_voter(d, x) && !d.synced)
-                {
-                    out.push(Event::Replicate(x));
-                }
-                if !node.target && node.stopped_at.is_some() && !node.etcd {
-                    out.push(Event::Shutdown(x));
-                }
-                if can_fault
-                    && self.config.lose_member_dir
-                    && self.config.topology == Topology::TwoNode
-                    && node.data.is_some()
-                {
-                    out.push(Event::CrashLosingMemberDir(x));
-                }
-                if can_fault
-                    && self.config.lose_state_file
-                    && self.config.topology == Topology::TwoNode
-                {
-                    if node.data.is_some() && !node.state_lost {
-                        out.push(Event::CrashLosingStateFile(x));
-                    }
-                    // Both machines replaced leaves no history at all (a
-                    // fresh bootstrap is then right): one blank at a time.
-                    // And a replacement (power off, new disks, boot) takes
-                    // far longer than a daemon's pass: the other nodes'
-                    // records are current when it happens.
-                    let other_blank = (0..n).any(|y| {
-                        y != x
-                            && s.nodes[y].configured
-                            && s.nodes[y].data.is_none()
-                            && s.nodes[y].lost.is_none()
-                    });
-                    let records_current = (0..n).all(|y| {
-                        y == x
-                            || !s.nodes[y].power
-                            || s.nodes[y].record.as_ref() == Some(&self.rec_of(s, y))
-                    });
-                    if !other_blank && records_current {
-                        out.push(Event::CrashReplacingDisks(x));
-                    }
-                }
-                if can_fault && self.config.maintenance && s.maintenance {
-                    if node.etcd {
-                        out.push(Event::HandStopEtcd(x));
-                    } else if node.data.is_some() {
-                        out.push(Event::HandStartEtcd(x));
-                    }
-                }
-                if can_fault {
-                    out.push(Event::Crash(x));
-                    if node.etcd {
-                        out.push(Event::EtcdCrash(x));
-                    }
-                    if node.pending.is_some() {
-                        out.push(Event::DaemonRestart(x));
-                    }
-                    if node.target && node.started && !s.maintenance && self.config.graceful_stops {
-                        out.push(Event::GracefulStop(x));
-                    }
-                    if self.config.join_records {
-                        if node.joins.iter().any(Option::is_some) {
-                            out.push(Event::LoseJoinRecord(x));
-                        }
-                        if self.config.clock_steps && !node.clock_behind {
-                            out.push(Event::ClockStepBack(x));
-                        }
-                    }
-                    if s.cut.is_none() {
-                        out.push(Event::Partition(x));
-                    }
-                }
-                if self.config.topology == Topology::TwoNode && node.quorate {
-                    for y in 0..n {
-                        if !matches!(node.seen[y], Seen::Lost(_)) {
-                            continue;
-                        }
-                        if !self.config.fence_fails {
-                            out.push(Event::Fence(x, y));
-                        } else if !s.nodes[y].power {
-                            out.push(Event::Confirm(x, y));
-                        }
-                    }
-                }
+                self.powered_events(s, x, can_fault, &mut out);
             } else if node.configured {
                 out.push(Event::PowerOn(x));
             }
-            if can_fault
-                && self.config.disk_swap
-                && !s.swapped
-                && self.config.topology == Topology::Ha
-                && node.configured
-                && node.data.is_some()
-            {
-                out.push(Event::SwapDisk(x));
-            }
-            let spare_unused = self.config.spare && !s.nodes[self.config.nodes].configured;
-            if can_fault && spare_unused && node.configured {
-                out.push(Event::Replace(x));
-            }
+            self.machine_faults(s, x, can_fault, &mut out);
         }
         if s.cut.is_some() {
             out.push(Event::Heal);
@@ -508,6 +457,146 @@ impl EtcdModel {
         }
         out.push(Event::SyncCib);
         out
+    }
+
+    /// What can happen on powered node `x`: its daemon, its etcd, its
+    /// faults and its fences.
+    fn powered_events(&self, s: &State, x: usize, can_fault: bool, out: &mut Vec<Event>) {
+        let node = &s.nodes[x];
+        out.push(Event::Observe(x));
+        if node.pending.is_some() {
+            out.push(Event::Act(x));
+        }
+        if self.quorate(s, x) && s.writes < self.config.max_writes {
+            out.push(Event::Write(x));
+        }
+        if node.etcd
+            && node
+                .data
+                .as_ref()
+                .is_some_and(|d| !is_voter(d, x) && !d.synced)
+        {
+            out.push(Event::Replicate(x));
+        }
+        if !node.target && node.stopped_at.is_some() && !node.etcd {
+            out.push(Event::Shutdown(x));
+        }
+        if can_fault {
+            self.disk_faults(s, x, out);
+            self.hand_events(s, x, out);
+            self.node_faults(s, x, out);
+        }
+        self.fences(s, x, out);
+    }
+
+    /// Crashes that take part of `x`'s disks with them (two nodes only).
+    fn disk_faults(&self, s: &State, x: usize, out: &mut Vec<Event>) {
+        let node = &s.nodes[x];
+        if self.config.topology != Topology::TwoNode {
+            return;
+        }
+        if self.config.lose_member_dir && node.data.is_some() {
+            out.push(Event::CrashLosingMemberDir(x));
+        }
+        if !self.config.lose_state_file {
+            return;
+        }
+        if node.data.is_some() && !node.state_lost {
+            out.push(Event::CrashLosingStateFile(x));
+        }
+        // Both machines replaced leaves no history at all (a fresh
+        // bootstrap is then right): one blank at a time. And a replacement
+        // (power off, new disks, boot) takes far longer than a daemon's
+        // pass: the other nodes' records are current when it happens.
+        let n = self.n();
+        let other_blank = (0..n).any(|y| {
+            y != x
+                && s.nodes[y].configured
+                && s.nodes[y].data.is_none()
+                && s.nodes[y].lost.is_none()
+        });
+        let records_current = (0..n).all(|y| {
+            y == x || !s.nodes[y].power || s.nodes[y].record.as_ref() == Some(&self.rec_of(s, y))
+        });
+        if !other_blank && records_current {
+            out.push(Event::CrashReplacingDisks(x));
+        }
+    }
+
+    /// An operator's hand on etcd during maintenance.
+    fn hand_events(&self, s: &State, x: usize, out: &mut Vec<Event>) {
+        let node = &s.nodes[x];
+        if self.config.maintenance && s.maintenance {
+            if node.etcd {
+                out.push(Event::HandStopEtcd(x));
+            } else if node.data.is_some() {
+                out.push(Event::HandStartEtcd(x));
+            }
+        }
+    }
+
+    /// Crashes, restarts, stops, lost notes, clock steps and a partition.
+    fn node_faults(&self, s: &State, x: usize, out: &mut Vec<Event>) {
+        let node = &s.nodes[x];
+        out.push(Event::Crash(x));
+        if node.etcd {
+            out.push(Event::EtcdCrash(x));
+        }
+        if node.pending.is_some() {
+            out.push(Event::DaemonRestart(x));
+        }
+        if node.target && node.started && !s.maintenance && self.config.graceful_stops {
+            out.push(Event::GracefulStop(x));
+        }
+        if self.config.join_records {
+            if node.joins.iter().any(Option::is_some) {
+                out.push(Event::LoseJoinRecord(x));
+            }
+            if self.config.clock_steps && !node.clock_behind {
+                out.push(Event::ClockStepBack(x));
+            }
+        }
+        if s.cut.is_none() {
+            out.push(Event::Partition(x));
+        }
+    }
+
+    /// A quorate two-node partition fences (or, when fencing fails, has
+    /// an operator confirm) every node it lost.
+    fn fences(&self, s: &State, x: usize, out: &mut Vec<Event>) {
+        let node = &s.nodes[x];
+        if self.config.topology != Topology::TwoNode || !node.quorate {
+            return;
+        }
+        for y in 0..self.n() {
+            if !matches!(node.seen[y], Seen::Lost(_)) {
+                continue;
+            }
+            if !self.config.fence_fails {
+                out.push(Event::Fence(x, y));
+            } else if !s.nodes[y].power {
+                out.push(Event::Confirm(x, y));
+            }
+        }
+    }
+
+    /// Faults of a whole machine, powered or not: a disk swap, a
+    /// replacement by the spare.
+    fn machine_faults(&self, s: &State, x: usize, can_fault: bool, out: &mut Vec<Event>) {
+        let node = &s.nodes[x];
+        if can_fault
+            && self.config.disk_swap
+            && !s.swapped
+            && self.config.topology == Topology::Ha
+            && node.configured
+            && node.data.is_some()
+        {
+            out.push(Event::SwapDisk(x));
+        }
+        let spare_unused = self.config.spare && !s.nodes[self.config.nodes].configured;
+        if can_fault && spare_unused && node.configured {
+            out.push(Event::Replace(x));
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use crate::decide::decide_with;
+use super::decide_with;
 use crate::facts::Topology;
 
 use super::events::Event;
@@ -17,7 +17,6 @@ impl EtcdModel {
     /// etcd everywhere; daemons observe and act in turn until nothing
     /// changes. The cluster must then be whole.
     pub fn settle(&self, s: &State) -> Result<(), Violation> {
-        let n = self.n();
         let mut s = s.clone();
         s.faults = u8::MAX; // no more faults
         let mut rounds = 0;
@@ -37,68 +36,8 @@ impl EtcdModel {
             }
             round_starts.push(fp);
             let before = s.clone();
-            if s.maintenance
-                && let Some(next) = self.step(&s, &Event::Maintenance(false))
-            {
-                trail.push(Event::Maintenance(false));
-                s = next;
-            }
-            for x in 0..n {
-                for y in 0..n {
-                    let ev = if self.config.fence_fails {
-                        if s.nodes[y].power {
-                            continue;
-                        }
-                        Event::Confirm(x, y)
-                    } else {
-                        Event::Fence(x, y)
-                    };
-                    if s.nodes[x].power
-                        && s.nodes[x].quorate
-                        && matches!(s.nodes[x].seen[y], Seen::Lost(_))
-                        && self.config.topology == Topology::TwoNode
-                        && let Some(next) = self.step(&s, &ev)
-                    {
-                        trail.push(ev);
-                        s = next;
-                    }
-                }
-            }
-            if s.cut.is_some()
-                && let Some(next) = self.step(&s, &Event::Heal)
-            {
-                trail.push(Event::Heal);
-                s = next;
-            }
-            for x in 0..n {
-                let node = &s.nodes[x];
-                let ev = if !node.power && node.configured {
-                    Event::PowerOn(x)
-                } else if !node.target && node.stopped_at.is_some() && !node.etcd {
-                    Event::Shutdown(x)
-                } else {
-                    continue;
-                };
-                if let Some(next) = self.step(&s, &ev) {
-                    trail.push(ev);
-                    s = next;
-                }
-            }
-            let mut quiet = vec![Event::SyncCib, Event::CommitSync];
-            for x in 0..n {
-                quiet.extend([
-                    Event::Replicate(x),
-                    Event::Act(x),
-                    Event::Observe(x),
-                    Event::Act(x),
-                ]);
-            }
-            for ev in quiet {
-                if let Some(next) = self.apply(&s, &ev) {
-                    trail.push(ev);
-                    s = next;
-                }
-            }
+            self.settle_environment(&mut s, &mut trail);
+            self.settle_daemons(&mut s, &mut trail);
             self.invariants(&s).map_err(|v| Violation {
                 rule: v.rule,
                 detail: format!(
@@ -148,6 +87,81 @@ impl EtcdModel {
         }
         self.settled.borrow_mut().extend(round_starts);
         Ok(())
+    }
+
+    /// One settling round's environment: maintenance ends, lost nodes are
+    /// fenced (or confirmed down), the network heals, every node powers on
+    /// and a node that stopped etcd for good shuts down.
+    fn settle_environment(&self, s: &mut State, trail: &mut Vec<Event>) {
+        if s.maintenance {
+            self.settle_step(s, trail, Event::Maintenance(false));
+        }
+        self.settle_fences(s, trail);
+        if s.cut.is_some() {
+            self.settle_step(s, trail, Event::Heal);
+        }
+        for x in 0..self.n() {
+            let node = &s.nodes[x];
+            let ev = if !node.power && node.configured {
+                Event::PowerOn(x)
+            } else if !node.target && node.stopped_at.is_some() && !node.etcd {
+                Event::Shutdown(x)
+            } else {
+                continue;
+            };
+            self.settle_step(s, trail, ev);
+        }
+    }
+
+    fn settle_fences(&self, s: &mut State, trail: &mut Vec<Event>) {
+        let n = self.n();
+        for x in 0..n {
+            for y in 0..n {
+                let ev = if self.config.fence_fails {
+                    if s.nodes[y].power {
+                        continue;
+                    }
+                    Event::Confirm(x, y)
+                } else {
+                    Event::Fence(x, y)
+                };
+                if s.nodes[x].power
+                    && s.nodes[x].quorate
+                    && matches!(s.nodes[x].seen[y], Seen::Lost(_))
+                    && self.config.topology == Topology::TwoNode
+                {
+                    self.settle_step(s, trail, ev);
+                }
+            }
+        }
+    }
+
+    /// One settling round's daemons: the CIB syncs, commits persist,
+    /// learners catch up, and every daemon acts, observes and acts again.
+    fn settle_daemons(&self, s: &mut State, trail: &mut Vec<Event>) {
+        let mut quiet = vec![Event::SyncCib, Event::CommitSync];
+        for x in 0..self.n() {
+            quiet.extend([
+                Event::Replicate(x),
+                Event::Act(x),
+                Event::Observe(x),
+                Event::Act(x),
+            ]);
+        }
+        for ev in quiet {
+            if let Some(next) = self.apply(s, &ev) {
+                trail.push(ev);
+                *s = next;
+            }
+        }
+    }
+
+    /// `ev`, if it can happen now, appended to the trail.
+    fn settle_step(&self, s: &mut State, trail: &mut Vec<Event>, ev: Event) {
+        if let Some(next) = self.step(s, &ev) {
+            trail.push(ev);
+            *s = next;
+        }
     }
 
     /// With `refusal_ends`: the pair is stuck on purpose. A member

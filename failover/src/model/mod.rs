@@ -1,6 +1,7 @@
 //! A model of two (or three) nodes running etcd under Pacemaker, in which
 //! every node's daemon is the real [`crate::decide_with`], and an explorer
-//! that runs every interleaving of faults up to a bound and checks rules 1–5.
+//! that runs every interleaving of faults up to a bound and checks the
+//! split-brain, lost-write, nothing-deleted, one-claim and voter rules.
 //!
 //! What is modelled (see `docs/failover.md` for the full list):
 //! - per node: power, boot count, Pacemaker up/down and what it wants for the
@@ -39,6 +40,7 @@ mod events;
 pub mod explore;
 mod invariants;
 mod liveness;
+mod mutations;
 mod render;
 mod state;
 mod view;
@@ -50,6 +52,7 @@ use explore::{Model, Violation};
 
 pub use config::{Config, Initial};
 pub use events::Event;
+pub use mutations::{Mutated, Mutation, decide_with};
 pub use state::{CibCopy, ClaimM, Data, Entry, Lost, Node, Rec, Seen, State};
 
 use events::sync_cib;

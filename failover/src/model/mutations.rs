@@ -1,12 +1,14 @@
-//! The model checker's rule-breaking variants of `decide` (the `model`
-//! feature only): production code has no switch.
+//! The model checker's rule-breaking variants of `decide`: a [`Mutated`]
+//! policy that weakens one decision, and [`decide_with`], which decides
+//! under it. Production decides under `Sound` and has no switch.
 
-use super::*;
+use crate::decide::{DownProof, Policy, Sound, decide_under};
+use crate::decision::Decision;
+use crate::facts::{Facts, FenceEvent, LocalData, NodeView};
 
 /// A rule broken on purpose, for the model checker's tests only: each one
 /// proves that the checker finds the violation it causes. Compiled only with
 /// the `model` feature; production `decide` has no such switch.
-#[cfg(feature = "model")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mutation {
     /// Treat "no leader" as proof the peer is down (the bug of the shell
@@ -132,18 +134,114 @@ pub enum Mutation {
     RefuseBesideOwnLearner,
 }
 
-/// How `decide` behaves under the model checker's tests.
-#[cfg(feature = "model")]
+/// How `decide` behaves under the model checker's tests: the decision
+/// `mutation` names is weakened, every other one is sound.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct Policy {
+pub struct Mutated {
     /// The rule to break, if any.
     pub mutation: Option<Mutation>,
 }
 
-/// Decide with a given policy (the model checker's tests inject mutations
-/// through it).
-#[cfg(feature = "model")]
-pub fn decide_with(facts: &Facts, policy: &Policy) -> Decision {
+impl Mutated {
+    fn breaks(&self, m: Mutation) -> bool {
+        self.mutation == Some(m)
+    }
+}
+
+impl Policy for Mutated {
+    fn ignore_maintenance(&self) -> bool {
+        self.breaks(Mutation::IgnoreMaintenance)
+    }
+
+    fn clear_marker_in_maintenance(&self) -> bool {
+        self.breaks(Mutation::ClearMarkerInMaintenance)
+    }
+
+    fn leave_without_arbitration(&self) -> bool {
+        self.breaks(Mutation::LeaveWithoutArbitration)
+    }
+
+    fn leave_without_lock(&self) -> bool {
+        self.breaks(Mutation::LeaveWithoutLock)
+    }
+
+    fn ha_late_bootstrap_waits(&self) -> bool {
+        self.breaks(Mutation::HaLateBootstrapWaits)
+    }
+
+    fn promote_unsynced(&self) -> bool {
+        self.breaks(Mutation::PromoteUnsynced)
+    }
+
+    fn bootstrap_over_history(&self) -> bool {
+        self.breaks(Mutation::BootstrapOverHistory)
+    }
+
+    fn wait_on_older_data(&self) -> bool {
+        self.breaks(Mutation::WaitOnOlderData)
+    }
+
+    fn reseed_from_any_data(&self) -> bool {
+        self.breaks(Mutation::ReseedFromAnyData)
+    }
+
+    fn wait_on_learner_data(&self) -> bool {
+        self.breaks(Mutation::WaitOnLearnerData)
+    }
+
+    fn departed_waits_for_peer(&self) -> bool {
+        self.breaks(Mutation::DepartedWaitsForPeer)
+    }
+
+    fn state_loss_reads_as_new(&self) -> bool {
+        self.breaks(Mutation::StateLossReadsAsNew)
+    }
+
+    fn no_reseed(&self) -> bool {
+        self.breaks(Mutation::NoReseed)
+    }
+
+    fn blank_peer_is_no_proof(&self) -> bool {
+        self.breaks(Mutation::BlankPeerIsNoProof)
+    }
+
+    fn join_without_archive(&self) -> bool {
+        self.breaks(Mutation::JoinWithoutArchive)
+    }
+
+    fn proof_from_fences<'f>(
+        &self,
+        peer: &NodeView,
+        fences: impl Iterator<Item = &'f FenceEvent>,
+    ) -> Option<DownProof> {
+        if self.breaks(Mutation::ProofFromLocalJoinRecord) {
+            proof_from_local_join_note(peer, fences)
+        } else {
+            Sound.proof_from_fences(peer, fences)
+        }
+    }
+
+    fn force_on_no_leader(&self) -> bool {
+        self.breaks(Mutation::ForceOnNoLeader)
+    }
+
+    fn claim_on_no_leader(&self) -> bool {
+        self.breaks(Mutation::ClaimOnNoLeader)
+    }
+
+    fn force_without_in_sync(&self) -> bool {
+        self.breaks(Mutation::ForceWithoutInSync)
+    }
+
+    fn refuse_beside_own_learner(&self) -> bool {
+        self.breaks(Mutation::RefuseBesideOwnLearner)
+    }
+}
+
+/// Decide under `policy` (the model checker's tests inject mutations
+/// through it). Two mutations change how the facts read rather than a
+/// decision: those facts are rewritten first.
+pub fn decide_with(facts: &Facts, policy: &Mutated) -> Decision {
     let rewritten;
     let facts = match policy.mutation {
         Some(Mutation::IgnorePendingEpoch) => {
@@ -156,12 +254,24 @@ pub fn decide_with(facts: &Facts, policy: &Policy) -> Decision {
         }
         _ => facts,
     };
-    Decider {
-        f: facts,
-        policy,
-        steps: Vec::new(),
+    decide_under(facts, policy)
+}
+
+/// The rule before: a fence newer than this daemon's own note of the
+/// peer's last join, any fence at all when the note is missing.
+fn proof_from_local_join_note<'f>(
+    peer: &NodeView,
+    fences: impl Iterator<Item = &'f FenceEvent>,
+) -> Option<DownProof> {
+    let fenced = fences
+        .filter_map(|e| e.completed)
+        .filter(|at| peer.last_seen.is_none_or(|seen| *at > seen))
+        .max();
+    if let Some(at) = fenced {
+        return Some(DownProof::Fenced { at });
     }
-    .run()
+    (!peer.unclean && !peer.expected_up && peer.last_seen.is_some())
+        .then_some(DownProof::CleanlyDown)
 }
 
 /// `facts` as the rule before saw them: a missing state file read as the
@@ -169,7 +279,7 @@ pub fn decide_with(facts: &Facts, policy: &Policy) -> Decision {
 fn lost_state_as_new(facts: &Facts) -> Facts {
     let mut f = facts.clone();
     if f.data.state_lost {
-        f.data = crate::facts::LocalData {
+        f.data = LocalData {
             exists: f.data.exists,
             member_dir: f.data.member_dir.clone(),
             archives: f.data.archives,
