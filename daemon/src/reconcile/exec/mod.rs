@@ -724,7 +724,6 @@ pub(crate) fn initial_cluster(s: &Settings, members: &[warden_failover::MemberIn
 }
 
 #[cfg(test)]
-#[path = "exec_tests.rs"]
 mod tests;
 
 /// Keep the WAL's tail beside the archives before a forced restart (see
