@@ -3,6 +3,7 @@
 //! Only what the binary, the tests and the benchmarks use is `pub`; everything
 //! else is `pub(crate)`, and `unreachable_pub` keeps it that way.
 #![warn(unreachable_pub)]
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 pub mod app;
 pub(crate) mod atomic_file;

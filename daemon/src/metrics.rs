@@ -187,94 +187,138 @@ impl Default for Metrics {
 impl Metrics {
     /// All metrics at zero (the role `none`, no failover state).
     pub(crate) fn new() -> Self {
+        let mut m = Self::unregistered();
         let mut r = Registry::default();
+        // Registered in this order, which is the order they are rendered in.
         // Help texts are given without their final period: the library adds it.
-        let role = Family::<RoleLabel, Gauge>::default();
+        m.register_member(&mut r);
+        m.register_supervision(&mut r);
+        m.register_report(&mut r);
+        m.register_actions(&mut r);
+        m.register_failover(&mut r);
+        m.register_etcd(&mut r);
+        m.register_defrag(&mut r);
+        m.registry = r;
+        m
+    }
+
+    /// Every metric at zero, none registered yet.
+    fn unregistered() -> Self {
+        Metrics {
+            registry: Registry::default(),
+            role_now: AtomicI64::new(Role::None as i64),
+            failover_now: AtomicI64::new(-1),
+            role: Family::default(),
+            failover_state: Family::default(),
+            quorum: Gauge::default(),
+            etcd_up: Gauge::default(),
+            leader_changes: Counter::default(),
+            restarts: Counter::default(),
+            unexpected_exits: Counter::default(),
+            probe_failures: Counter::default(),
+            hangs: Counter::default(),
+            hung: Gauge::default(),
+            report_cycles: Family::default(),
+            report_skipped: Counter::default(),
+            report_last_success: Gauge::default(),
+            actions: Family::new_with_constructor(action_histogram),
+            exec: ExecCounters::default(),
+            db_size: Gauge::default(),
+            db_size_in_use: Gauge::default(),
+            etcd_version: Family::default(),
+            alarms: Family::default(),
+            defrag: DefragMetrics::default(),
+        }
+    }
+
+    /// What the probes observe of the local member: its role, quorum,
+    /// whether it answers, and leader changes.
+    fn register_member(&self, r: &mut Registry) {
         for name in ROLES {
-            let _ = role.get_or_create(&RoleLabel { role: name });
+            let _ = self.role.get_or_create(&RoleLabel { role: name });
         }
         r.register(
             "etcd_warden_member_role",
             "Role of the local etcd member (1 for the current role)",
-            role.clone(),
+            self.role.clone(),
         );
-        let quorum = Gauge::default();
         r.register(
             "etcd_warden_quorum",
             "1 if the last probe's linearizable read succeeded",
-            quorum.clone(),
+            self.quorum.clone(),
         );
-        let etcd_up = Gauge::default();
         r.register(
             "etcd_warden_etcd_up",
             "1 if the last probe got a Status answer from the local member",
-            etcd_up.clone(),
+            self.etcd_up.clone(),
         );
-        let leader_changes = Counter::default();
         r.register(
             "etcd_warden_leader_changes",
             "Leader changes observed by the probes",
-            leader_changes.clone(),
+            self.leader_changes.clone(),
         );
-        let restarts = Counter::default();
+    }
+
+    /// The supervision of etcd: restarts, exits, failed probes, hangs.
+    fn register_supervision(&self, r: &mut Registry) {
         r.register(
             "etcd_warden_supervision_restarts",
             "Times the daemon restarted an etcd that had died (autostart only)",
-            restarts.clone(),
+            self.restarts.clone(),
         );
-        let unexpected_exits = Counter::default();
         r.register(
             "etcd_warden_etcd_unexpected_exits",
             "Times etcd exited without being asked to",
-            unexpected_exits.clone(),
+            self.unexpected_exits.clone(),
         );
-        let probe_failures = Counter::default();
         r.register(
             "etcd_warden_probe_failures",
             "Probes of the local member that failed or timed out",
-            probe_failures.clone(),
+            self.probe_failures.clone(),
         );
-        let hangs = Counter::default();
         r.register(
             "etcd_warden_etcd_hangs",
             "Times etcd, its process still there, went without answering for timeouts.hung_after_ms",
-            hangs.clone(),
+            self.hangs.clone(),
         );
-        let hung = Gauge::default();
         r.register(
             "etcd_warden_etcd_hung",
             "1 while etcd's process exists but has not answered for timeouts.hung_after_ms",
-            hung.clone(),
+            self.hung.clone(),
         );
-        let report_cycles = Family::<ResultLabel, Counter>::default();
+    }
+
+    /// The report writer's cycles.
+    fn register_report(&self, r: &mut Registry) {
         for result in ["success", "failure"] {
-            let _ = report_cycles.get_or_create(&ResultLabel { result });
+            let _ = self.report_cycles.get_or_create(&ResultLabel { result });
         }
         r.register(
             "etcd_warden_report_cycles",
             "Report cycles of the daemon's writer ([report] path), by result",
-            report_cycles.clone(),
+            self.report_cycles.clone(),
         );
-        let report_skipped = Counter::default();
         r.register(
             "etcd_warden_report_cycles_skipped",
             "Report ticks skipped because the previous cycle was still running",
-            report_skipped.clone(),
+            self.report_skipped.clone(),
         );
-        let report_last_success = Gauge::default();
         r.register(
             "etcd_warden_report_last_success_timestamp_seconds",
             "Unix time of the last report the daemon wrote (0: none yet)",
-            report_last_success.clone(),
+            self.report_last_success.clone(),
         );
-        let actions: HistogramFamily = Family::new_with_constructor(action_histogram);
+    }
+
+    /// The OCF actions' latency, and the daemon's version.
+    fn register_actions(&self, r: &mut Registry) {
         for (_, action) in ACTIONS {
-            let _ = actions.get_or_create(&ActionLabel { action });
+            let _ = self.actions.get_or_create(&ActionLabel { action });
         }
         r.register(
             "etcd_warden_action_duration_seconds",
             "Time to answer an OCF action",
-            actions.clone(),
+            self.actions.clone(),
         );
         // An OpenMetrics info: the sample is `etcd_warden_build_info`.
         r.register(
@@ -284,55 +328,60 @@ impl Metrics {
                 version: env!("CARGO_PKG_VERSION"),
             }),
         );
-        let failover_state = Family::<StateLabel, Gauge>::default();
+    }
+
+    /// The failover logic's state, and what its passes carried out.
+    fn register_failover(&self, r: &mut Registry) {
         for (_, state) in FAILOVER_STATES {
-            let _ = failover_state.get_or_create(&StateLabel { state });
+            let _ = self.failover_state.get_or_create(&StateLabel { state });
         }
         r.register(
             "etcd_warden_failover_state",
             "What the failover logic is doing on this node (1 for the current state; all 0 without failover)",
-            failover_state.clone(),
+            self.failover_state.clone(),
         );
-        let forced_new_clusters = Counter::default();
         r.register(
             "etcd_warden_forced_new_cluster",
             "Times this node restarted etcd as a new one-member cluster (--force-new-cluster)",
-            forced_new_clusters.clone(),
+            self.exec.forced_new_clusters.clone(),
         );
-        let archives = Counter::default();
         r.register(
             "etcd_warden_archives",
             "Member directories this daemon moved into the archive directory",
-            archives.clone(),
+            self.exec.archives.clone(),
         );
-        let db_size = Gauge::default();
+    }
+
+    /// What the local member's Status says: database size, version, alarms.
+    fn register_etcd(&self, r: &mut Registry) {
         r.register(
             "etcd_warden_etcd_db_size_bytes",
             "Size of the local member's backend database, from its last Status answer",
-            db_size.clone(),
+            self.db_size.clone(),
         );
-        let db_size_in_use = Gauge::default();
         r.register(
             "etcd_warden_etcd_db_size_in_use_bytes",
             "Bytes of the local member's backend in use (a defragment gives back the rest)",
-            db_size_in_use.clone(),
+            self.db_size_in_use.clone(),
         );
-        let etcd_version = Family::<EtcdVersionLabel, Gauge>::default();
         r.register(
             "etcd_warden_etcd_version",
             "The local member's etcd version (1 for the version of its last Status answer)",
-            etcd_version.clone(),
+            self.etcd_version.clone(),
         );
-        let alarms = Family::<AlarmLabel, Gauge>::default();
         for alarm in ALARMS {
-            let _ = alarms.get_or_create(&AlarmLabel { alarm });
+            let _ = self.alarms.get_or_create(&AlarmLabel { alarm });
         }
         r.register(
             "etcd_warden_etcd_alarm",
             "1 while etcd reports this alarm (NOSPACE: writes refused until compaction, defragment and `etcd-warden etcdctl alarm disarm`)",
-            alarms.clone(),
+            self.alarms.clone(),
         );
-        let defrag = DefragMetrics::default();
+    }
+
+    /// The defragmentation policy's runs.
+    fn register_defrag(&self, r: &mut Registry) {
+        let defrag = &self.defrag;
         for result in ["success", "failure"] {
             let _ = defrag.runs.get_or_create(&ResultLabel { result });
         }
@@ -351,34 +400,6 @@ impl Metrics {
             "Defragments of the local member by this daemon, by result",
             defrag.runs.clone(),
         );
-        Metrics {
-            registry: r,
-            defrag,
-            exec: ExecCounters {
-                forced_new_clusters,
-                archives,
-            },
-            db_size,
-            db_size_in_use,
-            etcd_version,
-            alarms,
-            role_now: AtomicI64::new(Role::None as i64),
-            failover_now: AtomicI64::new(-1),
-            role,
-            failover_state,
-            quorum,
-            etcd_up,
-            leader_changes,
-            restarts,
-            unexpected_exits,
-            probe_failures,
-            hangs,
-            hung,
-            report_cycles,
-            report_skipped,
-            report_last_success,
-            actions,
-        }
     }
 
     /// Record the last observation of the local member.

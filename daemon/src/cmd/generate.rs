@@ -258,25 +258,43 @@ pub(crate) fn render_ocf_man(xml: &str, provider: &str) -> anyhow::Result<OcfPag
     let doc = roxmltree::Document::parse_with_options(xml, opts)
         .context("the meta-data is not well-formed XML")?;
     let ra = doc.root_element();
+    let agent = agent_name(ra)?;
+    if provider.is_empty() || provider.contains(['/', ' ']) {
+        bail!("bad OCF provider name {provider:?}");
+    }
+    let name = format!("ocf_{provider}_{agent}");
+    let mut t = String::with_capacity(4096);
+    write_ocf_head(&mut t, ra, &name, provider, agent);
+    write_ocf_parameters(&mut t, ra)?;
+    write_ocf_actions(&mut t, ra)?;
+    write_ocf_tail(&mut t);
+    Ok(OcfPage { name, text: t })
+}
+
+/// The agent's name, from a `<resource-agent>` root element.
+fn agent_name<'a>(ra: roxmltree::Node<'a, '_>) -> anyhow::Result<&'a str> {
     if ra.tag_name().name() != "resource-agent" {
         bail!(
             "the meta-data's root element is <{}>, expected <resource-agent>",
             ra.tag_name().name()
         );
     }
-    let agent = ra
-        .attribute("name")
+    ra.attribute("name")
         .filter(|n| !n.is_empty())
-        .context("<resource-agent> has no name attribute")?;
-    if provider.is_empty() || provider.contains(['/', ' ']) {
-        bail!("bad OCF provider name {provider:?}");
-    }
-    let name = format!("ocf_{provider}_{agent}");
+        .context("<resource-agent> has no name attribute")
+}
+
+/// The page's title line and its NAME, SYNOPSIS and DESCRIPTION sections.
+fn write_ocf_head(
+    t: &mut String,
+    ra: roxmltree::Node<'_, '_>,
+    name: &str,
+    provider: &str,
+    agent: &str,
+) {
     let version = ra.attribute("version").unwrap_or("");
     let shortdesc = child_text(ra, "shortdesc").unwrap_or_default();
     let longdesc = child_text(ra, "longdesc").unwrap_or_default();
-
-    let mut t = String::with_capacity(4096);
     let _ = writeln!(
         t,
         ".TH {} 7 \"{}\" \"{}\" \"OCF resource agents\"",
@@ -285,7 +303,7 @@ pub(crate) fn render_ocf_man(xml: &str, provider: &str) -> anyhow::Result<OcfPag
         quoted_arg(format!("{provider} {version}").trim()),
     );
     t.push_str(".SH NAME\n");
-    let _ = writeln!(t, "{} \\- {}", escape(&name), escape(&shortdesc));
+    let _ = writeln!(t, "{} \\- {}", escape(name), escape(&shortdesc));
     t.push_str(".SH SYNOPSIS\n");
     let _ = writeln!(
         t,
@@ -295,7 +313,11 @@ pub(crate) fn render_ocf_man(xml: &str, provider: &str) -> anyhow::Result<OcfPag
     );
     t.push_str(".SH DESCRIPTION\n");
     let _ = writeln!(t, "{}", escape(&longdesc));
+}
 
+/// The PARAMETERS section: each parameter with its type, whether it is
+/// required or unique, its default, and its descriptions.
+fn write_ocf_parameters(t: &mut String, ra: roxmltree::Node<'_, '_>) -> anyhow::Result<()> {
     t.push_str(".SH PARAMETERS\n");
     let params: Vec<_> = ra
         .children()
@@ -309,28 +331,12 @@ pub(crate) fn render_ocf_man(xml: &str, provider: &str) -> anyhow::Result<OcfPag
         let pname = p
             .attribute("name")
             .context("a <parameter> has no name attribute")?;
-        let content = p.children().find(|c| c.has_tag_name("content"));
-        let kind = content
-            .and_then(|c| c.attribute("type"))
-            .unwrap_or("string");
-        let default = content.and_then(|c| c.attribute("default"));
-        let mut facts = vec![kind.to_string()];
-        if p.attribute("required") == Some("1") {
-            facts.push("required".into());
-        }
-        if p.attribute("unique") == Some("1") {
-            facts.push("unique".into());
-        }
-        match default {
-            Some(d) if !d.is_empty() => facts.push(format!("default: {d}")),
-            _ => facts.push("no default".into()),
-        }
         t.push_str(".TP\n");
         let _ = writeln!(
             t,
             "\\fB{}\\fR ({})",
             escape(pname),
-            escape(&facts.join(", "))
+            escape(&parameter_facts(p).join(", "))
         );
         if let Some(s) = child_text(p, "shortdesc") {
             let _ = writeln!(t, "{}", escape(&sentence(&s)));
@@ -340,7 +346,32 @@ pub(crate) fn render_ocf_man(xml: &str, provider: &str) -> anyhow::Result<OcfPag
             let _ = writeln!(t, "{}", escape(&l));
         }
     }
+    Ok(())
+}
 
+/// A parameter's type, whether it is required or unique, and its default.
+fn parameter_facts(p: roxmltree::Node<'_, '_>) -> Vec<String> {
+    let content = p.children().find(|c| c.has_tag_name("content"));
+    let kind = content
+        .and_then(|c| c.attribute("type"))
+        .unwrap_or("string");
+    let default = content.and_then(|c| c.attribute("default"));
+    let mut facts = vec![kind.to_string()];
+    if p.attribute("required") == Some("1") {
+        facts.push("required".into());
+    }
+    if p.attribute("unique") == Some("1") {
+        facts.push("unique".into());
+    }
+    match default {
+        Some(d) if !d.is_empty() => facts.push(format!("default: {d}")),
+        _ => facts.push("no default".into()),
+    }
+    facts
+}
+
+/// The ACTIONS section: each action with its declared defaults.
+fn write_ocf_actions(t: &mut String, ra: roxmltree::Node<'_, '_>) -> anyhow::Result<()> {
     t.push_str(".SH ACTIONS\n");
     let actions: Vec<_> = ra
         .children()
@@ -370,7 +401,11 @@ pub(crate) fn render_ocf_man(xml: &str, provider: &str) -> anyhow::Result<OcfPag
             })
         );
     }
+    Ok(())
+}
 
+/// The CONFIGURATION and SEE ALSO sections.
+fn write_ocf_tail(t: &mut String) {
     t.push_str(".SH CONFIGURATION\n");
     let _ = writeln!(
         t,
@@ -386,7 +421,6 @@ pub(crate) fn render_ocf_man(xml: &str, provider: &str) -> anyhow::Result<OcfPag
         t,
         "\\fB{BIN}\\fR(8), \\fB{BIN}\\-pcs\\-config\\fR(8), \\fBcrm_resource\\fR(8), \\fBpcs\\fR(8)"
     );
-    Ok(OcfPage { name, text: t })
 }
 
 /// The whitespace-normalised text of `node`'s first `tag` child.

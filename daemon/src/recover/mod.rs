@@ -184,188 +184,231 @@ pub(crate) fn plan(
     etcd: &LocalEtcd,
 ) -> anyhow::Result<Plan> {
     let node = req.node.as_str();
-    let must_be_me = |verb: &str| -> anyhow::Result<()> {
-        if node != me {
-            bail!("{verb} acts on the node whose data is used: run it on {node}, not on {me}");
-        }
-        Ok(())
-    };
-    Ok(match req.what {
+    match req.what {
         RecoverWhat::ForceNewCluster => {
-            must_be_me("force-new-cluster")?;
-            if !paths.has_data() {
-                bail!(
-                    "{me} has no etcd data in {}: nothing to force a cluster from",
-                    paths.data_dir.display()
-                );
-            }
-            let st = paths.read_state()?;
-            if learners_data(&st, me) {
-                if !etcd.forces {
-                    bail!(
-                        "{me}'s data is a learner's, and this cluster's topology never forces a new cluster: its majority decides, and its leader promotes the learner once it is in sync"
-                    );
-                }
-                return learner_plan(me, paths, etcd, &st);
-            }
-            Plan {
-                action: RecoverAction::MarkInSync,
-                describe: vec![
-                    format!("mark {me}'s data as holding every acknowledged write for this boot ({})", paths.run_dir.join("in-sync").display()),
-                    "let the daemon force a new one-member cluster from it once Pacemaker shows the peer down, or once the peer's daemon says it holds no data (its data gone, or a new or replaced machine with neither data nor a state file), or that its data shows its own removal committed (a leave the local member's persisted commit index predates)".into(),
-                    "after a total outage Corosync holds quorum back until the peer was seen (wait_for_all): if the peer stays off, lift that yourself with `pcs quorum unblock`, so that Pacemaker fences the peer and starts etcd here".into(),
-                    format!(
-                        "the forced restart holds clients off until it has moved the revision on by {} and compacted the history below: the writes only the peer holds are lost, and their revisions are not handed out again unless the peer acknowledged more than that many since this data's last write",
-                        UNKNOWN_LOSS_REVISIONS
-                    ),
-                    "the peer, when it returns, archives its data and rejoins as a learner".into(),
-                ],
-                needs_etcd_stopped: false,
-                stops_etcd: false,
-            }
+            must_be_me("force-new-cluster", node, me)?;
+            force_new_cluster_plan(me, paths, etcd)
         }
-        RecoverWhat::KeepDataOf if node == me => {
-            let st = paths.read_state()?;
-            Plan {
-                action: RecoverAction::RaiseEpoch,
-                describe: vec![format!(
-                    "raise the epoch of {me}'s data from {} to {} in {}, so that the other node's data is stale and is archived",
-                    st.epoch,
-                    st.may_hold_epoch() + 1,
-                    paths.state_file.display()
-                )],
-                needs_etcd_stopped: false,
-                stops_etcd: false,
-            }
-        }
-        RecoverWhat::KeepDataOf => {
-            if !paths.has_data() {
-                bail!(
-                    "{me} has no etcd data in {}: nothing to archive",
-                    paths.data_dir.display()
-                );
-            }
-            Plan {
-                action: RecoverAction::Archive,
-                describe: vec![format!(
-                    "move {me}'s member directory {} into {} (with its SHA-256; nothing deleted), so that {me} rejoins {node}'s cluster as a learner",
-                    paths.member_dir().display(),
-                    paths.archive_dir.display()
-                )],
-                needs_etcd_stopped: true,
-                stops_etcd: false,
-            }
-        }
+        RecoverWhat::KeepDataOf if node == me => raise_epoch_plan(me, paths),
+        RecoverWhat::KeepDataOf => archive_plan(node, me, paths),
         RecoverWhat::RestoreArchive => {
-            must_be_me("restore-archive")?;
-            if paths.has_data() {
-                bail!(
-                    "{me} already has data in {}: archive it first (keep-data-of)",
-                    paths.member_dir().display()
-                );
-            }
-            let st = paths.read_state()?;
-            let src = match &req.archive {
-                Some(a) => a.clone(),
-                None => paths
-                    .newest_archive(st.cluster_id)
-                    .map(|a| a.path)
-                    .with_context(|| format!("no archive in {}", paths.archive_dir.display()))?,
-            };
-            if !src.join("member").is_dir() {
-                bail!("{} holds no member directory", src.display());
-            }
-            let held = Held::of(&src);
-            if !req.allow_older_epoch {
-                no_older_epoch(&src, &held, &st, &paths.state_file)?;
-            }
-            let archived = archived_state(&src);
-            if let Some(a) = archived.as_ref().filter(|a| runs_not_alone(a, me)) {
-                return archived_learner_plan(me, paths, etcd, &src, &held, a);
-            }
-            let then = after_restore_of(archived.as_ref(), me, etcd.forces);
-            let raise_epoch = (held.epoch < st.may_hold_epoch())
-                .then(|| highest_epoch(paths).map(|e| e + 1))
-                .transpose()?;
-            // A member directory without a log (a join or reseed that
-            // received no data) is not data, but it is in the way.
-            let leftover = paths.member_dir().exists().then(|| {
-                format!(
-                    "move {} (no write-ahead log: a join that received no data) into {} first (nothing deleted)",
-                    paths.member_dir().display(),
-                    paths.archive_dir.display()
-                )
-            });
-            Plan {
-                describe: leftover
-                    .into_iter()
-                    .chain([format!(
-                        "move {} ({}) back to {} and restore its state file",
-                        src.join("member").display(),
-                        describe_held(&held),
-                        paths.member_dir().display()
-                    )])
-                    .chain(raise_epoch.map(|e| {
-                        format!(
-                            "give the restored data epoch {e} (above every epoch known here): its own, {}, is older than the {} that {} names, whose data --allow-older-epoch says is gone, and would make it look stale",
-                            held.epoch,
-                            st.may_hold_epoch(),
-                            paths.state_file.display()
-                        )
-                    }))
-                    .chain(restore_archive_follow_up(me, then))
-                    .collect(),
-                action: RecoverAction::Restore {
-                    archive: src,
-                    then,
-                    raise_epoch,
-                    owner: etcd.owner,
-                },
-                needs_etcd_stopped: true,
-                stops_etcd: false,
-            }
+            must_be_me("restore-archive", node, me)?;
+            restore_archive_plan(req, me, paths, etcd)
         }
         RecoverWhat::RestoreSnapshot => {
             let snapshot = req
                 .snapshot
                 .as_ref()
                 .context("restore-snapshot needs the snapshot file")?;
-            must_be_me("restore-snapshot")?;
-            let size = crate::snapshot_file::verify_file(snapshot)?;
-            if etcd.peer_urls.is_empty() {
-                bail!("{me} has no peer URLs in the configuration");
-            }
-            let restore = new_restore(RestoreSource::Snapshot(snapshot.clone()), me, paths, etcd)?;
-            let epoch = restore.epoch;
-            let archive = restore.archive_first.then(|| {
-                format!(
-                    "move {me}'s member directory {} into {} (with its SHA-256; nothing deleted)",
-                    paths.member_dir().display(),
-                    paths.archive_dir.display()
-                )
-            });
-            Plan {
-                describe: archive.into_iter().chain([
-                    format!(
-                        "restore {} ({size} bytes, checksum verified) with {} into {} as a new one-member cluster of {me} (peer URLs {}, cluster token {})",
-                        snapshot.display(),
-                        restore.tool.path().display(),
-                        paths.member_dir().display(),
-                        restore.peer_urls.join(","),
-                        restore.token
-                    ),
-                    restore.revision.describe(),
-                    format!(
-                        "write {} with epoch {epoch} (above every epoch known here), so that the other node's data is stale: it is archived (not deleted) when that node rejoins, as a learner",
-                        paths.state_file.display()
-                    ),
-                    "every write made after the snapshot was taken is lost; start etcd afterwards (`pcs resource clear <etcd clone> <node>`, with crmsh `crm resource clear <etcd clone> <node>`)".into(),
-                ]).collect(),
-                action: RecoverAction::RestoreSnapshot(restore),
-                needs_etcd_stopped: true,
-                stops_etcd: false,
-            }
+            must_be_me("restore-snapshot", node, me)?;
+            restore_snapshot_plan(snapshot, me, paths, etcd)
         }
+    }
+}
+
+/// A resolution that acts on the node whose data is used runs there.
+fn must_be_me(verb: &str, node: &str, me: &str) -> anyhow::Result<()> {
+    if node != me {
+        bail!("{verb} acts on the node whose data is used: run it on {node}, not on {me}");
+    }
+    Ok(())
+}
+
+/// `force-new-cluster` on this node: mark its data in sync, so that the
+/// daemon forces from it once the peer is proven down; a learner's data
+/// takes its own plan.
+fn force_new_cluster_plan(me: &str, paths: &LocalPaths, etcd: &LocalEtcd) -> anyhow::Result<Plan> {
+    if !paths.has_data() {
+        bail!(
+            "{me} has no etcd data in {}: nothing to force a cluster from",
+            paths.data_dir.display()
+        );
+    }
+    let st = paths.read_state()?;
+    if learners_data(&st, me) {
+        if !etcd.forces {
+            bail!(
+                "{me}'s data is a learner's, and this cluster's topology never forces a new cluster: its majority decides, and its leader promotes the learner once it is in sync"
+            );
+        }
+        return learner_plan(me, paths, etcd, &st);
+    }
+    Ok(Plan {
+        action: RecoverAction::MarkInSync,
+        describe: vec![
+            format!("mark {me}'s data as holding every acknowledged write for this boot ({})", paths.run_dir.join("in-sync").display()),
+            "let the daemon force a new one-member cluster from it once Pacemaker shows the peer down, or once the peer's daemon says it holds no data (its data gone, or a new or replaced machine with neither data nor a state file), or that its data shows its own removal committed (a leave the local member's persisted commit index predates)".into(),
+            "after a total outage Corosync holds quorum back until the peer was seen (wait_for_all): if the peer stays off, lift that yourself with `pcs quorum unblock`, so that Pacemaker fences the peer and starts etcd here".into(),
+            format!(
+                "the forced restart holds clients off until it has moved the revision on by {} and compacted the history below: the writes only the peer holds are lost, and their revisions are not handed out again unless the peer acknowledged more than that many since this data's last write",
+                UNKNOWN_LOSS_REVISIONS
+            ),
+            "the peer, when it returns, archives its data and rejoins as a learner".into(),
+        ],
+        needs_etcd_stopped: false,
+        stops_etcd: false,
+    })
+}
+
+/// `keep-data-of` this node: raise its data's epoch above the other's.
+fn raise_epoch_plan(me: &str, paths: &LocalPaths) -> anyhow::Result<Plan> {
+    let st = paths.read_state()?;
+    Ok(Plan {
+        action: RecoverAction::RaiseEpoch,
+        describe: vec![format!(
+            "raise the epoch of {me}'s data from {} to {} in {}, so that the other node's data is stale and is archived",
+            st.epoch,
+            st.may_hold_epoch() + 1,
+            paths.state_file.display()
+        )],
+        needs_etcd_stopped: false,
+        stops_etcd: false,
+    })
+}
+
+/// `keep-data-of` another node: archive this node's data, so that it
+/// rejoins `node`'s cluster.
+fn archive_plan(node: &str, me: &str, paths: &LocalPaths) -> anyhow::Result<Plan> {
+    if !paths.has_data() {
+        bail!(
+            "{me} has no etcd data in {}: nothing to archive",
+            paths.data_dir.display()
+        );
+    }
+    Ok(Plan {
+        action: RecoverAction::Archive,
+        describe: vec![format!(
+            "move {me}'s member directory {} into {} (with its SHA-256; nothing deleted), so that {me} rejoins {node}'s cluster as a learner",
+            paths.member_dir().display(),
+            paths.archive_dir.display()
+        )],
+        needs_etcd_stopped: true,
+        stops_etcd: false,
+    })
+}
+
+/// `restore-archive`: move an archived member directory back (the newest
+/// of this data's cluster unless one is named).
+fn restore_archive_plan(
+    req: &RecoverRequest,
+    me: &str,
+    paths: &LocalPaths,
+    etcd: &LocalEtcd,
+) -> anyhow::Result<Plan> {
+    if paths.has_data() {
+        bail!(
+            "{me} already has data in {}: archive it first (keep-data-of)",
+            paths.member_dir().display()
+        );
+    }
+    let st = paths.read_state()?;
+    let src = match &req.archive {
+        Some(a) => a.clone(),
+        None => paths
+            .newest_archive(st.cluster_id)
+            .map(|a| a.path)
+            .with_context(|| format!("no archive in {}", paths.archive_dir.display()))?,
+    };
+    if !src.join("member").is_dir() {
+        bail!("{} holds no member directory", src.display());
+    }
+    let held = Held::of(&src);
+    if !req.allow_older_epoch {
+        no_older_epoch(&src, &held, &st, &paths.state_file)?;
+    }
+    let archived = archived_state(&src);
+    if let Some(a) = archived.as_ref().filter(|a| runs_not_alone(a, me)) {
+        return archived_learner_plan(me, paths, etcd, &src, &held, a);
+    }
+    let then = after_restore_of(archived.as_ref(), me, etcd.forces);
+    let raise_epoch = (held.epoch < st.may_hold_epoch())
+        .then(|| highest_epoch(paths).map(|e| e + 1))
+        .transpose()?;
+    // A member directory without a log (a join or reseed that
+    // received no data) is not data, but it is in the way.
+    let leftover = paths.member_dir().exists().then(|| {
+        format!(
+            "move {} (no write-ahead log: a join that received no data) into {} first (nothing deleted)",
+            paths.member_dir().display(),
+            paths.archive_dir.display()
+        )
+    });
+    Ok(Plan {
+        describe: leftover
+            .into_iter()
+            .chain([format!(
+                "move {} ({}) back to {} and restore its state file",
+                src.join("member").display(),
+                describe_held(&held),
+                paths.member_dir().display()
+            )])
+            .chain(raise_epoch.map(|e| {
+                format!(
+                    "give the restored data epoch {e} (above every epoch known here): its own, {}, is older than the {} that {} names, whose data --allow-older-epoch says is gone, and would make it look stale",
+                    held.epoch,
+                    st.may_hold_epoch(),
+                    paths.state_file.display()
+                )
+            }))
+            .chain(restore_archive_follow_up(me, then))
+            .collect(),
+        action: RecoverAction::Restore {
+            archive: src,
+            then,
+            raise_epoch,
+            owner: etcd.owner,
+        },
+        needs_etcd_stopped: true,
+        stops_etcd: false,
+    })
+}
+
+/// `restore-snapshot`: restore a snapshot file as a new one-member
+/// cluster of this node, archiving any data it holds first.
+fn restore_snapshot_plan(
+    snapshot: &Path,
+    me: &str,
+    paths: &LocalPaths,
+    etcd: &LocalEtcd,
+) -> anyhow::Result<Plan> {
+    let size = crate::snapshot_file::verify_file(snapshot)?;
+    if etcd.peer_urls.is_empty() {
+        bail!("{me} has no peer URLs in the configuration");
+    }
+    let restore = new_restore(
+        RestoreSource::Snapshot(snapshot.to_path_buf()),
+        me,
+        paths,
+        etcd,
+    )?;
+    let epoch = restore.epoch;
+    let archive = restore.archive_first.then(|| {
+        format!(
+            "move {me}'s member directory {} into {} (with its SHA-256; nothing deleted)",
+            paths.member_dir().display(),
+            paths.archive_dir.display()
+        )
+    });
+    Ok(Plan {
+        describe: archive.into_iter().chain([
+            format!(
+                "restore {} ({size} bytes, checksum verified) with {} into {} as a new one-member cluster of {me} (peer URLs {}, cluster token {})",
+                snapshot.display(),
+                restore.tool.path().display(),
+                paths.member_dir().display(),
+                restore.peer_urls.join(","),
+                restore.token
+            ),
+            restore.revision.describe(),
+            format!(
+                "write {} with epoch {epoch} (above every epoch known here), so that the other node's data is stale: it is archived (not deleted) when that node rejoins, as a learner",
+                paths.state_file.display()
+            ),
+            "every write made after the snapshot was taken is lost; start etcd afterwards (`pcs resource clear <etcd clone> <node>`, with crmsh `crm resource clear <etcd clone> <node>`)".into(),
+        ]).collect(),
+        action: RecoverAction::RestoreSnapshot(restore),
+        needs_etcd_stopped: true,
+        stops_etcd: false,
     })
 }
 

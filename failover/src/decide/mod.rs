@@ -57,6 +57,7 @@ mod policy;
 mod proof;
 mod running;
 mod two_node;
+mod without_data;
 
 pub(crate) use policy::{Policy, Sound};
 pub use proof::{

@@ -121,128 +121,16 @@ impl Plan {
     /// Checks the arguments and builds the plan. Every error names the
     /// offending option and value.
     pub(crate) fn build(a: &ClusterArgs) -> anyhow::Result<Plan> {
-        if a.nodes.is_empty() {
-            bail!("at least one --node NAME=ADDRESS is needed");
-        }
-        let mut names = BTreeSet::new();
-        let mut addrs = BTreeSet::new();
-        for n in &a.nodes {
-            if !names.insert(n.name.as_str()) {
-                bail!("--node {}: the node is given twice", n.name);
-            }
-            if !addrs.insert(n.addr) {
-                bail!(
-                    "--node {}={}: the address is given to two nodes",
-                    n.name,
-                    n.addr
-                );
-            }
-        }
-        check_id("--resource-id", &a.resource_id)?;
-        let clone_id = a
-            .clone_id
-            .clone()
-            .unwrap_or_else(|| format!("{}-clone", a.resource_id));
-        check_id("--clone-id", &clone_id)?;
-        if clone_id == a.resource_id {
-            bail!("--clone-id {clone_id}: must differ from --resource-id");
-        }
-        for id in &a.after {
-            check_id("--after", id)?;
-            if *id == clone_id || *id == a.resource_id {
-                bail!("--after {id}: etcd cannot start after itself");
-            }
-        }
-        if a.fence_agent.is_empty()
-            || !a
-                .fence_agent
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
-            bail!(
-                "--fence-agent {:?}: expected the name of a fence agent, e.g. fence_redfish",
-                a.fence_agent
-            );
-        }
-        let socket = match &a.socket {
-            Some(p) => {
-                let s = p
-                    .to_str()
-                    .with_context(|| format!("--socket {}: not UTF-8", p.display()))?;
-                if !p.is_absolute() {
-                    bail!("--socket {s}: must be an absolute path");
-                }
-                Some(s.to_string())
-            }
-            None => None,
-        };
-        let alert_path = a
-            .alert_path
-            .to_str()
-            .with_context(|| format!("--alert-path {}: not UTF-8", a.alert_path.display()))?;
-        if !a.alert_path.is_absolute() {
-            bail!("--alert-path {alert_path}: must be an absolute path");
-        }
-        for kv in a
-            .fence_options
-            .iter()
-            .chain(a.fence_node_options.iter().map(|n| &n.kv))
-        {
-            if kv.key == "pcmk_host_list" || kv.key == "pcmk_host_map" {
-                bail!(
-                    "fence option {}: etcd-warden sets the targets itself (one device per node)",
-                    kv.key
-                );
-            }
-        }
-        for n in &a.fence_node_options {
-            if !names.contains(n.node.as_str()) {
-                bail!(
-                    "--fence-node-option {}:{}={}: {} is not a --node",
-                    n.node,
-                    n.kv.key,
-                    n.kv.value,
-                    n.node
-                );
-            }
-        }
+        let names = check_nodes(a)?;
+        let clone_id = check_ids(a)?;
+        check_fence_agent(&a.fence_agent)?;
+        let socket = socket(a)?;
+        let alert_path = alert_path(a)?;
+        check_fence_options(a, &names)?;
         let two_node = a.nodes.len() == 2;
-        let survivor = match &a.survivor {
-            Some(s) if !names.contains(s.as_str()) => {
-                bail!("--survivor {s}: not one of the --node names")
-            }
-            Some(_) if !two_node => {
-                bail!("--survivor: only meaningful for exactly two nodes")
-            }
-            Some(s) => s.clone(),
-            None => a.nodes[0].name.clone(),
-        };
+        let survivor = survivor(a, &names, two_node)?;
         let delay = parse_delay(&a.fence_delay)?;
-
-        let fence = a
-            .nodes
-            .iter()
-            .map(|n| {
-                let mut params = vec![("pcmk_host_list".to_string(), n.name.clone())];
-                // Only a two-node cluster has a fence race: with three or
-                // more, quorum decides who may fence.
-                if two_node && n.name == survivor {
-                    params.push(("pcmk_delay_base".to_string(), delay.clone()));
-                }
-                for kv in &a.fence_options {
-                    set(&mut params, &kv.key, &kv.value);
-                }
-                for o in a.fence_node_options.iter().filter(|o| o.node == n.name) {
-                    set(&mut params, &o.kv.key, &o.kv.value);
-                }
-                FenceDevice {
-                    id: format!("fence-{}", n.name),
-                    target: n.name.clone(),
-                    agent: a.fence_agent.clone(),
-                    params,
-                }
-            })
-            .collect();
+        let fence = fence_devices(a, two_node, &survivor, &delay);
 
         Ok(Plan {
             properties: vec![("stonith-enabled", "true"), ("no-quorum-policy", "stop")],
@@ -262,6 +150,159 @@ impl Plan {
             corosync_token_ms: a.corosync_token,
         })
     }
+}
+
+/// The node names, once at least one node is given and no name or address
+/// is given twice.
+fn check_nodes(a: &ClusterArgs) -> anyhow::Result<BTreeSet<&str>> {
+    if a.nodes.is_empty() {
+        bail!("at least one --node NAME=ADDRESS is needed");
+    }
+    let mut names = BTreeSet::new();
+    let mut addrs = BTreeSet::new();
+    for n in &a.nodes {
+        if !names.insert(n.name.as_str()) {
+            bail!("--node {}: the node is given twice", n.name);
+        }
+        if !addrs.insert(n.addr) {
+            bail!(
+                "--node {}={}: the address is given to two nodes",
+                n.name,
+                n.addr
+            );
+        }
+    }
+    Ok(names)
+}
+
+/// The clone's id, once it, the resource's id and every `--after` id are
+/// valid and distinct where they must be.
+fn check_ids(a: &ClusterArgs) -> anyhow::Result<String> {
+    check_id("--resource-id", &a.resource_id)?;
+    let clone_id = a
+        .clone_id
+        .clone()
+        .unwrap_or_else(|| format!("{}-clone", a.resource_id));
+    check_id("--clone-id", &clone_id)?;
+    if clone_id == a.resource_id {
+        bail!("--clone-id {clone_id}: must differ from --resource-id");
+    }
+    for id in &a.after {
+        check_id("--after", id)?;
+        if *id == clone_id || *id == a.resource_id {
+            bail!("--after {id}: etcd cannot start after itself");
+        }
+    }
+    Ok(clone_id)
+}
+
+/// `--fence-agent` names a fence agent: letters, digits, `_` and `-`.
+fn check_fence_agent(agent: &str) -> anyhow::Result<()> {
+    if agent.is_empty()
+        || !agent
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        bail!("--fence-agent {agent:?}: expected the name of a fence agent, e.g. fence_redfish");
+    }
+    Ok(())
+}
+
+/// `--socket`, when given: an absolute UTF-8 path.
+fn socket(a: &ClusterArgs) -> anyhow::Result<Option<String>> {
+    let Some(p) = &a.socket else {
+        return Ok(None);
+    };
+    let s = p
+        .to_str()
+        .with_context(|| format!("--socket {}: not UTF-8", p.display()))?;
+    if !p.is_absolute() {
+        bail!("--socket {s}: must be an absolute path");
+    }
+    Ok(Some(s.to_string()))
+}
+
+/// `--alert-path`: an absolute UTF-8 path.
+fn alert_path(a: &ClusterArgs) -> anyhow::Result<&str> {
+    let alert_path = a
+        .alert_path
+        .to_str()
+        .with_context(|| format!("--alert-path {}: not UTF-8", a.alert_path.display()))?;
+    if !a.alert_path.is_absolute() {
+        bail!("--alert-path {alert_path}: must be an absolute path");
+    }
+    Ok(alert_path)
+}
+
+/// No fence option sets the targets (etcd-warden does, one device per
+/// node), and every per-node option names a `--node`.
+fn check_fence_options(a: &ClusterArgs, names: &BTreeSet<&str>) -> anyhow::Result<()> {
+    for kv in a
+        .fence_options
+        .iter()
+        .chain(a.fence_node_options.iter().map(|n| &n.kv))
+    {
+        if kv.key == "pcmk_host_list" || kv.key == "pcmk_host_map" {
+            bail!(
+                "fence option {}: etcd-warden sets the targets itself (one device per node)",
+                kv.key
+            );
+        }
+    }
+    for n in &a.fence_node_options {
+        if !names.contains(n.node.as_str()) {
+            bail!(
+                "--fence-node-option {}:{}={}: {} is not a --node",
+                n.node,
+                n.kv.key,
+                n.kv.value,
+                n.node
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The node that wins fence races: `--survivor` (only for two nodes), else
+/// the first node.
+fn survivor(a: &ClusterArgs, names: &BTreeSet<&str>, two_node: bool) -> anyhow::Result<String> {
+    match &a.survivor {
+        Some(s) if !names.contains(s.as_str()) => {
+            bail!("--survivor {s}: not one of the --node names")
+        }
+        Some(_) if !two_node => {
+            bail!("--survivor: only meaningful for exactly two nodes")
+        }
+        Some(s) => Ok(s.clone()),
+        None => Ok(a.nodes[0].name.clone()),
+    }
+}
+
+/// One fence device per node, the survivor's with the fence delay.
+fn fence_devices(a: &ClusterArgs, two_node: bool, survivor: &str, delay: &str) -> Vec<FenceDevice> {
+    a.nodes
+        .iter()
+        .map(|n| {
+            let mut params = vec![("pcmk_host_list".to_string(), n.name.clone())];
+            // Only a two-node cluster has a fence race: with three or
+            // more, quorum decides who may fence.
+            if two_node && n.name == survivor {
+                params.push(("pcmk_delay_base".to_string(), delay.to_string()));
+            }
+            for kv in &a.fence_options {
+                set(&mut params, &kv.key, &kv.value);
+            }
+            for o in a.fence_node_options.iter().filter(|o| o.node == n.name) {
+                set(&mut params, &o.kv.key, &o.kv.value);
+            }
+            FenceDevice {
+                id: format!("fence-{}", n.name),
+                target: n.name.clone(),
+                agent: a.fence_agent.clone(),
+                params,
+            }
+        })
+        .collect()
 }
 
 /// Sets `key` in an ordered parameter list, replacing an earlier value.

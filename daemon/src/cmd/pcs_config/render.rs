@@ -314,6 +314,18 @@ pub(crate) fn render_xml(p: &Plan) -> String {
         &owned(&p.properties),
     );
     o.push_str("  </crm_config>\n  <resources>\n");
+    xml_fence_devices(&mut o, p);
+    xml_etcd_clone(&mut o, p);
+    o.push_str("  </resources>\n  <constraints>\n");
+    xml_constraints(&mut o, p);
+    o.push_str("  </constraints>\n  <alerts>\n");
+    xml_alert(&mut o, p);
+    o.push_str("</configuration>\n");
+    o
+}
+
+/// One stonith primitive per fence device, with its monitor.
+fn xml_fence_devices(o: &mut String, p: &Plan) {
     for d in &p.fence {
         let _ = writeln!(
             o,
@@ -322,7 +334,7 @@ pub(crate) fn render_xml(p: &Plan) -> String {
             xml_attr(&d.agent)
         );
         nvset(
-            &mut o,
+            o,
             "      ",
             "instance_attributes",
             &format!("{}-instance_attributes", d.id),
@@ -334,9 +346,13 @@ pub(crate) fn render_xml(p: &Plan) -> String {
             xml_attr(&d.id)
         );
     }
+}
+
+/// The clone of the etcd primitive, with its attributes and operations.
+fn xml_etcd_clone(o: &mut String, p: &Plan) {
     let _ = writeln!(o, "    <clone id=\"{}\">", xml_attr(&p.clone_id));
     nvset(
-        &mut o,
+        o,
         "      ",
         "meta_attributes",
         &format!("{}-meta_attributes", p.clone_id),
@@ -348,14 +364,14 @@ pub(crate) fn render_xml(p: &Plan) -> String {
         xml_attr(&p.resource_id)
     );
     nvset(
-        &mut o,
+        o,
         "        ",
         "instance_attributes",
         &format!("{}-instance_attributes", p.resource_id),
         &p.resource_params,
     );
     nvset(
-        &mut o,
+        o,
         "        ",
         "meta_attributes",
         &format!("{}-meta_attributes", p.resource_id),
@@ -363,31 +379,42 @@ pub(crate) fn render_xml(p: &Plan) -> String {
     );
     o.push_str("        <operations>\n");
     for op in ETCD_OPS {
-        let id = format!("{}-{}-interval-{}s", p.resource_id, op.name, op.interval_s);
-        let _ = write!(
-            o,
-            "          <op id=\"{}\" name=\"{}\" interval=\"{}s\" timeout=\"{}s\"",
-            xml_attr(&id),
-            op.name,
-            op.interval_s,
-            op.timeout_s
-        );
-        match op.depth {
-            None => o.push_str("/>\n"),
-            Some(d) => {
-                o.push_str(">\n");
-                nvset(
-                    &mut o,
-                    "            ",
-                    "instance_attributes",
-                    &format!("{id}-instance_attributes"),
-                    &[("OCF_CHECK_LEVEL".to_string(), d.to_string())],
-                );
-                o.push_str("          </op>\n");
-            }
+        xml_etcd_op(o, p, op);
+    }
+    o.push_str("        </operations>\n      </primitive>\n    </clone>\n");
+}
+
+/// One operation of the etcd primitive; a deep monitor carries its
+/// `OCF_CHECK_LEVEL`.
+fn xml_etcd_op(o: &mut String, p: &Plan, op: &Op) {
+    let id = format!("{}-{}-interval-{}s", p.resource_id, op.name, op.interval_s);
+    let _ = write!(
+        o,
+        "          <op id=\"{}\" name=\"{}\" interval=\"{}s\" timeout=\"{}s\"",
+        xml_attr(&id),
+        op.name,
+        op.interval_s,
+        op.timeout_s
+    );
+    match op.depth {
+        None => o.push_str("/>\n"),
+        Some(d) => {
+            o.push_str(">\n");
+            nvset(
+                o,
+                "            ",
+                "instance_attributes",
+                &format!("{id}-instance_attributes"),
+                &[("OCF_CHECK_LEVEL".to_string(), d.to_string())],
+            );
+            o.push_str("          </op>\n");
         }
     }
-    o.push_str("        </operations>\n      </primitive>\n    </clone>\n  </resources>\n  <constraints>\n");
+}
+
+/// Each fence device kept off its own target, and etcd ordered after and
+/// placed with every `--after` clone.
+fn xml_constraints(o: &mut String, p: &Plan) {
     for d in &p.fence {
         let _ = writeln!(
             o,
@@ -413,7 +440,10 @@ pub(crate) fn render_xml(p: &Plan) -> String {
             xml_attr(dep)
         );
     }
-    o.push_str("  </constraints>\n  <alerts>\n");
+}
+
+/// The alert that hands Pacemaker's events to the daemon's socket.
+fn xml_alert(o: &mut String, p: &Plan) {
     let _ = writeln!(
         o,
         "    <alert id=\"{}\" path=\"{}\">",
@@ -421,7 +451,7 @@ pub(crate) fn render_xml(p: &Plan) -> String {
         xml_attr(&p.alert_path)
     );
     nvset(
-        &mut o,
+        o,
         "      ",
         "meta_attributes",
         &format!("{}-meta_attributes", p.alert_id),
@@ -429,9 +459,8 @@ pub(crate) fn render_xml(p: &Plan) -> String {
     );
     let _ = writeln!(
         o,
-        "      <recipient id=\"{}-socket\" value=\"{}\"/>\n    </alert>\n  </alerts>\n</configuration>",
+        "      <recipient id=\"{}-socket\" value=\"{}\"/>\n    </alert>\n  </alerts>",
         xml_attr(&p.alert_id),
         xml_attr(&p.alert_recipient)
     );
-    o
 }

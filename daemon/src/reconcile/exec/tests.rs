@@ -4,13 +4,18 @@ use std::sync::Mutex;
 
 use warden_failover::{
     EtcdView, FenceEvent, FenceStatus, LocalData, LocalMarkers, NodeView, PacemakerView,
-    ResourceState, Stamp, Trigger,
+    ResourceState, Stamp, StartMode as Mode, Topology, Trigger,
 };
 
+use super::force::force_allowed;
+use super::membership::MEMBERSHIP_ATTEMPT;
+use super::start::{RESTART_ANSWER, initial_cluster};
 use super::*;
+use crate::etcd::conf::StartMode;
 use crate::etcd::raft_progress::{ProgressError, RaftProgress};
-use crate::etcd::{Member, MemberStatus};
+use crate::etcd::{EtcdError, Member, MemberStatus};
 use crate::pacemaker::PcmkError;
+use crate::reconcile::ports::PeerDown;
 use crate::reconcile::ports::{EtcdReads, Probe};
 use crate::supervise::ProcState;
 
