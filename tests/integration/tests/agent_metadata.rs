@@ -179,10 +179,18 @@ fn validate_all_names_the_bad_parameter_with_rc_6() {
 /// Runs the agent's `action` in a network namespace of its own (`unshare
 /// --net`), so that the etcd processes it looks for are only those the test
 /// puts there: with `fake_etcd`, a copy of `sleep` named `etcd` runs beside
-/// it and is ended by its PID afterwards. `daemon_wait` is 1 s.
+/// it and is ended by its PID afterwards; the agent runs once that copy
+/// shows as `etcd` in /proc (a forked shell is `sh` until it has exec'd,
+/// and a loaded machine may run the agent first). `daemon_wait` is 1 s.
 fn in_own_netns(agent: &Path, action: &str, socket: &Path, fake_etcd: Option<&Path>) -> Output {
     let script = r#"
-        if [ -n "$FAKE_ETCD" ]; then "$FAKE_ETCD" 60 & fake=$!; fi
+        if [ -n "$FAKE_ETCD" ]; then
+            "$FAKE_ETCD" 60 & fake=$!
+            i=0
+            while [ "$(cat /proc/$fake/comm 2>/dev/null)" != etcd ] && [ $i -lt 500 ]; do
+                sleep 0.01; i=$((i + 1))
+            done
+        fi
         "$@"; rc=$?
         if [ -n "$fake" ]; then kill "$fake"; wait "$fake" 2>/dev/null; fi
         exit $rc"#;
