@@ -103,6 +103,12 @@ fn daemon_cycle(dir: &Path) -> Cycle {
         r#"node_name = "master-0"
 topology = "two-node"
 
+[paths]
+state_dir = {state:?}
+
+[etcd]
+data_dir = {data:?}
+
 [report]
 path = {out:?}
 cib_file = {cib:?}
@@ -118,6 +124,8 @@ name = "master-1"
 peer_urls = ["http://192.0.2.11:2380"]
 client_urls = ["http://192.0.2.11:2379"]
 "#,
+        state = dir.join("state"),
+        data = dir.join("data"),
         out = dir.join("daemon-report.json"),
         cib = dir.join("cib.xml"),
         conf = dir.join("corosync.conf"),
