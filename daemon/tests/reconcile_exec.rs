@@ -224,7 +224,7 @@ fn force_archive_rejoin_promote_on_real_etcd() {
     let a = node(dir.path(), "a", ports);
     let b = node(dir.path(), "b", ports);
     rt.block_on(async {
-        // S1: both start New (no data anywhere) and form one cluster.
+        // the fresh-bootstrap scenario: both start New (no data anywhere) and form one cluster.
         let start = [Step::StartEtcd {
             mode: StartMode::New,
         }];
@@ -336,7 +336,7 @@ fn force_archive_rejoin_promote_on_real_etcd() {
         );
         put_get(&a, "/k", Some("after")).await;
 
-        // S11: b returns with stale data: archived, not deleted.
+        // the stale-data-archived scenario: b returns with stale data: archived, not deleted.
         let old_db = b.paths.member_dir().join("snap/db");
         let old_len = std::fs::metadata(&old_db).unwrap().len();
         exec(

@@ -1,4 +1,4 @@
-//! The scenarios S1–S11 (docs/failover.md) as sequences of facts, each step checked
+//! The two-node failover scenarios (docs/failover.md) as sequences of facts, each step checked
 //! against what `decide` must (and must not) do.
 
 use warden_api::Outcome;
@@ -212,7 +212,7 @@ fn membership_change(s: &Step) -> bool {
     )
 }
 
-// ---- S1 ---------------------------------------------------------------------
+// ---- the fresh-bootstrap scenario --------------------
 
 fn fresh(me: &str) -> Facts {
     let mut f = healthy(me);
@@ -228,7 +228,7 @@ fn fresh(me: &str) -> Facts {
 }
 
 #[test]
-fn s1_fresh_bootstrap_of_two_nodes() {
+fn fresh_bootstrap_of_two_nodes() {
     let f = fresh(A);
     assert_eq!(
         acts(&f),
@@ -262,7 +262,7 @@ fn s1_fresh_bootstrap_of_two_nodes() {
 }
 
 #[test]
-fn s1_a_half_done_bootstrap_is_completed_not_deadlocked() {
+fn a_half_done_bootstrap_is_completed_not_deadlocked() {
     // n2 started `new` but never reached quorum; n1 (data lost to a fence
     // before it wrote any) starts `new` too and completes the bootstrap.
     let mut f = fresh(A);
@@ -280,10 +280,10 @@ fn s1_a_half_done_bootstrap_is_completed_not_deadlocked() {
     assert!(acts(&f).is_empty());
 }
 
-// ---- S2 ---------------------------------------------------------------------
+// ---- the adoption scenario --------------------
 
 #[test]
-fn s2_adopts_an_existing_member_without_changing_ids() {
+fn adopts_an_existing_member_without_changing_ids() {
     let mut f = healthy(A);
     f.trigger = Trigger::Start;
     f.etcd = EtcdView::NotRunning;
@@ -310,10 +310,10 @@ fn s2_adopts_an_existing_member_without_changing_ids() {
     );
 }
 
-// ---- S3 and S11 -------------------------------------------------------------
+// ---- the peer-crash and stale-data-archived scenarios --------------------
 
 #[test]
-fn s3_peer_crash_fence_survivor_rejoin_learner_voter() {
+fn peer_crash_fence_survivor_rejoin_learner_voter() {
     // a. Lost, not fenced yet: wait; never force on "no leader" alone.
     let f = peer_lost();
     let d = decide(&f);
@@ -366,7 +366,7 @@ fn s3_peer_crash_fence_survivor_rejoin_learner_voter() {
     assert!(d.steps.contains(&Step::ClearClaim), "{d:?}");
     assert_eq!(d.outcome, Outcome::Degraded);
 
-    // e. (S11) The fenced node boots: its data is stale, so it is archived,
+    // e. (the stale-data-archived scenario) The fenced node boots: its data is stale, so it is archived,
     // never deleted and never joined over.
     let cluster = ClusterView {
         cluster_id: CLUSTER,
@@ -436,7 +436,7 @@ fn s3_peer_crash_fence_survivor_rejoin_learner_voter() {
 /// stamps say (the fence's may even read later than the join, after a
 /// clock step), it proves nothing.
 #[test]
-fn s3_a_fence_older_than_the_last_join_proves_nothing() {
+fn a_fence_older_than_the_last_join_proves_nothing() {
     let mut f = peer_lost();
     f.pacemaker.fence_history.push(fenced(B, 90));
     assert!(!forces(&f));
@@ -463,10 +463,10 @@ fn s3_a_fence_older_than_the_last_join_proves_nothing() {
     assert!(!forces(&f));
 }
 
-// ---- S4 ---------------------------------------------------------------------
+// ---- the partition scenario --------------------
 
 #[test]
-fn s4_partition_fence_race_exactly_one_survivor() {
+fn partition_fence_race_exactly_one_survivor() {
     // Both sides see the other unclean: neither claims, neither forces.
     let f = peer_lost();
     assert!(acts(&f).is_empty(), "{:?}", decide(&f));
@@ -494,10 +494,10 @@ fn s4_partition_fence_race_exactly_one_survivor() {
     assert_ne!(d.outcome, Outcome::NotConfigured);
 }
 
-// ---- S5 ---------------------------------------------------------------------
+// ---- the etcd-crash scenario --------------------
 
 #[test]
-fn s5_local_etcd_crash_is_restarted_in_place() {
+fn local_etcd_crash_is_restarted_in_place() {
     let mut f = healthy(A);
     f.trigger = Trigger::Reconcile;
     f.etcd = EtcdView::NotRunning;
@@ -578,10 +578,10 @@ fn a_hung_etcd_fails_its_monitor_its_stop_ends_it_and_the_peer_forces_on_that_st
     );
 }
 
-// ---- S6 ---------------------------------------------------------------------
+// ---- the daemon-restart scenario --------------------
 
 #[test]
-fn s6_a_restarted_daemon_leaves_a_serving_etcd_alone() {
+fn a_restarted_daemon_leaves_a_serving_etcd_alone() {
     for me in [A, B] {
         let mut f = healthy(me);
         f.trigger = Trigger::Reconcile;
@@ -595,10 +595,10 @@ fn s6_a_restarted_daemon_leaves_a_serving_etcd_alone() {
     assert_eq!(acts(&f), vec![Step::MarkInSync]);
 }
 
-// ---- S7 ---------------------------------------------------------------------
+// ---- the double-power-loss scenario --------------------
 
 #[test]
-fn s7_after_both_power_cycled_the_newer_data_wins() {
+fn after_both_power_cycled_the_newer_data_wins() {
     // n1 forced a new cluster (epoch 1) before the outage; n2 holds epoch 0.
     let mut a = healthy(A);
     a.trigger = Trigger::Start;
@@ -648,10 +648,10 @@ fn s7_after_both_power_cycled_the_newer_data_wins() {
     assert!(d.reason.as_deref().unwrap().contains(cmd));
 }
 
-// ---- S8 ---------------------------------------------------------------------
+// ---- the total-outage scenario --------------------
 
 #[test]
-fn s8_a_lone_node_after_a_total_outage_waits_and_says_why() {
+fn a_lone_node_after_a_total_outage_waits_and_says_why() {
     // Booted alone: wait_for_all keeps corosync inquorate.
     let mut f = healthy(A);
     f.trigger = Trigger::Start;
@@ -734,10 +734,10 @@ fn s8_a_lone_node_after_a_total_outage_waits_and_says_why() {
     assert!(decide(&f).refusal().is_some());
 }
 
-// ---- S9 ---------------------------------------------------------------------
+// ---- the graceful-reboot scenario --------------------
 
 #[test]
-fn s9_graceful_reboot_leaves_and_the_other_goes_on_without_forcing() {
+fn graceful_reboot_leaves_and_the_other_goes_on_without_forcing() {
     let mut f = healthy(B);
     f.trigger = Trigger::Stop;
     // The marker goes first: from now on n1 may go on without us.
@@ -1045,10 +1045,10 @@ fn a_join_that_never_got_the_data_beside_a_blank_peer_names_the_older_archive() 
     assert!(!forces(&blank) && !has(&blank, |s| matches!(s, Step::StartEtcd { .. })));
 }
 
-// ---- S10 --------------------------------------------------------------------
+// ---- the both-stopped scenario --------------------
 
 #[test]
-fn s10_both_stopped_at_once_neither_leaves_then_a_clean_start() {
+fn both_stopped_at_once_neither_leaves_then_a_clean_start() {
     let mut f = healthy(A);
     f.trigger = Trigger::Stop;
     f.local = LocalMarkers::default();

@@ -84,7 +84,7 @@ pub(crate) struct Reconciler {
     // Agent stops in progress. While Pacemaker stops etcd here, the loop's
     // own passes must not act: between two passes of the stop they saw the
     // member just removed as "etcd not running where Pacemaker wants it"
-    // and archived and rejoined it (S9), or released the leave lock taken
+    // and archived and rejoined it (the graceful-reboot scenario), or released the leave lock taken
     // for the stop. The stop's own passes carry it through.
     stops: std::sync::atomic::AtomicUsize,
     // Whether the last facts showed a learner. Nothing is decided while it

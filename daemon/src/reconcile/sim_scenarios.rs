@@ -1,4 +1,4 @@
-//! The scenarios S1–S11 (docs/failover.md) through the real reconciler:
+//! The two-node failover scenarios (docs/failover.md) through the real reconciler:
 //! each test plays a scenario's fact sequence in the simulated cluster
 //! ([`super::sim`]) and checks what the reconciler did (which start mode,
 //! a force only after Pacemaker's fence, a learner join, archives instead
@@ -53,7 +53,7 @@ fn pos(log: &[String], s: &str) -> usize {
 }
 
 #[tokio::test]
-async fn s1_fresh_pair_bootstraps_once_the_peer_says_it_has_no_data() {
+async fn fresh_pair_bootstraps_once_the_peer_says_it_has_no_data() {
     let (_t, sim, r) = node(A);
     sim.with(|w| w.nodes.values_mut().for_each(|n| n.etcd = Res::Starting));
     // The peer's daemon has not published its record: wait, start returns.
@@ -77,7 +77,7 @@ async fn s1_fresh_pair_bootstraps_once_the_peer_says_it_has_no_data() {
 }
 
 #[tokio::test]
-async fn s1_archived_data_anywhere_refuses_a_bootstrap_and_names_the_restore() {
+async fn archived_data_anywhere_refuses_a_bootstrap_and_names_the_restore() {
     let (_t, sim, r) = node(A);
     let mut rec = record("n2-boot", false, 0, None);
     rec.archives = 1;
@@ -94,7 +94,7 @@ async fn s1_archived_data_anywhere_refuses_a_bootstrap_and_names_the_restore() {
 }
 
 #[tokio::test]
-async fn s2_an_existing_member_is_started_on_its_data_with_its_ids() {
+async fn an_existing_member_is_started_on_its_data_with_its_ids() {
     let (_t, sim, r) = node(A);
     sim.healthy(CLUSTER, 0, false);
     sim.with(|w| w.members[0].up = false);
@@ -109,7 +109,7 @@ async fn s2_an_existing_member_is_started_on_its_data_with_its_ids() {
 }
 
 #[tokio::test]
-async fn s3_s11_peer_lost_fenced_survivor_forces_then_the_peer_rejoins_as_a_learner() {
+async fn peer_lost_fenced_survivor_forces_then_the_peer_rejoins_as_a_learner() {
     let (_t, sim, r) = node(A);
     sim.healthy(CLUSTER, 0, true);
     assert!(!r.tick(&sim.ports()).await || sim.take_log().is_empty());
@@ -219,7 +219,7 @@ async fn s3_s11_peer_lost_fenced_survivor_forces_then_the_peer_rejoins_as_a_lear
 }
 
 #[tokio::test]
-async fn s11_the_fenced_node_archives_its_stale_data_and_joins_as_a_learner() {
+async fn the_fenced_node_archives_its_stale_data_and_joins_as_a_learner() {
     let (_t, sim, r) = node(B);
     sim.healthy(CLUSTER, 0, false);
     // n1 forced epoch 1 while n2 was fenced: n1 alone in the member list.
@@ -263,7 +263,7 @@ async fn s11_the_fenced_node_archives_its_stale_data_and_joins_as_a_learner() {
 }
 
 #[tokio::test]
-async fn s4_partition_neither_side_claims_without_a_fence_and_a_newer_claim_wins() {
+async fn partition_neither_side_claims_without_a_fence_and_a_newer_claim_wins() {
     let (_t, sim, r) = node(A);
     sim.healthy(CLUSTER, 0, true);
     sim.lose(B);
@@ -294,7 +294,7 @@ async fn s4_partition_neither_side_claims_without_a_fence_and_a_newer_claim_wins
 }
 
 #[tokio::test]
-async fn s5_a_crashed_local_etcd_is_restarted_in_place() {
+async fn a_crashed_local_etcd_is_restarted_in_place() {
     let (_t, sim, r) = node(A);
     sim.healthy(CLUSTER, 0, true);
     sim.with(|w| w.members[0].up = false);
@@ -313,7 +313,7 @@ async fn s5_a_crashed_local_etcd_is_restarted_in_place() {
 }
 
 #[tokio::test]
-async fn s6_a_restarted_daemon_leaves_a_serving_etcd_alone() {
+async fn a_restarted_daemon_leaves_a_serving_etcd_alone() {
     let (_t, sim, r) = node(A);
     sim.healthy(CLUSTER, 0, false);
     r.tick(&sim.ports()).await;
@@ -329,7 +329,7 @@ async fn s6_a_restarted_daemon_leaves_a_serving_etcd_alone() {
 }
 
 #[tokio::test]
-async fn s7_after_both_power_cycled_the_older_data_is_archived() {
+async fn after_both_power_cycled_the_older_data_is_archived() {
     let (_t, sim, r) = node(B);
     sim.healthy(CLUSTER, 0, false);
     sim.with(|w| {
@@ -350,7 +350,7 @@ async fn s7_after_both_power_cycled_the_older_data_is_archived() {
 }
 
 #[tokio::test]
-async fn s8_a_lone_node_after_a_total_outage_refuses_and_names_the_command() {
+async fn a_lone_node_after_a_total_outage_refuses_and_names_the_command() {
     let (_t, sim, r) = node(A);
     sim.healthy(CLUSTER, 0, false);
     sim.with(|w| {
@@ -376,7 +376,7 @@ async fn s8_a_lone_node_after_a_total_outage_refuses_and_names_the_command() {
 }
 
 #[tokio::test]
-async fn s9_a_graceful_stop_leaves_the_cluster_under_the_leave_lock() {
+async fn a_graceful_stop_leaves_the_cluster_under_the_leave_lock() {
     let (_t, sim, r) = node(B);
     sim.healthy(CLUSTER, 0, true);
     let id = sim.member_of(B).unwrap().id;
@@ -416,7 +416,7 @@ async fn s9_a_graceful_stop_leaves_the_cluster_under_the_leave_lock() {
 }
 
 #[tokio::test]
-async fn s9_a_leave_whose_removal_answer_is_lost_learns_the_removal_from_the_cluster() {
+async fn a_leave_whose_removal_answer_is_lost_learns_the_removal_from_the_cluster() {
     let (_t, sim, r) = node(B);
     sim.healthy(CLUSTER, 0, true);
     let id = sim.member_of(B).unwrap().id;
@@ -453,7 +453,7 @@ async fn s9_a_leave_whose_removal_answer_is_lost_learns_the_removal_from_the_clu
 }
 
 #[tokio::test]
-async fn s10_both_stopped_at_once_neither_leaves() {
+async fn both_stopped_at_once_neither_leaves() {
     let (_t, sim, r) = node(A);
     sim.healthy(CLUSTER, 0, false);
     sim.with(|w| w.nodes.get_mut(B).unwrap().etcd = Res::Stopping);

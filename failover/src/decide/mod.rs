@@ -8,7 +8,7 @@
 //! - …and only from data known to hold every acknowledged write: the member
 //!   was a voter with quorum during this boot and etcd has not been stopped
 //!   since (the in-sync marker). Otherwise a lone node refuses and names the
-//!   recover command (the lost-write and refusal rules, scenario S8).
+//!   recover command (the lost-write and refusal rules, the total-outage scenario).
 //! - A node that left the member list gracefully never forces: its WAL
 //!   holds its own removal, and etcd panics forcing from it.
 //! - The claim is written and read back before forcing; a valid peer claim

@@ -25,7 +25,7 @@ impl<P: Policy> Decider<'_, P> {
                 let wanted = match self.f.trigger {
                     Trigger::Start => true,
                     // Pacemaker believes it started: the daemon restarts it
-                    // in place (S5) rather than wait for monitor.
+                    // in place (the etcd-crash scenario) rather than wait for monitor.
                     _ => matches!(me.etcd, ResourceState::Started | ResourceState::Starting),
                 };
                 if wanted {
@@ -37,10 +37,10 @@ impl<P: Policy> Decider<'_, P> {
         }
     }
 
-    /// A node that booted alone after a total outage (S8): corosync holds
+    /// A node that booted alone after a total outage (the total-outage scenario): corosync holds
     /// quorum back until the peer has been seen (wait_for_all), and nothing
     /// shows that this node's data holds the writes the peer may have
-    /// acknowledged alone after they lost each other (S7). It waits for the
+    /// acknowledged alone after they lost each other (the double-power-loss scenario). It waits for the
     /// peer, and says so where an operator looks: a probe answers `Failed`
     /// so that the reason and the command are an exit reason in crm_mon
     /// (a "not running" probe shows none), and Pacemaker, without quorum,
@@ -308,7 +308,7 @@ impl<P: Policy> Decider<'_, P> {
         }
         // The peer is up but its daemon has not said what data it holds
         // yet: after a total outage its data may be the newer one (it went
-        // on alone, S7). Starting ours first in the old membership could
+        // on alone, the double-power-loss scenario). Starting ours first in the old membership could
         // let the older history lead. Its record comes within seconds.
         if peer.online && peer.record.is_none() {
             return self.hold(format!(

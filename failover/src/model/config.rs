@@ -6,7 +6,7 @@ use crate::facts::Topology;
 /// How the model starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Initial {
-    /// Nodes powered on, no data anywhere (S1).
+    /// Nodes powered on, no data anywhere (the fresh-bootstrap scenario).
     Fresh,
     /// A healthy cluster: every node a voter, in sync, Pacemaker happy.
     Healthy,

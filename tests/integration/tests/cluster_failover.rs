@@ -1,4 +1,4 @@
-//! The two-node failover scenarios S1–S11 on real Corosync, Pacemaker,
+//! The two-node failover scenarios on real Corosync, Pacemaker,
 //! fencing and etcd, with an `etcd-warden daemon` in every node and the
 //! agent under Pacemaker, configured by `etcd-warden crm-config`.
 //!
@@ -10,7 +10,7 @@
 //! sampler checks that there is always a voter and never more than two.
 //!
 //! Scenarios share a cluster where the end state of one is the start of the
-//! next (S1 → S3 → S11, S5 → S6, S7 → S8, S9 → S10); each step names itself
+//! next (the fresh-bootstrap scenario → the peer-crash scenario → the stale-data-archived scenario, the etcd-crash scenario → the daemon-restart scenario, the double-power-loss scenario → the total-outage scenario, the graceful-reboot scenario → the both-stopped scenario); each step names itself
 //! in its failure message.
 
 mod failover_support;
@@ -34,11 +34,11 @@ fn kill9(w: &WardenCluster, node: &str, pid: i64) {
         .or_fail(w);
 }
 
-/// S1 fresh bootstrap → S3 peer crash, fence, survivor writable, peer back
-/// as learner then voter → S11 the fenced node's old data archived.
+/// A fresh bootstrap → the peer's crash, fence, the survivor writable, the peer
+/// back as learner then voter → the fenced node's old data archived.
 #[test]
-fn s1_s3_s11_bootstrap_crash_fence_rejoin_archive() {
-    // S1: both fresh, both voters, one cluster.
+fn bootstrap_crash_fence_rejoin_archive() {
+    // the fresh-bootstrap scenario: both fresh, both voters, one cluster.
     let (w, cid) = healthy(2, Topology::TwoNode);
     let all = w.nodes();
     let (survivor, victim) = ("node1", "node2");
@@ -52,7 +52,7 @@ fn s1_s3_s11_bootstrap_crash_fence_rejoin_archive() {
     wait_acks_everywhere(&writer, &all, 20);
     let mon = w.monitor(&[survivor.to_string()]).or_fail(&w);
 
-    // S3: the peer loses power; Pacemaker fences it; the survivor forces a
+    // the peer-crash scenario: the peer loses power; Pacemaker fences it; the survivor forces a
     // one-member cluster and takes writes again.
     let t_crash = Instant::now();
     w.c.crash(victim).or_fail(&w);
@@ -71,7 +71,7 @@ fn s1_s3_s11_bootstrap_crash_fence_rejoin_archive() {
             "the survivor acked writes after the crash but before the fence ({ack:?})"
         );
         eprintln!(
-            "S3: crash -> first write {:.2}s; fence -> first write {:.2}s",
+            "the peer-crash scenario: crash -> first write {:.2}s; fence -> first write {:.2}s",
             ack.at.duration_since(t_crash).as_secs_f64(),
             ack.wall.duration_since(f).unwrap_or_default().as_secs_f64()
         );
@@ -132,7 +132,7 @@ fn s1_s3_s11_bootstrap_crash_fence_rejoin_archive() {
         );
     }
 
-    // S11: the old data is archived, not deleted, and the log says where.
+    // the stale-data-archived scenario: the old data is archived, not deleted, and the log says where.
     let archives = w.archives(victim).or_fail(&w);
     assert!(
         !archives.is_empty(),
@@ -149,15 +149,18 @@ fn s1_s3_s11_bootstrap_crash_fence_rejoin_archive() {
 
     let acks = writer.finish();
     w.check_writes(&acks, "/s3", &all).or_fail(&w);
-    eprintln!("S1/S3/S11: {} acknowledged writes checked", acks.len());
+    eprintln!(
+        "fresh bootstrap, peer crash, stale data archived: {} acknowledged writes checked",
+        acks.len()
+    );
     w.c.stop();
 }
 
-/// S2: an etcd member and its data, started by another manager (here: by
+/// the adoption scenario: an etcd member and its data, started by another manager (here: by
 /// hand), are taken over by Pacemaker and the daemons without changing the
 /// member or cluster ids.
 #[test]
-fn s2_adoption_keeps_member_and_cluster_ids() {
+fn adoption_keeps_member_and_cluster_ids() {
     let w = WardenCluster::start_daemons(2, Topology::TwoNode).unwrap_or_else(|e| panic!("{e:#}"));
     let all = w.nodes();
     let initial = all
@@ -222,11 +225,11 @@ fn s2_adoption_keeps_member_and_cluster_ids() {
     w.c.stop();
 }
 
-/// S4: the network between the nodes is cut; both race to fence; exactly one
+/// the partition scenario: the network between the nodes is cut; both race to fence; exactly one
 /// survives (node1: the configuration delays fencing it) and takes writes;
 /// the loser comes back and rejoins.
 #[test]
-fn s4_partition_fence_race_one_survivor_rejoins() {
+fn partition_fence_race_one_survivor_rejoins() {
     let (w, _cid) = healthy(2, Topology::TwoNode);
     let all = w.nodes();
     let writer = w.writer("/s4", &all).or_fail(&w);
@@ -254,7 +257,7 @@ fn s4_partition_fence_race_one_survivor_rejoins() {
         .wait_ack_after(Some(survivor), t_cut, FAILOVER)
         .or_fail(&w);
     eprintln!(
-        "S4: cut -> first write on {survivor} {:.2}s",
+        "the partition scenario: cut -> first write on {survivor} {:.2}s",
         ack.at.duration_since(t_cut).as_secs_f64()
     );
     assert!(
@@ -272,11 +275,11 @@ fn s4_partition_fence_race_one_survivor_rejoins() {
     w.c.stop();
 }
 
-/// S5: etcd crashes on a live node: restarted in place, same member ids and
-/// cluster id, no fence, no forced cluster. S6: the daemon is killed and
+/// the etcd-crash scenario: etcd crashes on a live node: restarted in place, same member ids and
+/// cluster id, no fence, no forced cluster. the daemon-restart scenario: the daemon is killed and
 /// restarted: etcd keeps serving throughout and is adopted, not restarted.
 #[test]
-fn s5_s6_local_etcd_crash_and_daemon_restart() {
+fn local_etcd_crash_and_daemon_restart() {
     let (w, cid) = healthy(2, Topology::TwoNode);
     let all = w.nodes();
     let (_, before) = w.members("node1").or_fail(&w);
@@ -284,7 +287,7 @@ fn s5_s6_local_etcd_crash_and_daemon_restart() {
     wait_acks_everywhere(&writer, &all, 20);
     let mon = w.monitor(&["node1".to_string()]).or_fail(&w);
 
-    // S5
+    // the etcd-crash scenario
     let old = w.etcd_pid("node2").or_fail(&w).expect("etcd runs on node2");
     let t = Instant::now();
     kill9(&w, "node2", old);
@@ -304,9 +307,12 @@ fn s5_s6_local_etcd_crash_and_daemon_restart() {
         0,
         "node2 was fenced"
     );
-    eprintln!("S5: etcd {old} -> {new} on node2 after {:?}", t.elapsed());
+    eprintln!(
+        "the etcd-crash scenario: etcd {old} -> {new} on node2 after {:?}",
+        t.elapsed()
+    );
 
-    // S6
+    // the daemon-restart scenario
     let etcd = w.etcd_pid("node1").or_fail(&w).expect("etcd runs on node1");
     let daemon = w.daemon_pid("node1").expect("daemon on node1");
     let t = Instant::now();
@@ -339,15 +345,15 @@ fn s5_s6_local_etcd_crash_and_daemon_restart() {
     w.c.stop();
 }
 
-/// S7: both nodes lose power, node2 first: node1 went on alone (fenced node2,
-/// forced, took writes), so node1's data is newer. S8: node2 boots alone
+/// the double-power-loss scenario: both nodes lose power, node2 first: node1 went on alone (fenced node2,
+/// forced, took writes), so node1's data is newer. the total-outage scenario: node2 boots alone
 /// after the total outage: it waits (no etcd, no writes accepted) and says
 /// why, with the one command that resolves it, where an operator looks:
 /// crm_mon's exit reason and the daemon's report (the refusal rule). Then node1
 /// boots: its newer data wins, node2 archives its stale data and rejoins,
 /// and nothing acknowledged is lost.
 #[test]
-fn s7_s8_total_outage_newer_data_wins_lone_node_waits() {
+fn total_outage_newer_data_wins_lone_node_waits() {
     let (w, _cid) = healthy(2, Topology::TwoNode);
     let all = w.nodes();
     let writer = w.writer("/s7", &all).or_fail(&w);
@@ -368,7 +374,7 @@ fn s7_s8_total_outage_newer_data_wins_lone_node_waits() {
     w.c.crash("node1").or_fail(&w);
     let t_out = Instant::now();
 
-    // S8: node2 alone, with the older data.
+    // the total-outage scenario: node2 alone, with the older data.
     w.boot("node2", SETTLE).or_fail(&w);
     let command = "etcd-warden recover force-new-cluster --node node2";
     let shown = poll("crm_mon on node2 to say why etcd waits", SETTLE, || {
@@ -377,7 +383,7 @@ fn s7_s8_total_outage_newer_data_wins_lone_node_waits() {
             .find(|r| r.contains("etcd-warden recover")))
     })
     .or_fail(&w);
-    eprintln!("S8: crm_mon on node2 shows: {shown}");
+    eprintln!("the total-outage scenario: crm_mon on node2 shows: {shown}");
     assert!(
         shown.contains(command),
         "the exit reason must name `{command}`: {shown}"
@@ -399,7 +405,7 @@ fn s7_s8_total_outage_newer_data_wins_lone_node_waits() {
         "a lone node with older data accepted writes after a total outage"
     );
 
-    // S7: node1 comes back; its newer data wins.
+    // the double-power-loss scenario: node1 comes back; its newer data wins.
     w.boot("node1", SETTLE).or_fail(&w);
     w.wait_started(&all, SETTLE).or_fail(&w);
     w.wait_voters("node1", &all, SETTLE).or_fail(&w);
@@ -413,7 +419,10 @@ fn s7_s8_total_outage_newer_data_wins_lone_node_waits() {
     );
     let acks = writer.finish();
     w.check_writes(&acks, "/s7", &all).or_fail(&w);
-    eprintln!("S7/S8: {} acknowledged writes checked", acks.len());
+    eprintln!(
+        "the double-power-loss scenario/the total-outage scenario: {} acknowledged writes checked",
+        acks.len()
+    );
     w.c.stop();
 }
 
@@ -434,18 +443,18 @@ fn graceful_stop(w: &WardenCluster, node: &str) {
     }
 }
 
-/// S9: node2 reboots gracefully: node1 goes on without a fence and without
-/// forcing a new cluster (the cluster id stays). S10: both stop gracefully at
+/// the graceful-reboot scenario: node2 reboots gracefully: node1 goes on without a fence and without
+/// forcing a new cluster (the cluster id stays). the both-stopped scenario: both stop gracefully at
 /// once: no corruption; both start cleanly afterwards with every write.
 #[test]
-fn s9_s10_graceful_reboot_and_graceful_stop_of_both() {
+fn graceful_reboot_and_graceful_stop_of_both() {
     let (w, cid) = healthy(2, Topology::TwoNode);
     let all = w.nodes();
     let writer = w.writer("/s9", &all).or_fail(&w);
     wait_acks_everywhere(&writer, &all, 20);
     let mon = w.monitor(&["node1".to_string()]).or_fail(&w);
 
-    // S9
+    // the graceful-reboot scenario
     let t = Instant::now();
     graceful_stop(&w, "node2");
     w.c.crash("node2").or_fail(&w); // what the reboot ends: the daemon
@@ -475,7 +484,7 @@ fn s9_s10_graceful_reboot_and_graceful_stop_of_both() {
         "node2's data must be archived exactly once, at its rejoin: {archived:?}"
     );
 
-    // S10
+    // the both-stopped scenario
     let t_stop = SystemTime::now();
     std::thread::scope(|s| {
         let a = s.spawn(|| graceful_stop(&w, "node1"));
@@ -488,7 +497,7 @@ fn s9_s10_graceful_reboot_and_graceful_stop_of_both() {
     for n in &all {
         w.c.crash(n).or_fail(&w);
     }
-    eprintln!("S10: both stopped at {t_stop:?}");
+    eprintln!("the both-stopped scenario: both stopped at {t_stop:?}");
     for n in &all {
         assert!(
             w.data_dir(n).unwrap().join("member").is_dir(),

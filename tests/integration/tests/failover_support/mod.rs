@@ -16,7 +16,7 @@ pub const SETTLE: Duration = Duration::from_secs(120);
 /// Deadline for the survivor's first write after a fault.
 pub const FAILOVER: Duration = Duration::from_secs(60);
 
-/// A fresh cluster of `n` nodes with both etcd members voters (S1), the
+/// A fresh cluster of `n` nodes with both etcd members voters (the fresh-bootstrap scenario), the
 /// cluster id both nodes agree on.
 pub fn healthy(n: usize, topology: Topology) -> (WardenCluster, u64) {
     let t0 = Instant::now();
