@@ -1,4 +1,4 @@
-//! The two-node failover scenarios (docs/failover.md) as sequences of facts, each step checked
+//! The two-node failover scenarios (docs/failover.md §9) as sequences of facts, each step checked
 //! against what `decide` must (and must not) do.
 
 use warden_api::Outcome;

@@ -1,4 +1,4 @@
-//! The two-node failover scenarios (docs/failover.md) through the real reconciler:
+//! The two-node failover scenarios (docs/failover.md §9) through the real reconciler:
 //! each test plays a scenario's fact sequence in the simulated cluster
 //! ([`super::sim`]) and checks what the reconciler did (which start mode,
 //! a force only after Pacemaker's fence, a learner join, archives instead

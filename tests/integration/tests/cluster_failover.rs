@@ -1,4 +1,4 @@
-//! The two-node failover scenarios on real Corosync, Pacemaker,
+//! The two-node failover scenarios (docs/failover.md §9) on real Corosync, Pacemaker,
 //! fencing and etcd, with an `etcd-warden daemon` in every node and the
 //! agent under Pacemaker, configured by `etcd-warden crm-config`.
 //!
