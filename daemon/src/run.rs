@@ -156,6 +156,7 @@ async fn first_probe(app: &App) {
             tracing::error!(error = %e, "autostart failed");
         }
     } else if app.settings.autostart {
+        // Adopted: remember that it should keep running.
         let _ = app.start_etcd(StartMode::Normal, t.probe_timeout).await;
     }
     let p = app.probe(t.probe_timeout, true).await;
@@ -168,7 +169,7 @@ async fn leave_etcd(app: &App) {
         // Pacemaker owns etcd: only its stop action stops it. A daemon
         // restart (an upgrade, needrestart, a watchdog restart) leaves it
         // serving, and the next daemon adopts it by its PID file.
-        AnySupervisor::Process(p) if crate::reconcile::enabled(&app.settings) => {
+        AnySupervisor::Process(p) if app.failover.is_some() => {
             p.leave_running();
             tracing::info!("leaving etcd running for the next daemon to adopt (Pacemaker stops it)")
         }

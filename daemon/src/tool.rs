@@ -13,6 +13,7 @@
 //! blocking thread and stops it early when its caller stops waiting (a pass
 //! cancelled at shutdown does not leave a crm_mon behind for its deadline).
 
+use std::ffi::OsString;
 use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
@@ -161,12 +162,12 @@ impl Output {
     }
 }
 
-/// A command for the runner: its argv (no shell), variables added to the
-/// daemon's environment, and the user it runs as (root's own commands
-/// keep root).
+/// A command for the runner: its argv (no shell; paths kept as the OS
+/// gives them, not only as UTF-8), variables added to the daemon's
+/// environment, and the user it runs as (root's own commands keep root).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Cmd {
-    argv: Vec<String>,
+    argv: Vec<OsString>,
     env: Vec<(String, String)>,
     user: Option<(u32, u32)>,
 }
@@ -175,17 +176,14 @@ impl Cmd {
     /// `argv[0]` with the rest as its arguments.
     pub(crate) fn new<S: AsRef<std::ffi::OsStr>>(argv: impl IntoIterator<Item = S>) -> Self {
         Cmd {
-            argv: argv
-                .into_iter()
-                .map(|a| a.as_ref().to_string_lossy().into_owned())
-                .collect(),
+            argv: argv.into_iter().map(|a| a.as_ref().to_owned()).collect(),
             ..Cmd::default()
         }
     }
 
     /// One more argument.
     pub(crate) fn arg(mut self, a: impl AsRef<std::ffi::OsStr>) -> Self {
-        self.argv.push(a.as_ref().to_string_lossy().into_owned());
+        self.argv.push(a.as_ref().to_owned());
         self
     }
 
@@ -207,8 +205,11 @@ impl Cmd {
     }
 
     /// The program, for messages.
-    pub(crate) fn prog(&self) -> &str {
-        self.argv.first().map(String::as_str).unwrap_or_default()
+    pub(crate) fn prog(&self) -> String {
+        self.argv
+            .first()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default()
     }
 
     /// Run it to its end (or `timeout`, or `max_output` bytes of stdout) on
@@ -346,7 +347,7 @@ impl Running {
 
     /// Start `cmd`; see [`Running::spawn`].
     pub(crate) fn spawn_cmd(cmd: &Cmd, timeout: Duration, max_output: usize) -> Self {
-        let prog = cmd.prog().to_owned();
+        let prog = cmd.prog();
         let started = Some(Self::start(cmd));
         Running {
             prog,
@@ -377,7 +378,7 @@ impl Running {
             command.uid(uid).gid(gid);
         }
         let child = command.spawn().map_err(|err| ToolError::Spawn {
-            prog: prog.clone(),
+            prog: cmd.prog(),
             err,
         })?;
         let pid = Pid::from_raw(i32::try_from(child.id()).map_err(|_| ToolError::Pid)?);
